@@ -3,7 +3,7 @@
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
 """
-from . import backends, datasets
+from . import backends, datasets, reader
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .fbert import FBertScorer

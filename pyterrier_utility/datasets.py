@@ -178,6 +178,16 @@ class PyTerrierDataset(Dataset):
         return super().text_loader()
 
 
+def answerable_topics(topics: pd.DataFrame, qrels: pd.DataFrame, labels=2) -> pd.DataFrame:
+    """The topics that have at least one relevant document (``labels``: a minimum or a set).
+
+    Answer quality is undefined for the others, so the study averages over these.
+    """
+    from .fbert import relevant_docnos
+    keep = set(relevant_docnos(qrels, labels))
+    return topics[topics['qid'].astype(str).isin(keep)].reset_index(drop=True)
+
+
 def cranfield() -> Cranfield:
     """The embedded Cranfield collection: the offline default.
 

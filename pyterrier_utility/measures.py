@@ -1,8 +1,11 @@
 """ir_measures measures over the columns :class:`~pyterrier_utility.UtilityEvaluator` adds.
 
 They make answer quality and context utility sit next to nDCG@k in ``pt.Experiment``. Each reads a
-per-query value already computed in the run frame; the mean over queries skips NaN (queries with no
-relevant document, or a 0-shot FBERT of 0), which the evaluator has warned about.
+per-query value already computed in the run frame. A query with no relevant document (or a 0-shot
+FBERT of 0) has NaN, which the evaluator has warned about: ir_measures' own aggregation
+(``ir_measures.calc_aggregate``) skips it, while ``pt.Experiment`` averages per-query values itself
+and so reports NaN, visibly; restrict the topics with
+:func:`pyterrier_utility.datasets.answerable_topics` to average over answerable queries.
 """
 import math
 

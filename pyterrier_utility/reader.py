@@ -17,6 +17,9 @@ ZEROSHOT_PROMPT = ('You are an expert at answering questions based on your own k
                    'answer this question. End your answer with STOP.\nQuestion: {query}\n'
                    'Now start your answer. Answer:')
 CONTEXT_FORMAT = 'Context {i}: {text}'
+#: Stop sequences for base (non-instruction) models, which ignore "STOP" and go on to invent the
+#: next "Question:" or "Context": the answer is what comes before.
+BASE_MODEL_STOP = ('STOP', '\nQuestion:', '\nContext')
 
 
 class Reader(pt.Transformer):
@@ -85,10 +88,9 @@ class Reader(pt.Transformer):
         if zero_shot:
             prompts = {qid: self.build_prompt(str(q)) for qid, q in zip(inp['qid'], inp['query'])}
         else:
-            if 'rank' in inp.columns:
-                inp = inp.sort_values(['qid', 'rank'], kind='stable')
+            ordered = inp.sort_values(['qid', 'rank'], kind='stable') if 'rank' in inp.columns else inp
             prompts = {qid: self.build_prompt(str(g['query'].iloc[0]), [str(t) for t in g['text']])
-                       for qid, g in inp.groupby('qid', sort=False)}
+                       for qid, g in ordered.groupby('qid', sort=False)}
         answers = self.answer(list(prompts.values()))
         per_sample = []
         for j in range(self.n_samples):

@@ -1,0 +1,76 @@
+"""Shared fixtures. Caches live in a temporary folder and the hub is off: nothing downloads."""
+import os
+import tempfile
+
+_TMP = tempfile.mkdtemp(prefix='pu-tests-')
+for var in ('PYTERRIER_HOME', 'IR_DATASETS_HOME', 'HF_HOME', 'MPLCONFIGDIR'):
+    os.environ[var] = os.path.join(_TMP, var.lower())
+os.environ['HF_HUB_OFFLINE'] = '1'
+os.environ['TRANSFORMERS_OFFLINE'] = '1'
+# Converting the offline reader takes a minute; a developer may keep the result between runs.
+os.environ['PYTERRIER_UTILITY_CACHE'] = os.environ.get('PYTERRIER_UTILITY_TEST_CACHE') or os.path.join(_TMP, 'cache')
+
+from typing import List  # noqa: E402
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from pyterrier_rag.backend import Backend, BackendOutput  # noqa: E402
+
+
+class CountingBackend(Backend):
+    """Deterministic answers derived from the prompt (and seed), counting every prompt generated."""
+    supports_seeds = True
+
+    def __init__(self, seeded: bool = True):
+        super().__init__('counting')
+        self.seeded = seeded
+        self.calls: List[str] = []
+        self.batch_size = 4
+
+    @property
+    def deterministic(self):
+        return not self.seeded
+
+    def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
+        seeds = seeds or [0] * len(inps)
+        self.calls.extend(inps)
+        outs = []
+        for p, s in zip(inps, seeds):
+            contexts = p.count('Context ')
+            first = p.split('Context 1: ')[1].split('\n')[0] if contexts else 'no context'
+            outs.append(BackendOutput(text=f'{first} (seed {s if self.seeded else "-"}, {contexts} contexts)'))
+        return outs
+
+
+@pytest.fixture
+def counting_backend():
+    return CountingBackend()
+
+
+@pytest.fixture(scope='session')
+def cranfield():
+    import pyterrier_utility as pu
+    return pu.datasets.cranfield()
+
+
+@pytest.fixture(scope='session')
+def minilm():
+    from pyterrier_utility import BertScore
+    return BertScore('minilm')
+
+
+@pytest.fixture(scope='session')
+def gemma():
+    from pyterrier_utility import backends
+    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4)
+
+
+@pytest.fixture
+def results():
+    """A small result frame given out of rank order."""
+    return pd.DataFrame([
+        {'qid': 'q1', 'query': 'what is lift', 'docno': 'd2', 'text': 'second doc', 'score': 5.0, 'rank': 1},
+        {'qid': 'q1', 'query': 'what is lift', 'docno': 'd1', 'text': 'first doc', 'score': 1.0, 'rank': 0},
+        {'qid': 'q1', 'query': 'what is lift', 'docno': 'd3', 'text': 'third doc', 'score': 0.5, 'rank': 2},
+        {'qid': 'q2', 'query': 'what is drag', 'docno': 'd4', 'text': 'drag doc', 'score': 2.0, 'rank': 0},
+    ])

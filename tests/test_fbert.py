@@ -1,0 +1,85 @@
+import numpy as np
+import pandas as pd
+import pytest
+from bert_score import BERTScorer
+
+from pyterrier_utility import BertScore, FBertScorer
+from pyterrier_utility.backends import minilm_path
+
+ANSWERS = ['the lift of a wing in a slipstream increases', 'heat conduction in slabs',
+           'a sigmet is a weather advisory', 'wing']
+
+
+@pytest.fixture(scope='module')
+def reference():
+    return BERTScorer(model_type=minilm_path(), num_layers=6)
+
+
+def test_f1_matrix_equals_bert_score(minilm, cranfield, reference):
+    docs = [cranfield.texts[d] for d in ['1', '12', '51', '184']]
+    ours = minilm.f1_matrix(ANSWERS, docs)
+    for i, a in enumerate(ANSWERS):
+        _, _, f = reference.score([a] * len(docs), docs)
+        np.testing.assert_allclose(ours[i], f.numpy(), atol=1e-5)
+
+
+def test_idf_weighting_equals_bert_score(cranfield):
+    docs = [cranfield.texts[d] for d in ['1', '12', '51', '184', '29']]
+    ours = BertScore('minilm', idf=True, idf_sents=docs).f1_matrix(ANSWERS, docs)
+    ref = BERTScorer(model_type=minilm_path(), num_layers=6, idf=True, idf_sents=docs)
+    for i, a in enumerate(ANSWERS):
+        _, _, f = ref.score([a] * len(docs), docs)
+        np.testing.assert_allclose(ours[i], f.numpy(), atol=1e-5)
+
+
+def test_texts_are_encoded_once(cranfield):
+    scorer = BertScore('minilm')
+    docs = [cranfield.texts[d] for d in ['1', '12']]
+    scorer.f1_matrix(ANSWERS, docs)
+    scorer.f1_matrix(ANSWERS[:2], docs)
+    assert scorer.encoded == len(ANSWERS) + 2
+
+
+def test_fbert_is_max_over_relevant_documents(minilm, cranfield, reference):
+    qrels = cranfield.get_qrels()
+    scorer = FBertScorer(qrels, cranfield.texts, labels={3, 4}, model_type=minilm)
+    rel = qrels[(qrels.qid == '1') & qrels.label.isin([3, 4])]['docno'].tolist()
+    frame = pd.DataFrame({'qid': ['1', '1'], 'docno': ['x', 'y'], 'qanswer': [ANSWERS[0]] * 2})
+    out = scorer(frame)
+    docs = [cranfield.texts[d] for d in rel]
+    _, _, f = reference.score([ANSWERS[0]] * len(docs), docs)
+    assert out['fbert'].tolist() == pytest.approx([f.max().item()] * 2, abs=1e-5)
+    assert list(out.columns) == ['qid', 'docno', 'qanswer', 'fbert']
+
+
+def test_unjudged_and_unanswerable_queries_are_nan_with_warning(minilm):
+    qrels = pd.DataFrame([('q1', 'd1', 2), ('q2', 'd2', 0)], columns=['qid', 'docno', 'label'])
+    scorer = FBertScorer(qrels, {'d1': 'lift of wings', 'd2': 'other'}, model_type=minilm)
+    with pytest.warns(UserWarning) as record:
+        out = scorer.score(['q1', 'q2', 'q3'], ['wings lift', 'x', 'y'])
+    messages = ' '.join(str(w.message) for w in record)
+    assert 'q2' in messages and 'q3' in messages and 'no relevant document' in messages
+    assert out[0] > 0 and np.isnan(out[1]) and np.isnan(out[2])
+
+
+def test_empty_answer_scores_zero_with_warning(minilm):
+    qrels = pd.DataFrame([('q1', 'd1', 2)], columns=['qid', 'docno', 'label'])
+    scorer = FBertScorer(qrels, {'d1': 'lift of wings'}, model_type=minilm)
+    with pytest.warns(UserWarning, match='empty answer'):
+        assert scorer.score(['q1'], ['  ']).tolist() == [0.0]
+
+
+def test_missing_relevant_text_is_named():
+    qrels = pd.DataFrame([('q1', 'd1', 2)], columns=['qid', 'docno', 'label'])
+    with pytest.raises(KeyError, match='d1'):
+        FBertScorer(qrels, {}, model_type='minilm')
+
+
+def test_disk_cache_reloads_identical_embeddings(tmp_path, cranfield):
+    docs = [cranfield.texts['1']]
+    first = BertScore('minilm', cache_path=tmp_path / 'emb.sqlite')
+    a = first.f1_matrix(ANSWERS, docs)
+    second = BertScore('minilm', cache_path=tmp_path / 'emb.sqlite')
+    b = second.f1_matrix(ANSWERS, docs)
+    assert second.encoded == 0
+    np.testing.assert_array_equal(a, b)

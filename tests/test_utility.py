@@ -1,0 +1,70 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from pyterrier_utility import Reader, UtilityEvaluator
+from pyterrier_utility.utility import utility
+
+
+class TableScorer:
+    """FBERT looked up from a table, to check the arithmetic exactly."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def score(self, qids, answers):
+        return np.array([self.table[a] for a in answers], dtype=float)
+
+
+def test_utility_formula():
+    np.testing.assert_allclose(utility([0.6, 0.4], [0.4, 0.5]), [0.5, -0.2])
+    out = utility([0.5, np.nan, 0.5], [0.0, 0.5, np.nan])
+    assert np.isnan(out).all()
+
+
+def test_evaluator_averages_samples_and_reuses_zero_shot(counting_backend, results):
+    reader = Reader(counting_backend, n_samples=2)
+    table = {
+        'first doc (seed 0, 3 contexts)': 0.6, 'first doc (seed 1, 3 contexts)': 0.8,
+        'drag doc (seed 0, 1 contexts)': 0.3, 'drag doc (seed 1, 1 contexts)': 0.3,
+        'no context (seed 0, 0 contexts)': 0.5, 'no context (seed 1, 0 contexts)': 0.3,
+    }
+    evaluator = UtilityEvaluator(reader, TableScorer(table))
+    out = evaluator(reader(results))
+    q1 = out[out.qid == 'q1']
+    assert list(q1['docno']) == ['d2', 'd1', 'd3']  # context rows kept, one per document
+    assert q1['fbert'].iloc[0] == pytest.approx(0.7)
+    assert q1['fbert_0shot'].iloc[0] == pytest.approx(0.4)
+    assert q1['utility'].iloc[0] == pytest.approx(0.75)
+    assert out[out.qid == 'q2']['utility'].iloc[0] == pytest.approx(-0.25)
+    assert q1['qanswer'].iloc[0] == ('first doc (seed 0, 3 contexts)', 'first doc (seed 1, 3 contexts)')
+    assert 'sample' not in out.columns
+    calls = len(counting_backend.calls)
+    evaluator(reader(results))
+    assert len(counting_backend.calls) == calls  # no generation the second time
+
+
+def test_zero_shot_fbert_of_zero_gives_nan_and_warning(counting_backend, results):
+    reader = Reader(counting_backend)
+    table = {'first doc (seed 0, 3 contexts)': 0.6, 'drag doc (seed 0, 1 contexts)': 0.3,
+             'no context (seed 0, 0 contexts)': 0.0}
+    with pytest.warns(UserWarning, match='q1, q2'):
+        out = UtilityEvaluator(reader, TableScorer(table))(reader(results))
+    assert out['utility'].isna().all()
+    assert (out['fbert_0shot'] == 0).all()
+
+
+def test_single_sample_keeps_plain_answer(counting_backend, results):
+    reader = Reader(counting_backend)
+    table = {'first doc (seed 0, 3 contexts)': 0.6, 'drag doc (seed 0, 1 contexts)': 0.3,
+             'no context (seed 0, 0 contexts)': 0.3}
+    out = UtilityEvaluator(reader, TableScorer(table))(reader(results))
+    assert list(out.columns) == list(results.columns) + ['qanswer', 'fbert', 'fbert_0shot', 'utility']
+    assert out[out.qid == 'q1']['qanswer'].iloc[0] == 'first doc (seed 0, 3 contexts)'
+    assert out[out.qid == 'q1']['utility'].iloc[0] == pytest.approx(1.0)
+
+
+def test_empty_input_gives_empty_typed_frame(counting_backend, results):
+    reader = Reader(counting_backend)
+    out = UtilityEvaluator(reader, TableScorer({}))(reader(results).iloc[:0])
+    assert out.empty and {'fbert', 'fbert_0shot', 'utility'} <= set(out.columns)
