@@ -23,7 +23,7 @@ $(STAMP): setup.py requirements.txt requirements-offline.txt requirements-test.t
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/pyterrier-utility study --out results/demo
+	$(BIN)/pyterrier-utility experiment --out results/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
