@@ -18,10 +18,6 @@ from pyterrier_rag.backend import Backend, BackendOutput
 
 from ._util import cache_dir
 
-#: Paper settings for the reader: sampled answers, temperature 0.3, top-k 50, up to 300 tokens.
-PAPER_GENERATION = {'temperature': 0.3, 'top_k': 50, 'max_new_tokens': 300}
-
-
 class _SeededSampling:
     """Samples each row with its own ``torch.Generator`` and returns logits that force that token.
 
@@ -55,6 +51,7 @@ class CausalLMBackend(Backend):
         tokenizer: its tokenizer.
         model_id: a name for the model, part of every generation cache key.
         temperature: sampling temperature; ``0`` decodes greedily (seeds are then irrelevant).
+            The defaults (0.3, top-k 50, 300 new tokens) are the paper's.
         top_k: sample among the ``top_k`` most likely tokens (``0``: all).
         max_new_tokens: the most tokens generated per answer.
         repetition_penalty: Hugging Face's repetition penalty (``1.0``: none).
