@@ -43,7 +43,9 @@ def experiment(args) -> int:
     scorer = pu.FBertScorer(qrels, dataset.texts, labels=args.labels, model_type=args.scorer)
     evaluate = pu.UtilityEvaluator(reader, scorer)
     systems = build_systems(dataset, qrels, args.k, args.neural, args.labels, args.seed)
-    pipelines = [s >> reader >> evaluate for s in systems.values()]
+    # Each system runs once; both evaluations below read its stored output.
+    outputs = [(s >> reader >> evaluate)(topics) for s in systems.values()]
+    pipelines = [pt.Transformer.from_df(o) for o in outputs]
     metrics = [nDCG @ args.k, pu.FBERT, pu.FBERT0, pu.Utility]
     table = pt.Experiment(pipelines, topics, qrels, metrics, names=list(systems),
                           baseline=list(systems).index('Rel'), round=4)
