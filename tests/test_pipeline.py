@@ -49,7 +49,8 @@ def test_design_card_pipeline_in_experiment(cranfield, minilm, counting_backend,
     res = res.set_index('name')
     assert res.loc['Rel', 'nDCG@3'] > res.loc['BM25', 'nDCG@3'] > res.loc['NRel', 'nDCG@3'] == 0
     assert res['FBERT0'].nunique() == 1  # one 0-shot answer per query, shared by every system
-    assert res.loc['BM25', 'nDCG@3'] == pytest.approx(res.loc['BM25-r', 'nDCG@3'])  # same set of documents
+    # Same documents, evaluated in the order the reader sees them.
+    assert res.loc['BM25-r', 'nDCG@3'] < res.loc['BM25', 'nDCG@3']
     assert 'Utility p-value' in res.columns
     zero_shot_prompts = [c for c in counting_backend.calls if 'Context 1' not in c]
     assert len(zero_shot_prompts) == len(topics)
