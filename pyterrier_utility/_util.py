@@ -29,3 +29,18 @@ def warn_qids(message: str, qids: Iterable, stacklevel: int = 3) -> None:
     if qids:
         shown = ', '.join(qids[:20]) + (f' ... ({len(qids)} in all)' if len(qids) > 20 else '')
         warnings.warn(f'{message}: qid {shown}', stacklevel=stacklevel)
+
+
+def validate_columns(owner, frame, includes: Iterable[str]) -> None:
+    """Checks ``frame`` has the columns ``includes``; the error names the missing columns and ``owner``
+    (a transformer, or a string such as ``'run_study topics'``)."""
+    from pyterrier.validate import InputValidationError
+    import pyterrier_alpha as pta
+    includes = list(includes)
+    try:
+        pta.validate.columns(frame, includes=includes)
+    except InputValidationError as e:
+        missing = ', '.join(repr(c) for c in includes if c not in frame.columns)
+        name = owner if isinstance(owner, str) else repr(owner)
+        raise InputValidationError(f'{name}: input has no column {missing} (needs {includes}, '
+                                   f'has {list(frame.columns)})', e.modes) from None

@@ -14,7 +14,8 @@ def backend_key(backend: Backend) -> object:
     """What, besides prompt and seed, determines a backend's answers."""
     if hasattr(backend, 'generation_key'):
         return backend.generation_key
-    return {'backend': repr(backend), 'model': getattr(backend, 'model_id', None),
+    # Not repr(): a default repr holds the object's address, which changes every run.
+    return {'backend': type(backend).__qualname__, 'model': getattr(backend, 'model_id', None),
             'generation_args': getattr(backend, '_generation_args', None),
             'max_new_tokens': getattr(backend, 'max_new_tokens', None)}
 
@@ -123,7 +124,7 @@ class GenerationCache(Backend):
                 if k not in found:
                     todo.setdefault(k, (p, s))
             batch_size = getattr(self.backend, 'batch_size', 8)
-            todo_keys = list(todo)
+            todo_keys = sorted(todo, key=lambda k: len(todo[k][0]))  # similar lengths batch together
             for start in range(0, len(todo_keys), batch_size):
                 chunk = todo_keys[start:start + batch_size]
                 answers = generate_seeded(self.backend, [todo[k][0] for k in chunk],

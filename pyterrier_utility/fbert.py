@@ -4,9 +4,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 
-from ._util import warn_qids
+from ._util import validate_columns, warn_qids
 from .bertscore import PAPER_MODEL, BertScore
 
 Labels = Union[int, Iterable[int]]
@@ -14,7 +13,7 @@ Labels = Union[int, Iterable[int]]
 
 def relevant_docnos(qrels: pd.DataFrame, labels: Labels) -> Dict[str, List[str]]:
     """qid -> docnos judged relevant. ``labels``: a minimum label (int) or a set of labels."""
-    pta.validate.columns(qrels, includes=['qid', 'docno', 'label'])
+    validate_columns('qrels', qrels, ['qid', 'docno', 'label'])
     if isinstance(labels, (int, np.integer)):
         keep = qrels['label'] >= labels
     else:
@@ -103,7 +102,7 @@ class FBertScorer(pt.Transformer):
         return out
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pta.validate.columns(inp, includes=['qid', self.answer_column])
+        validate_columns(self, inp, ['qid', self.answer_column])
         return inp.assign(**{self.output_column: self.score(inp['qid'], inp[self.answer_column])})
 
     def __repr__(self):

@@ -4,9 +4,8 @@ from typing import List, Mapping, Optional
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 
-from ._util import stable_hash, warn_qids
+from ._util import stable_hash, validate_columns, warn_qids
 from .fbert import Labels, relevant_docnos
 
 
@@ -42,7 +41,7 @@ class OracleSampler(pt.Transformer):
     def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, relevant: bool = True,
                  labels: Labels = 2, nonrelevant_max_label: int = 0, fill_unjudged: bool = False,
                  num_results: int = 1000, seed: int = 0):
-        pta.validate.columns(qrels, includes=['qid', 'docno', 'label'])
+        validate_columns('OracleSampler qrels', qrels, ['qid', 'docno', 'label'])
         self.texts = texts
         self.relevant = relevant
         self.labels = labels
@@ -81,7 +80,7 @@ class OracleSampler(pt.Transformer):
         return picked
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pta.validate.query_frame(inp, extra_columns=['query'])
+        validate_columns(self, inp, ['qid', 'query'])
         rows = []
         empty = []
         for qid, query in zip(inp['qid'].astype(str), inp['query']):

@@ -1,11 +1,11 @@
 """The reader: one answer per query (and sample) from a k-shot or 0-shot prompt."""
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 from pyterrier_rag.backend import Backend
 
+from ._util import validate_columns, warn_qids
 from .cache import GenerationCache
 
 #: The k-shot prompt of the study; ``{contexts}`` holds one formatted context per line.
@@ -37,6 +37,15 @@ class Reader(pt.Transformer):
     once per experiment); wrap the backend in :class:`~pyterrier_utility.GenerationCache` with a
     path to keep them across runs.
 
+    Edge cases: a document appearing twice for a query is given once (first rank), warned; a
+    missing or empty ``text`` gives an empty context line (numbering kept), warned; rows without a
+    ``docno`` (a query the retriever found nothing for) give the 0-shot prompt, warned; a query that
+    is not a string is converted with ``str``, and a missing query raises an error naming the
+    qids. Document text is only ever inserted as data: braces or "Context" inside it are kept
+    verbatim. When a prompt would exceed the model's input limit (``max_prompt_tokens``), the
+    documents are truncated evenly — the longest first, so that all keep an equal share — and the
+    instructions and question are kept whole; warned once per reader.
+
     Args:
         backend: a :class:`pyterrier_rag.backend.Backend`, e.g. :func:`pyterrier_utility.backends.gemma3_270m`
             or ``pyterrier_rag.backend.OpenAIBackend(...)``. Sampling settings live in the backend.
@@ -47,6 +56,8 @@ class Reader(pt.Transformer):
         prompt: the k-shot template, with ``{contexts}`` and ``{query}``.
         zero_shot_prompt: the 0-shot template, with ``{query}``.
         context_format: one context line, with ``{i}`` (1-based) and ``{text}``.
+        max_prompt_tokens: the most prompt tokens; ``None`` takes the backend's ``max_input_length``
+            less the new tokens when the backend has a ``tokenizer`` (else prompts are not measured).
         verbose: show progress.
 
     Example::
@@ -58,7 +69,8 @@ class Reader(pt.Transformer):
     def __init__(self, backend: Backend, *, n_samples: int = 1, seed: int = 0,
                  max_new_tokens: Optional[int] = None, stop: Sequence[str] = ('STOP',),
                  prompt: str = KSHOT_PROMPT, zero_shot_prompt: str = ZEROSHOT_PROMPT,
-                 context_format: str = CONTEXT_FORMAT, verbose: bool = False):
+                 context_format: str = CONTEXT_FORMAT, max_prompt_tokens: Optional[int] = None,
+                 verbose: bool = False):
         if n_samples < 1:
             raise ValueError('n_samples must be at least 1')
         self.backend = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
@@ -70,6 +82,12 @@ class Reader(pt.Transformer):
         self.zero_shot_prompt = zero_shot_prompt
         self.context_format = context_format
         self.verbose = verbose
+        inner = self.backend.backend
+        self.tokenizer = getattr(inner, 'tokenizer', None)
+        if max_prompt_tokens is None and self.tokenizer is not None and getattr(inner, 'max_input_length', None):
+            max_prompt_tokens = inner.max_input_length - (max_new_tokens or getattr(inner, 'max_new_tokens', 0) or 0)
+        self.max_prompt_tokens = max_prompt_tokens
+        self._warned_truncation = False
 
     def seeds(self) -> List[int]:
         """The seed of each sample."""
@@ -82,15 +100,64 @@ class Reader(pt.Transformer):
         contexts = '\n'.join(self.context_format.format(i=i, text=t) for i, t in enumerate(texts, 1))
         return self.prompt.format(contexts=contexts, query=query)
 
+    def _tokens(self, text: str) -> List[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _fit(self, query: str, texts: List[str]) -> Tuple[List[str], bool]:
+        """The texts truncated evenly so that the prompt fits ``max_prompt_tokens``."""
+        if self.max_prompt_tokens is None or self.tokenizer is None:
+            return texts, False
+        frame = len(self._tokens(self.build_prompt(query, [''] * len(texts))))
+        tokens = [self._tokens(t) for t in texts]
+        room = self.max_prompt_tokens - frame
+        if sum(map(len, tokens)) <= room:
+            return texts, False
+        # The largest equal share c with sum(min(len, c)) <= room: short documents stay whole.
+        share, left = 0, max(room, 0)
+        lengths = sorted(map(len, tokens))
+        for i, n in enumerate(lengths):
+            if n * (len(lengths) - i) > left:
+                share = left // (len(lengths) - i)
+                break
+            left -= n
+        return [t if len(tok) <= share else self.tokenizer.decode(tok[:share])
+                for t, tok in zip(texts, tokens)], True
+
+    def prompts(self, inp: pd.DataFrame) -> Dict[object, str]:
+        """qid -> prompt for a result frame (k-shot, documents in rank order) or a query frame (0-shot)."""
+        missing = inp.loc[inp['query'].isna(), 'qid']
+        if len(missing):
+            raise ValueError(f'{self!r}: no query text for qid {sorted(set(map(str, missing)))[:20]}')
+        if 'docno' not in inp.columns:
+            return {qid: self.build_prompt(str(q)) for qid, q in zip(inp['qid'], inp['query'])}
+        ordered = inp.sort_values(['qid', 'rank'], kind='stable') if 'rank' in inp.columns else inp
+        found = ordered[ordered['docno'].notna()]
+        nothing = set(ordered['qid']) - set(found['qid'])
+        warn_qids(f'{self!r}: no document retrieved; answered with the 0-shot prompt', nothing)
+        dup = found.duplicated(['qid', 'docno'])
+        warn_qids(f'{self!r}: duplicate docno in the ranking, given once at its first rank', found.loc[dup, 'qid'])
+        found = found[~dup]
+        blank = found['text'].isna() | (found['text'].astype(str).str.strip() == '')
+        warn_qids(f'{self!r}: missing or empty document text, given as an empty context', found.loc[blank, 'qid'])
+        prompts = {qid: self.build_prompt(str(q)) for qid, q in
+                   ordered.loc[ordered['qid'].isin(nothing)].drop_duplicates('qid')[['qid', 'query']].values}
+        truncated = []
+        for qid, g in found.groupby('qid', sort=False):
+            query = str(g['query'].iloc[0])
+            texts, cut = self._fit(query, ['' if pd.isna(t) else str(t) for t in g['text']])
+            if cut:
+                truncated.append(qid)
+            prompts[qid] = self.build_prompt(query, texts)
+        if truncated and not self._warned_truncation:
+            self._warned_truncation = True
+            warn_qids(f'{self!r}: prompts over {self.max_prompt_tokens} tokens; documents truncated evenly, '
+                      'question kept (warned once)', truncated)
+        return prompts
+
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         zero_shot = 'docno' not in inp.columns
-        pta.validate.columns(inp, includes=['qid', 'query'] if zero_shot else ['qid', 'query', 'docno', 'text'])
-        if zero_shot:
-            prompts = {qid: self.build_prompt(str(q)) for qid, q in zip(inp['qid'], inp['query'])}
-        else:
-            ordered = inp.sort_values(['qid', 'rank'], kind='stable') if 'rank' in inp.columns else inp
-            prompts = {qid: self.build_prompt(str(g['query'].iloc[0]), [str(t) for t in g['text']])
-                       for qid, g in ordered.groupby('qid', sort=False)}
+        validate_columns(self, inp, ['qid', 'query'] if zero_shot else ['qid', 'query', 'docno', 'text'])
+        prompts = self.prompts(inp)
         answers = self.answer(list(prompts.values()))
         per_sample = []
         for j in range(self.n_samples):
@@ -106,13 +173,17 @@ class Reader(pt.Transformer):
         seeds = self.seeds()
         flat_prompts = [p for p in prompts for _ in seeds]
         flat_seeds = [s for _ in prompts for s in seeds]
-        outs = []
+        # Prompts of similar length share batches, so little compute goes to padding.
+        order = sorted(range(len(flat_prompts)), key=lambda i: len(flat_prompts[i]))
+        outs = [None] * len(flat_prompts)
         step = max(1, getattr(self.backend.backend, 'batch_size', 8)) * 4
-        chunks = range(0, len(flat_prompts), step)
+        chunks = range(0, len(order), step)
         for start in pt.tqdm(chunks, desc=repr(self), unit='batch', disable=not self.verbose or len(chunks) < 2):
-            outs.extend(o.text for o in self.backend.generate(
-                flat_prompts[start:start + step], seeds=flat_seeds[start:start + step],
-                max_new_tokens=self.max_new_tokens, stop_sequences=self.stop))
+            idx = order[start:start + step]
+            answers = self.backend.generate([flat_prompts[i] for i in idx], seeds=[flat_seeds[i] for i in idx],
+                                            max_new_tokens=self.max_new_tokens, stop_sequences=self.stop)
+            for i, answer in zip(idx, answers):
+                outs[i] = answer.text
         return [outs[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(prompts))]
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:

@@ -2,9 +2,8 @@
 import numpy as np
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
 
-from ._util import warn_qids
+from ._util import validate_columns, warn_qids
 from .fbert import FBertScorer
 from .reader import Reader
 
@@ -50,7 +49,7 @@ class UtilityEvaluator(pt.Transformer):
         return keys.groupby('qid', sort=False)['p'].mean()
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        pta.validate.columns(inp, includes=['qid', 'query', 'qanswer'])
+        validate_columns(self, inp, ['qid', 'query', 'qanswer'])
         frame = inp if 'sample' in inp.columns else inp.assign(sample=0)
         if frame.empty:
             return inp.drop(columns=['sample'], errors='ignore').assign(

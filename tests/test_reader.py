@@ -7,11 +7,12 @@ from pyterrier_utility.reader import KSHOT_PROMPT, ZEROSHOT_PROMPT
 
 def test_kshot_prompt_follows_rank_not_score(counting_backend, results):
     Reader(counting_backend)(results)
-    assert counting_backend.calls[0] == (
+    lift = [c for c in counting_backend.calls if 'what is lift' in c]
+    assert lift == [(
         'You are an expert at answering questions based on your own knowledge and related context. '
         'Please answer this question based on the given context. End your answer with STOP.\n'
         'Context 1: first doc\nContext 2: second doc\nContext 3: third doc\n'
-        'Question: what is lift\nNow start your answer. Answer:')
+        'Question: what is lift\nNow start your answer. Answer:')]
 
 
 def test_zero_shot_prompt_for_query_frame(counting_backend):

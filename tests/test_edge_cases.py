@@ -1,0 +1,123 @@
+"""Bad and unusual input: clear errors, defined behaviour, warnings naming the qids."""
+import pandas as pd
+import pytest
+from pyterrier.validate import InputValidationError
+
+from conftest import CountingBackend
+from pyterrier_utility import FBertScorer, OracleSampler, Reader, ReverseOrder, UtilityEvaluator
+
+QRELS = pd.DataFrame({'qid': ['q1', 'q2'], 'docno': ['d1', 'd2'], 'label': [2, 2]})
+TEXTS = {'d1': 'lift is an upward force', 'd2': 'drag slows aircraft'}
+
+
+def frame(rows, columns=('qid', 'query', 'docno', 'text', 'rank')):
+    return pd.DataFrame(rows, columns=list(columns))
+
+
+@pytest.mark.parametrize('make,columns,missing', [
+    (lambda: Reader(CountingBackend()), ['qid', 'query', 'docno'], "'text'"),
+    (lambda: Reader(CountingBackend()), ['qid', 'docno', 'text'], "'query'"),
+    (lambda: ReverseOrder(), ['qid', 'score'], "'docno'"),
+    (lambda: OracleSampler(QRELS, TEXTS), ['qid'], "'query'"),
+])
+def test_missing_column_names_column_and_transformer(make, columns, missing):
+    transformer = make()
+    with pytest.raises(InputValidationError) as e:
+        transformer(pd.DataFrame({c: ['x'] for c in columns}))
+    message = str(e.value)
+    assert f'input has no column {missing}' in message
+    assert repr(transformer) in message
+
+
+def test_scorer_and_evaluator_name_missing_answer_column(minilm):
+    scorer = FBertScorer(QRELS, TEXTS, model_type=minilm)
+    with pytest.raises(InputValidationError, match=r"FBertScorer\(.*input has no column 'qanswer'"):
+        scorer(pd.DataFrame({'qid': ['q1'], 'query': ['x']}))
+    evaluate = UtilityEvaluator(Reader(CountingBackend()), scorer)
+    with pytest.raises(InputValidationError, match=r"UtilityEvaluator\(.*input has no column 'qanswer'"):
+        evaluate(pd.DataFrame({'qid': ['q1'], 'query': ['x']}))
+
+
+def test_qrels_without_label_is_named():
+    with pytest.raises(InputValidationError, match="OracleSampler qrels: input has no column 'label'"):
+        OracleSampler(QRELS.drop(columns=['label']), TEXTS)
+
+
+def test_query_without_documents_gets_zero_shot_prompt_and_warning():
+    backend = CountingBackend()
+    reader = Reader(backend)
+    rows = frame([('q1', 'what is lift', 'd1', 'lift doc', 0), ('q2', 'what is drag', None, None, 0)])
+    with pytest.warns(UserWarning, match='no document retrieved; answered with the 0-shot prompt: qid q2'):
+        out = reader(rows)
+    assert reader.build_prompt('what is drag') in backend.calls
+    assert out.set_index('qid').loc['q2', 'qanswer'] == 'no context (seed 0, 0 contexts)'
+
+
+def test_duplicate_docno_given_once_at_first_rank():
+    backend = CountingBackend()
+    rows = frame([('q1', 'lift', 'd1', 'one', 0), ('q1', 'lift', 'd2', 'two', 1), ('q1', 'lift', 'd1', 'one', 2)])
+    with pytest.warns(UserWarning, match='duplicate docno in the ranking, given once at its first rank: qid q1'):
+        Reader(backend)(rows)
+    assert 'Context 1: one\nContext 2: two\nQuestion' in backend.calls[0]
+
+
+def test_missing_and_empty_text_keep_numbering():
+    backend = CountingBackend()
+    rows = frame([('q1', 'lift', 'd1', None, 0), ('q1', 'lift', 'd2', '  ', 1), ('q1', 'lift', 'd3', 'three', 2)])
+    with pytest.warns(UserWarning, match='missing or empty document text, given as an empty context: qid q1'):
+        Reader(backend)(rows)
+    assert 'Context 1: \nContext 2:   \nContext 3: three\nQuestion: lift' in backend.calls[0]
+
+
+def test_non_string_query_is_converted_and_missing_query_named():
+    backend = CountingBackend()
+    Reader(backend)(pd.DataFrame({'qid': ['q1'], 'query': [1903]}))
+    assert 'Question: 1903\n' in backend.calls[0]
+    with pytest.raises(ValueError, match=r"no query text for qid \['q2'\]"):
+        Reader(backend)(pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['lift', None]}))
+
+
+def test_unicode_quotes_and_braces_in_text_are_data(tmp_path):
+    from pyterrier_utility import GenerationCache
+    text = 'Mach \u2265 5 \u2014 "shock" {query} {contexts} Context 9: \u6d41\u4f53 \U0001f680'
+    backend = CountingBackend()
+    reader = Reader(GenerationCache(backend, tmp_path / 'a.sqlite'))
+    out = reader(frame([('q1', "what's \u00e9lan?", 'd1', text, 0)]))
+    assert backend.calls[0].count(text) == 1
+    assert "Question: what's \u00e9lan?\n" in backend.calls[0]
+    again = Reader(GenerationCache(CountingBackend(), tmp_path / 'a.sqlite'))(frame([('q1', "what's \u00e9lan?", 'd1', text, 0)]))
+    assert again['qanswer'].iloc[0] == out['qanswer'].iloc[0] == f'{text} (seed 0, 2 contexts)'
+
+
+class WordTokenizer:
+    """One token per whitespace-separated word."""
+
+    def encode(self, text, add_special_tokens=False):
+        return text.split(' ')
+
+    def decode(self, tokens):
+        return ' '.join(tokens)
+
+
+def test_long_contexts_truncated_evenly_question_kept_warned_once():
+    backend = CountingBackend()
+    backend.tokenizer = WordTokenizer()
+    reader = Reader(backend, prompt='{contexts}\nQ: {query}', context_format='C{i}: {text}', max_prompt_tokens=12)
+    long, short = ' '.join(f'a{i}' for i in range(20)), 'b0 b1'
+    rows = frame([('q1', 'why so', 'd1', long, 0), ('q1', 'why so', 'd2', short, 1), ('q1', 'why so', 'd3', long, 2)])
+    with pytest.warns(UserWarning, match='prompts over 12 tokens; documents truncated evenly.*qid q1'):
+        reader(rows)
+    prompt = backend.calls[0]
+    # Frame: 'C1:', 'C2:', 'C3:' with empty texts, 'Q:', 'why', 'so' plus joins = 6 tokens; room 6:
+    # the short document keeps its 2, the long ones get 2 each.
+    assert prompt == 'C1: a0 a1\nC2: b0 b1\nC3: a0 a1\nQ: why so'
+    assert len(WordTokenizer().encode(prompt)) <= 12
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        reader(rows.assign(qid='q2'))  # warned once per reader
+
+
+def test_oracle_with_fewer_documents_than_k_gives_all_it_has():
+    out = (OracleSampler(QRELS, TEXTS) % 5)(pd.DataFrame({'qid': ['q1'], 'query': ['lift']}))
+    assert list(out['docno']) == ['d1']
