@@ -23,7 +23,7 @@ $(STAMP): setup.py requirements.txt requirements-offline.txt requirements-test.t
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/pyterrier-utility experiment --out results/demo
+	$(BIN)/pyterrier-utility study --out results/study
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -1,0 +1,18 @@
+"""The study: a k-sweep over systems, Table 1 with significance marks, and Figures 3-5.
+
+Example::
+
+    from pyterrier_utility import experiment
+    results = experiment.run_study(topics, qrels, experiment.default_systems(d, qrels), reader,
+                                   d.texts, ks=[1, 3, 5], reverse=experiment.REVERSED_SYSTEMS)
+    print(experiment.table1_markdown(results.table()))
+    experiment.utility_vs_k(results.per_query, 'fig3.png')
+"""
+from .figures import correlation_vs_k, ndcg_vs_utility, utility_vs_k
+from .stats import correlation, correlations, paired_ttest, table1, table1_markdown
+from .study import StudyResults, run_study, system_names
+from .systems import REVERSED_SYSTEMS, SYSTEMS, default_systems
+
+__all__ = ['REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'correlation', 'correlation_vs_k', 'correlations',
+           'default_systems', 'ndcg_vs_utility', 'paired_ttest', 'run_study', 'system_names', 'table1',
+           'table1_markdown', 'utility_vs_k']

@@ -1,0 +1,47 @@
+"""The study's default context sources."""
+from typing import Dict
+
+import pandas as pd
+import pyterrier as pt
+
+from ..fbert import Labels
+from ..oracle import OracleSampler
+
+#: The systems of the study (and those reported reversed), in the order they are reported.
+SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel')
+REVERSED_SYSTEMS = ('BM25', 'Neural')
+
+
+def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: Labels = 2,
+                    seed: int = 0, depth: int = 100) -> Dict[str, pt.Transformer]:
+    """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
+
+    Args:
+        dataset: a :class:`pyterrier_utility.datasets.Dataset` (its ``bm25()`` and ``texts``).
+        qrels: the judgements the oracles sample from.
+        neural: ``'dense'`` (the MiniLM bi-encoder shipped with the offline extra) or ``'monot5'``
+            (``castorini/monot5-base-msmarco``, the paper's).
+        labels: the labels Rel samples from (a minimum or a set).
+        seed: the oracles' sampling seed.
+        depth: documents each system returns (BM25's top ``depth`` are re-ranked).
+
+    Example::
+
+        systems = default_systems(d, d.get_qrels())
+        results = run_study(topics, d.get_qrels(), systems, reader, d.texts, reverse=['BM25', 'Neural'])
+    """
+    from .. import backends
+    bm25 = dataset.bm25(num_results=depth)
+    if neural == 'dense':
+        reranker = backends.minilm_reranker()
+    elif neural == 'monot5':
+        reranker = backends.monot5_reranker()
+    else:
+        raise ValueError(f"default_systems: neural must be 'dense' or 'monot5', got {neural!r}")
+    return {
+        'BM25': bm25,
+        'Neural': bm25 >> reranker,
+        'Rel': OracleSampler(qrels, dataset.texts, labels=labels, seed=seed, num_results=depth),
+        'NRel': OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=True, seed=seed,
+                              num_results=depth),
+    }

@@ -1,0 +1,194 @@
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import pytest
+from pandas.testing import assert_frame_equal
+from scipy import stats as sps
+
+from conftest import CountingBackend
+from pyterrier_utility import GenerationCache, OracleSampler, Reader
+from pyterrier_utility import experiment as ex
+
+TEXTS = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
+         'd3': 'The boundary layer separates near the trailing edge.', 'd4': 'Hypersonic flow heats the nose.',
+         'd5': 'Heat transfer rises with Mach number.'}
+TOPICS = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['what is lift', 'why does the nose heat up']})
+QRELS = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q2', 'q2'], 'docno': ['d1', 'd2', 'd3', 'd4', 'd5'],
+                      'label': [2, 1, 0, 2, 1]})
+
+
+def ranking(rows):
+    frame = pd.DataFrame(rows, columns=['qid', 'docno'])
+    frame = frame.merge(TOPICS, on='qid')
+    frame['text'] = frame['docno'].map(TEXTS)
+    frame['rank'] = frame.groupby('qid').cumcount()
+    frame['score'] = -frame['rank'].astype(float)
+    return pt.Transformer.from_df(frame)
+
+
+def systems():
+    return {
+        'A': ranking([('q1', 'd1'), ('q1', 'd2'), ('q1', 'd3'), ('q2', 'd5'), ('q2', 'd4'), ('q2', 'd1')]),
+        'B': ranking([('q1', 'd3'), ('q1', 'd2'), ('q1', 'd1')]),
+        'Rel': OracleSampler(QRELS, TEXTS, labels={2}),
+    }
+
+
+def study(backend, path, minilm, **kw):
+    reader = Reader(GenerationCache(backend, path), n_samples=2)
+    return ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, ks=[1, 2], label_sets=[2],
+                        reverse=['A'], bertscore=minilm, verbose=False, **kw)
+
+
+def test_study_generates_each_distinct_prompt_and_seed_once_and_nothing_on_rerun(tmp_path, minilm):
+    backend = CountingBackend()
+    with pytest.warns(UserWarning, match='B retrieved nothing.*q2'):
+        first = study(backend, tmp_path / 'answers.sqlite', minilm)
+    # Distinct prompts, by hand: 0-shot q1 q2; k=1: [d1] [d5] (A and A-r alike) [d3] (B; B's q2 is
+    # the 0-shot prompt) [d4] (Rel q2; Rel q1 = [d1]); k=2: A [d1 d2] [d5 d4], A-r [d2 d1] [d4 d5],
+    # B [d3 d2]; Rel at k=2 repeats k=1 (one relevant document each).
+    assert len(set(backend.calls)) == 11
+    assert set(Counter(backend.calls).values()) == {2}  # once per sample seed
+    assert first.generated == 22
+    again = CountingBackend()
+    second = study(again, tmp_path / 'answers.sqlite', minilm)
+    assert again.calls == [] and second.generated == 0
+    assert_frame_equal(first.per_query, second.per_query)
+    assert_frame_equal(first.answers, second.answers)
+
+
+def test_study_values(tmp_path, minilm):
+    out = study(CountingBackend(), None, minilm).per_query
+    assert list(out.columns) == ['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility']
+    assert list(dict.fromkeys(out['system'])) == ['A', 'A-r', 'B', 'Rel']
+    assert len(out) == 2 * 4 * 2
+    row = out[(out.system == 'A-r') & (out.k == 2) & (out.qid == 'q1')].iloc[0]
+    # Context order d2 (label 1), d1 (label 2); trec_eval's nDCG uses the label as gain.
+    assert row['ndcg'] == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
+    assert row['n_docs'] == 2
+    assert np.allclose(out['utility'], (out['fbert'] - out['fbert_0shot']) / out['fbert_0shot'])
+    empty = out[(out.system == 'B') & (out.qid == 'q2')]
+    assert (empty['n_docs'] == 0).all() and (empty['ndcg'] == 0).all() and (empty['utility'] == 0).all()
+    same = out[out.k == 1].pivot(index='qid', columns='system', values='utility')
+    assert (same['A'] == same['A-r']).all()
+
+
+def test_study_rejects_bad_arguments(minilm):
+    reader = Reader(CountingBackend())
+    with pytest.raises(KeyError, match='reverse names systems that are not given'):
+        ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, reverse=['Z'], bertscore=minilm)
+    with pytest.raises(ValueError, match='at least 1'):
+        ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, ks=[0, 1], bertscore=minilm)
+
+
+def synthetic(n=12, seed=3):
+    """Per-query values: A far above Rel, A-r like A, NRel with constant nDCG."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in (1, 3):
+        rel = rng.normal(0.2, 0.1, n)
+        values = {'Rel': rel, 'A': rel + 0.3 + rng.normal(0, 0.05, n), 'NRel': rel + rng.normal(0, 0.1, n)}
+        values['A-r'] = values['A'] + rng.normal(0, 0.1, n)
+        for system in ('A', 'A-r', 'Rel', 'NRel'):
+            ndcg = np.zeros(n) if system == 'NRel' else rng.uniform(0, 1, n)
+            for i in range(n):
+                rows.append(('label>=2', system, k, f'q{i}', k, ndcg[i], 0.5, 0.5 * (1 + values[system][i]),
+                             values[system][i]))
+    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot',
+                                       'fbert', 'utility'])
+
+
+def test_table1_marks_match_scipy():
+    per_query = synthetic()
+    table = ex.table1(per_query)
+    for (k, system), row in table.set_index(['k', 'system']).iterrows():
+        u = per_query[(per_query.k == k)].pivot(index='qid', columns='system', values='utility')
+        assert row['utility'] == pytest.approx(u[system].mean())
+        assert row['n'] == 12
+        if system == 'Rel':
+            assert math.isnan(row['p_baseline'])
+        else:
+            assert row['p_baseline'] == pytest.approx(sps.ttest_rel(u[system], u['Rel']).pvalue)
+        if system == 'A-r':
+            assert row['p_reversal'] == pytest.approx(sps.ttest_rel(u['A-r'], u['A']).pvalue)
+        else:
+            assert math.isnan(row['p_reversal'])
+        expected = ('\u2020' if row['p_baseline'] < 0.05 else '') + ('\u2021' if row['p_reversal'] < 0.05 else '')
+        assert row['mark'] == expected
+    assert table.set_index(['k', 'system']).loc[(1, 'A'), 'mark'] == '\u2020'
+
+
+def test_table1_ignores_nan_queries_and_identical_systems():
+    per_query = synthetic()
+    per_query.loc[per_query.qid == 'q0', 'utility'] = np.nan
+    per_query.loc[per_query.system == 'A-r', 'utility'] = per_query.loc[per_query.system == 'A', 'utility'].values
+    table = ex.table1(per_query).set_index(['k', 'system'])
+    assert (table['n'] == 11).all()
+    u = per_query[(per_query.k == 1) & (per_query.qid != 'q0')].pivot(index='qid', columns='system', values='utility')
+    assert table.loc[(1, 'A'), 'p_baseline'] == pytest.approx(sps.ttest_rel(u['A'], u['Rel']).pvalue)
+    assert math.isnan(table.loc[(1, 'A-r'), 'p_reversal'])
+
+
+def test_table1_markdown_layout():
+    table = pd.DataFrame({
+        'labels': ['label>=2'] * 4, 'k': [1, 1, 3, 3], 'system': ['A', 'Rel', 'A', 'Rel'],
+        'utility': [0.12345, -0.5, 0.2, 0.1], 'n': [5] * 4, 'fbert_0shot': [0.4] * 4,
+        'p_baseline': [0.01, np.nan, 0.2, np.nan], 'p_reversal': [np.nan] * 4, 'mark': ['\u2020', '', '', '']})
+    assert ex.table1_markdown(table) == (
+        '**label>=2**: mean utility over 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
+        'ordering (paired t-test, p < 0.05)\n\n'
+        '| k | 0-shot FBERT | A | Rel |\n'
+        '|---:|---:|---:|---:|\n'
+        '| 1 | 0.400 | 0.123\u2020 | -0.500 |\n'
+        '| 3 | 0.400 | 0.200 | 0.100 |\n')
+
+
+@pytest.mark.parametrize('method,fn', [('pearson', sps.pearsonr), ('spearman', sps.spearmanr),
+                                       ('kendall', sps.kendalltau)])
+def test_correlations_match_scipy(method, fn):
+    per_query = synthetic()
+    corr = ex.correlations(per_query, method).set_index(['system', 'k'])
+    for system in ('A', 'A-r', 'Rel'):
+        cell = per_query[(per_query.system == system) & (per_query.k == 3)]
+        expected = fn(cell['ndcg'], cell['utility'])
+        assert corr.loc[(system, 3), 'r'] == pytest.approx(expected[0])
+        assert corr.loc[(system, 3), 'p'] == pytest.approx(expected[1])
+    assert math.isnan(corr.loc[('NRel', 3), 'r'])  # nDCG constant at 0
+
+
+def test_figures_show_what_their_titles_say(tmp_path):
+    per_query = synthetic()
+    fig3 = ex.utility_vs_k(per_query, tmp_path / 'fig3.png')
+    ax = fig3.axes[0]
+    assert ax.get_xlabel().startswith('k') and ax.get_ylabel() == 'mean utility U'
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel', 'NRel']
+    assert list(ax.lines[0].get_ydata()) == pytest.approx(ex.table1(per_query).query("system == 'A'")['utility'])
+    fig4 = ex.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
+    assert [a.get_title() for a in fig4.axes if a.get_visible()] == ['A', 'A-r', 'Rel', 'NRel']
+    assert fig4.axes[0].get_xlabel() == 'nDCG@3' and len(fig4.axes[0].lines) == 1  # least-squares line
+    assert len(fig4.axes[3].lines) == 0  # NRel: nDCG constant, no line
+    fig5 = ex.correlation_vs_k(per_query, path=tmp_path / 'fig5.png')
+    assert fig5.axes[0].get_ylabel() == 'Pearson r(nDCG@k, U)'
+    assert [t.get_text() for t in fig5.axes[0].get_legend().get_texts()] == ['A', 'A-r', 'Rel']
+    for name in ('fig3.png', 'fig4.png', 'fig5.png'):
+        assert (tmp_path / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    with pytest.raises(ValueError, match='k=7'):
+        ex.ndcg_vs_utility(per_query, 7)
+
+
+def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    assert cli.main(['study', '--queries', '2', '-k', '1', '2', '--fig4-k', '2', '--out', str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |' in printed
+    for name in ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'correlations.csv',
+                 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k2.png', 'fig5_pearson_vs_k.png', 'generations.sqlite'):
+        assert (tmp_path / name).stat().st_size > 0, name
+    per_query = pd.read_csv(tmp_path / 'per_query.csv')
+    assert len(per_query) == 2 * 2 * 6 * 2  # label sets x k x systems x queries
+    assert set(per_query['labels']) == {'label>=2', 'label>=3'}
