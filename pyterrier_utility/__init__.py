@@ -3,17 +3,20 @@
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
 """
-from . import backends, datasets, reader
+from . import backends, datasets, experiment, reader
 from .bertscore import BertScore
 from .cache import GenerationCache
+from .erag import ERAGLabeller, rank_correlation
 from .fbert import FBertScorer
-from .measures import FBERT, FBERT0, Utility
+from .measures import ERAG_Hit, ERAG_P, FBERT, FBERT0, RetEval, Utility, erag_measure
 from .oracle import OracleSampler
 from .order import ReverseOrder
 from .reader import Reader
+from .reteval import LLMRetEval
 from .utility import UtilityEvaluator
 
 __version__ = '0.1.0'
 
-__all__ = ['BertScore', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache', 'OracleSampler',
-           'Reader', 'ReverseOrder', 'Utility', 'UtilityEvaluator', 'backends', 'datasets']
+__all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
+           'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'Utility', 'UtilityEvaluator',
+           'backends', 'datasets', 'erag_measure', 'experiment', 'rank_correlation']

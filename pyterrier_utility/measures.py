@@ -1,4 +1,4 @@
-"""ir_measures measures over the columns :class:`~pyterrier_utility.UtilityEvaluator` adds.
+"""ir_measures measures over the columns the evaluators add: FBERT, FBERT0, Utility, RetEval and eRAG.
 
 They make answer quality and context utility sit next to nDCG@k in ``pt.Experiment``. Each reads a
 per-query value already computed in the run frame. A query with no relevant document (or a 0-shot
@@ -8,8 +8,11 @@ and so reports NaN, visibly; restrict the topics with
 :func:`pyterrier_utility.datasets.answerable_topics` to average over answerable queries.
 """
 import math
+from typing import Optional
 
 import ir_measures
+import numpy as np
+import pandas as pd
 from ir_measures.measures.base import Agg
 
 
@@ -52,3 +55,93 @@ FBERT = _column_measure('fbert', 'FBERT', 'Answer quality P_k: max BERTScore F1 
 FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0')
 #: Context utility U = (P_k - P_0) / P_0 (column ``utility``).
 Utility = _column_measure('utility', 'Utility', 'Context utility U = (P_k - P_0) / P_0')
+#: LLM-retEval (column ``reteval`` of :class:`~pyterrier_utility.LLMRetEval`): the share of queries whose
+#: retrieved-context answer matches the gold-context answer.
+RetEval = _column_measure('reteval', 'RetEval', 'LLM-retEval: the retrieved-context answer matches the gold-context answer')
+
+
+def _ranked_labels(run: pd.DataFrame) -> np.ndarray:
+    """The labels in rank order (by ``score`` descending, as ir_measures ranks a run)."""
+    order = np.argsort(-run['score'].to_numpy(float), kind='stable')
+    return run['erag_label'].to_numpy(float)[order]
+
+
+def _aggregate(name: str, labels: np.ndarray, cutoff: Optional[int], threshold: Optional[float]) -> float:
+    """One eRAG aggregation of a query's ranked labels; the labelled list is the whole ranking."""
+    if np.isnan(labels).any():
+        return float('nan')
+    full = labels
+    top = labels[:cutoff] if cutoff else labels
+    if threshold is None:
+        if name == 'P':
+            return float(top.mean())
+        if name == 'Hit':
+            return float(top.max())
+        if name == 'nDCG':
+            return _ndcg(top, np.sort(full)[::-1][:len(top)])
+        raise ValueError(f'eRAG {name} needs binary labels: give a threshold')
+    rel = (top >= threshold).astype(float)
+    n_rel = float((full >= threshold).sum())
+    if name == 'P':
+        return float(rel.sum() / (cutoff or len(top)))
+    if name == 'Hit':
+        return float(rel.max())
+    if name == 'R':
+        return float(rel.sum() / n_rel) if n_rel else 0.0
+    if name == 'MAP':
+        hits = np.cumsum(rel)
+        return float((rel * hits / np.arange(1, len(rel) + 1)).sum() / n_rel) if n_rel else 0.0
+    if name == 'MRR':
+        first = np.flatnonzero(rel)
+        return float(1.0 / (first[0] + 1)) if len(first) else 0.0
+    if name == 'nDCG':
+        return _ndcg(rel, np.sort((full >= threshold).astype(float))[::-1][:len(top)])
+    raise ValueError(f'unknown eRAG measure {name!r}')
+
+
+def _ndcg(gains: np.ndarray, ideal: np.ndarray) -> float:
+    discount = 1.0 / np.log2(np.arange(2, len(gains) + 2))
+    best = float((ideal * discount[:len(ideal)]).sum())
+    return float((gains * discount).sum() / best) if best > 0 else 0.0
+
+
+#: eRAG aggregations: P (Precision), R (Recall), MAP, MRR, nDCG, Hit.
+ERAG_MEASURES = ('P', 'R', 'MAP', 'MRR', 'nDCG', 'Hit')
+
+
+def erag_measure(name: str, threshold: Optional[float] = None):
+    """An ir_measures measure aggregating ``erag_label`` over each query's ranking (``@k`` cuts it).
+
+    ``threshold``: labels at or above it count as relevant (binary). Without one the labels are used
+    as they are, as eRAG defines for continuous labels: P is their mean, Hit their maximum, nDCG uses
+    them as gains against the best order of the same labels; R, MAP and MRR need a threshold. The
+    labelled list is the ranking itself, so R@k is the share of its relevant documents in the top k.
+    Queries with a NaN label get NaN, skipped by ir_measures' aggregation.
+    """
+    if name not in ERAG_MEASURES:
+        raise ValueError(f'erag_measure: name must be one of {ERAG_MEASURES}, got {name!r}')
+    if threshold is None and name in ('R', 'MAP', 'MRR'):
+        raise ValueError(f'erag_measure: {name} needs binary labels: give a threshold')
+    label = f'eRAG_{name}' + ('' if threshold is None else f'(t={threshold:g})')
+    base = type(ir_measures.define(lambda qrels, run: [], name=label, support_cutoff=True,
+                                   run_inputs=['query_id', 'doc_id', 'score', 'erag_label'],
+                                   qrel_inputs=['query_id'], short_desc=f'eRAG {name} of the document labels'))
+
+    class ERAGMeasure(base):
+        __doc__ = f'eRAG {name} of the eRAG document labels' + ('' if threshold is None else f', relevant at >= {threshold}')
+
+        def runtime_impl(self, qrels, run):
+            # The whole labelled ranking is needed (recall, ideal order), so the cutoff is applied here.
+            for qid, frame in run.groupby('query_id', sort=False):
+                value = _aggregate(name, _ranked_labels(frame), self.params.get('cutoff'), threshold)
+                yield ir_measures.Metric(qid, self, value)
+
+        def aggregator(self):
+            return NanMeanAgg()
+
+    return ERAGMeasure()
+
+
+#: Continuous-label eRAG precision (mean label) and hit (max label).
+ERAG_P = erag_measure('P')
+ERAG_Hit = erag_measure('Hit')

@@ -1,0 +1,94 @@
+"""eRAG (Salemi & Zamani, SIGIR 2024): each document's label is the quality of the answer it alone yields.
+
+:class:`ERAGLabeller` answers each retrieved document alone with its query and labels the document
+with that answer's score; :func:`pyterrier_utility.measures.erag_measure` aggregates the labels over
+the ranking for ``pt.Experiment``; :func:`rank_correlation` compares per-query eRAG scores with an
+end-to-end measure (utility, answer quality) across queries.
+"""
+from typing import Dict, Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from ._util import validate_columns
+from .fbert import FBertScorer
+from .reader import Reader
+
+GOLD_METRICS = ('em', 'f1')
+
+
+def gold_answer_score(answer: str, gold: Union[str, Sequence[str]], metric: str = 'f1') -> float:
+    """Exact match or token F1 (SQuAD normalisation, as pyterrier-rag's EM / F1) against the best of
+    the gold answers."""
+    from pyterrier_rag._measures import ems, f1_score
+    golds = [gold] if isinstance(gold, str) else list(gold)
+    if not golds:
+        return float('nan')
+    if metric == 'em':
+        return float(ems(answer, golds))
+    return float(max(f1_score(answer, g) for g in golds))
+
+
+class ERAGLabeller(pt.Transformer):
+    """Adds ``erag_label``: the score of the answer the reader gives from each document alone.
+
+    For every row of a result frame, the reader answers the query with that single document as its
+    context (the same prompt as a k=1 context, so answers are shared with a study's k=1 cells through
+    the reader's cache). The answer is scored by ``metric``: ``'fbert'`` — FBERT against the query's
+    relevant documents (needs ``scorer``); ``'em'`` or ``'f1'`` — against the ``gold_answer`` column
+    (a string or a list of strings, as pyterrier-rag's ``rag:`` datasets provide). With several
+    samples the label is the mean over samples; ``erag_answer`` holds the first sample's answer.
+
+    Args:
+        reader: the :class:`~pyterrier_utility.Reader` that would consume the ranking.
+        scorer: an :class:`~pyterrier_utility.FBertScorer` (metric ``'fbert'``).
+        metric: ``'fbert'``, ``'em'`` or ``'f1'``.
+
+    Example::
+
+        label = ERAGLabeller(reader, scorer)
+        pt.Experiment([bm25 % 5 >> label], topics, qrels, [ERAG_P, ERAG_Hit, erag_measure('nDCG', 0.3) @ 5])
+    """
+
+    def __init__(self, reader: Reader, scorer: Optional[FBertScorer] = None, *, metric: str = 'fbert'):
+        if metric not in ('fbert',) + GOLD_METRICS:
+            raise ValueError(f"ERAGLabeller: metric must be 'fbert', 'em' or 'f1', got {metric!r}")
+        if metric == 'fbert' and scorer is None:
+            raise ValueError("ERAGLabeller: metric 'fbert' needs an FBertScorer")
+        self.reader = reader
+        self.scorer = scorer
+        self.metric = metric
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        needed = ['qid', 'query', 'docno', 'text'] + (['gold_answer'] if self.metric in GOLD_METRICS else [])
+        validate_columns(self, inp, needed)
+        if inp.empty:
+            return inp.assign(erag_answer=pd.Series(dtype=object), erag_label=pd.Series(dtype=float))
+        prompts = [self.reader.build_prompt(str(q), ['' if pd.isna(t) else str(t)])
+                   for q, t in zip(inp['query'], inp['text'])]
+        distinct = list(dict.fromkeys(prompts))
+        answers = dict(zip(distinct, self.reader.answer(distinct)))
+        samples = [answers[p] for p in prompts]  # per row: one answer per sample
+        if self.metric == 'fbert':
+            flat_q = [q for q, s in zip(inp['qid'], samples) for _ in s]
+            flat = self.scorer.score(flat_q, [a for s in samples for a in s])
+        else:
+            flat = np.array([gold_answer_score(a, g, self.metric)
+                             for g, s in zip(inp['gold_answer'], samples) for a in s])
+        n = self.reader.n_samples
+        labels = np.asarray(flat, float).reshape(len(inp), n).mean(axis=1)
+        return inp.assign(erag_answer=[s[0] for s in samples], erag_label=labels)
+
+    def __repr__(self):
+        return f'ERAGLabeller({self.reader!r}, metric={self.metric!r})'
+
+
+def rank_correlation(x: pd.Series, y: pd.Series) -> Dict[str, float]:
+    """Kendall's tau and Spearman's rho between two per-query scores (indexed by qid), e.g. eRAG
+    scores and end-to-end utility, over the queries where both are finite."""
+    from .experiment.stats import correlation
+    both = pd.concat([x.rename('x'), y.rename('y')], axis=1, join='inner').dropna()
+    tau, p_tau = correlation(both['x'], both['y'], 'kendall')
+    rho, p_rho = correlation(both['x'], both['y'], 'spearman')
+    return {'kendall_tau': tau, 'kendall_p': p_tau, 'spearman_rho': rho, 'spearman_p': p_rho, 'n': len(both)}
