@@ -76,6 +76,8 @@ class CausalLMBackend(Backend):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = 'left'
+        # A last resort after the Reader's even truncation of documents: the question is at the end.
+        self.tokenizer.truncation_side = 'left'
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.temperature = float(temperature)

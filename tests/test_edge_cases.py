@@ -1,4 +1,5 @@
 """Bad and unusual input: clear errors, defined behaviour, warnings naming the qids."""
+import numpy as np
 import pandas as pd
 import pytest
 from pyterrier.validate import InputValidationError
@@ -121,3 +122,36 @@ def test_long_contexts_truncated_evenly_question_kept_warned_once():
 def test_oracle_with_fewer_documents_than_k_gives_all_it_has():
     out = (OracleSampler(QRELS, TEXTS) % 5)(pd.DataFrame({'qid': ['q1'], 'query': ['lift']}))
     assert list(out['docno']) == ['d1']
+
+
+def test_models_load_without_remote_code_unless_opted_in(monkeypatch):
+    import transformers
+    from pyterrier_utility import backends
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def record(name, **kwargs):
+        seen.append(kwargs.get('trust_remote_code'))
+        raise Stop
+
+    monkeypatch.setattr(transformers.AutoTokenizer, 'from_pretrained', lambda name, **kw: record(name, **kw))
+    with pytest.raises(Stop):
+        backends.get_backend('huggingface:some/model')
+    with pytest.raises(Stop):
+        backends.CausalLMBackend.from_pretrained('some/model', trust_remote_code=True)
+    assert seen == [False, True]
+
+
+def test_caches_hold_plain_data(tmp_path, minilm):
+    import sqlite3
+    from pyterrier_utility import BertScore, GenerationCache
+    GenerationCache(CountingBackend(), tmp_path / 'g.sqlite').generate(['a prompt'], seeds=[1])
+    rows = sqlite3.connect(tmp_path / 'g.sqlite').execute('SELECT key, answer FROM answers').fetchall()
+    assert [type(v) for v in rows[0]] == [str, str] and rows[0][1] == 'no context (seed 1, 0 contexts)'
+    scorer = BertScore(minilm.model_type, minilm.num_layers, cache_path=tmp_path / 'e.sqlite')
+    scorer.embed(['some text'])
+    blobs = sqlite3.connect(tmp_path / 'e.sqlite').execute('SELECT ids, emb FROM embeddings').fetchone()
+    emb = np.frombuffer(blobs[1], dtype=np.float32)  # raw float32, nothing to unpickle
+    assert emb.size % 384 == 0 and emb.size > 0
