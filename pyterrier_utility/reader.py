@@ -1,5 +1,5 @@
 """The reader: one answer per query (and sample) from a k-shot or 0-shot prompt."""
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 import pyterrier as pt

@@ -62,8 +62,7 @@ class LLMRetEval(pt.Transformer):
         self.reader = reader
         graded = qrels.astype({'qid': str, 'docno': str}).sort_values(['qid', 'label', 'docno'],
                                                                      ascending=[True, False, True])
-        rel = relevant_docnos(graded, labels)
-        self.gold = {q: docs for q, docs in rel.items()}
+        self.gold = relevant_docnos(graded, labels)
         self.texts = texts
         self.labels = labels
         self.k = k

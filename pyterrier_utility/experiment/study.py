@@ -83,6 +83,7 @@ def _contexts(ranking: pd.DataFrame, k: int, reverse: bool) -> pd.DataFrame:
 
 def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, float]:
     """nDCG@k of each query's contexts, ranked in context order (Context 1 first)."""
+    contexts = contexts[contexts['docno'].notna()]  # placeholder rows of a query with no document
     if contexts.empty:
         return {}
     run = pd.DataFrame({'query_id': contexts['qid'].astype(str), 'doc_id': contexts['docno'].astype(str),
