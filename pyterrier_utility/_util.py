@@ -1,10 +1,16 @@
 """Small helpers shared by the modules of the package."""
 import hashlib
 import json
+import math
+import numbers
 import os
 import warnings
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, List, Optional, Sequence, Union
+
+import pandas as pd
+
+from .errors import FrameError, SettingError
 
 
 def cache_dir() -> Path:
@@ -44,3 +50,100 @@ def validate_columns(owner, frame, includes: Iterable[str]) -> None:
         name = owner if isinstance(owner, str) else repr(owner)
         raise InputValidationError(f'{name}: input has no column {missing} (needs {includes}, '
                                    f'has {list(frame.columns)})', e.modes) from None
+
+
+def check(condition: bool, owner: str, message: str) -> None:
+    """Raises :class:`SettingError` ``owner: message`` unless ``condition``."""
+    if not condition:
+        raise SettingError(f'{owner}: {message}')
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_int(owner: str, name: str, value, minimum: int) -> int:
+    """``value`` as an int, or a :class:`SettingError` naming ``name`` unless it is an integer >= ``minimum``."""
+    check(_is_int(value) and value >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
+    return int(value)
+
+
+def check_sampling(owner: str, *, temperature, top_k, max_new_tokens, top_p=None,
+                   repetition_penalty=None) -> None:
+    """Validates decoding settings where they are given: temperature >= 0 (0: greedy), top-k >= 0
+    (0: all tokens; ``None``: the engine's default), at least one new token, 0 < top-p <= 1,
+    repetition penalty > 0."""
+    check(_is_number(temperature) and temperature >= 0, owner,
+          f'temperature must be a number >= 0 (0 decodes greedily), got {temperature!r}')
+    check(top_k is None or (_is_int(top_k) and top_k >= 0), owner,
+          f'top_k must be an integer >= 0 (0: all tokens), got {top_k!r}')
+    check_int(owner, 'max_new_tokens', max_new_tokens, 1)
+    check(top_p is None or (_is_number(top_p) and 0 < top_p <= 1), owner,
+          f'top_p must be in (0, 1], got {top_p!r}')
+    check(repetition_penalty is None or (_is_number(repetition_penalty) and repetition_penalty > 0), owner,
+          f'repetition_penalty must be a number > 0 (1: none), got {repetition_penalty!r}')
+
+
+def stop_sequences(owner: str, stop: Union[None, str, Sequence[str]]) -> List[str]:
+    """Stop sequences as a list: a single string is one stop sequence (never split into characters)."""
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        stop = [stop]
+    try:
+        stop = list(stop)
+    except TypeError:
+        stop = None
+    check(stop is not None and all(isinstance(s, str) and s for s in stop), owner,
+          f'stop must be a string or a sequence of non-empty strings, got {stop!r}')
+    return stop
+
+
+def _as_strings(owner: str, frame: pd.DataFrame, column: str, allow_missing: bool = False) -> pd.Series:
+    values = frame[column]
+    missing = values.isna()
+    if missing.any() and not allow_missing:
+        rows = list(frame.index[missing][:10])
+        raise FrameError(f'{owner}: missing {column} in rows {rows}' + (' ...' if missing.sum() > 10 else ''))
+    if pd.api.types.is_float_dtype(values) and (values.dropna() % 1 == 0).all():
+        # 3.0 read from a file with gaps means the id 3, as the other frames spell it.
+        return values.astype('Int64').astype(str).where(~missing, None)
+    return values.astype(str).where(~missing, None)
+
+
+def normalise_frame(owner: str, frame: pd.DataFrame, *, missing_docno_ok: bool = False,
+                    one_query_per_qid: bool = True) -> pd.DataFrame:
+    """The frame with ``qid`` and ``docno`` as strings and ``rank`` numeric, checked at the boundary.
+
+    Raises :class:`FrameError` naming the rows or qids for a missing qid (or docno, unless
+    ``missing_docno_ok``: the placeholder of a query with no document), a rank that is not a
+    number, or one qid with two different queries.
+    """
+    out = frame
+    if 'qid' in out.columns:
+        out = out.assign(qid=_as_strings(owner, out, 'qid'))
+    if 'docno' in out.columns:
+        out = out.assign(docno=_as_strings(owner, out, 'docno', allow_missing=missing_docno_ok))
+        if missing_docno_ok and 'qid' in out.columns:
+            mixed = out.groupby('qid', sort=False)['docno'].agg(lambda d: d.isna().any() and d.notna().any())
+            if mixed.any():
+                raise FrameError(f'{owner}: rows without a docno next to documents for qid '
+                                 f'{sorted(mixed.index[mixed])[:10]}; a row without a docno may only stand for a '
+                                 'query that retrieved nothing')
+    if 'rank' in out.columns and not pd.api.types.is_numeric_dtype(out['rank']):
+        rank = pd.to_numeric(out['rank'], errors='coerce')
+        bad = rank.isna() & out['rank'].notna()
+        if bad.any():
+            raise FrameError(f'{owner}: rank is not a number for qid {sorted(set(out.loc[bad, "qid"]))[:10]} '
+                             f'(e.g. {out.loc[bad, "rank"].iloc[0]!r})')
+        out = out.assign(rank=rank)
+    if one_query_per_qid and {'qid', 'query'} <= set(out.columns):
+        queries = out[['qid', 'query']].drop_duplicates()
+        clash = queries['qid'][queries['qid'].duplicated()]
+        if len(clash):
+            raise FrameError(f'{owner}: one qid with different queries: qid {sorted(set(clash))[:10]}')
+    return out

@@ -1,19 +1,35 @@
 """FBERT: the quality of an answer as its best BERTScore F1 against the query's relevant documents."""
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import validate_columns, warn_qids
+from ._util import check, validate_columns, warn_qids
 from .bertscore import PAPER_MODEL, BertScore
 
 Labels = Union[int, Iterable[int]]
 
 
+def check_labels(owner: str, labels: Labels) -> Labels:
+    """``labels`` as given, if it is a minimum label (an int) or a non-empty set of ints."""
+    if isinstance(labels, (int, np.integer)) and not isinstance(labels, bool):
+        return labels
+    try:
+        values = list(labels)
+    except TypeError:
+        values = None
+    check(bool(values) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values), owner,
+          f'labels must be a minimum label (e.g. 2) or a non-empty set of labels (e.g. {{2, 3}}), got {labels!r}')
+    return set(int(v) for v in values)
+
+
 def relevant_docnos(qrels: pd.DataFrame, labels: Labels) -> Dict[str, List[str]]:
     """qid -> docnos judged relevant. ``labels``: a minimum label (int) or a set of labels."""
     validate_columns('qrels', qrels, ['qid', 'docno', 'label'])
+    labels = check_labels('relevant_docnos', labels)
     if isinstance(labels, (int, np.integer)):
         keep = qrels['label'] >= labels
     else:
@@ -58,13 +74,19 @@ class FBertScorer(pt.Transformer):
                  model_type: Union[str, BertScore] = PAPER_MODEL, num_layers: Optional[int] = None,
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
                  answer_column: str = 'qanswer', output_column: str = 'fbert'):
-        self.labels = labels
-        self.relevant = relevant_docnos(qrels, labels)
+        self.labels = check_labels('FBertScorer', labels)
+        self.relevant = relevant_docnos(qrels, self.labels)
         self.judged_qids = set(qrels['qid'].astype(str))
-        missing = sorted({d for docs in self.relevant.values() for d in docs if d not in texts})
+        needed = list(dict.fromkeys(d for docs in self.relevant.values() for d in docs))
+        missing = [d for d in needed if d not in texts]
         if missing:
             raise KeyError(f'FBertScorer: no text for relevant docno {missing[:10]}')
-        self.ref_texts = {d: str(texts[d]) for docs in self.relevant.values() for d in docs}
+        self.ref_texts = {d: texts[d] for d in needed}
+        blank = [d for d, t in self.ref_texts.items() if not isinstance(t, str)]
+        if blank:
+            warnings.warn(f'FBertScorer: relevant docno {blank[:10]} have no text ({type(self.ref_texts[blank[0]]).__name__}); '
+                          'they score 0 against every answer')
+            self.ref_texts.update({d: '' for d in blank})
         if isinstance(model_type, BertScore):
             self.bertscore = model_type
         else:

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import stable_hash, validate_columns, warn_qids
-from .fbert import Labels, relevant_docnos
+from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids
+from .fbert import Labels, check_labels, relevant_docnos
 
 
 class OracleSampler(pt.Transformer):
@@ -42,6 +42,9 @@ class OracleSampler(pt.Transformer):
                  labels: Labels = 2, nonrelevant_max_label: int = 0, fill_unjudged: bool = False,
                  num_results: int = 1000, seed: int = 0):
         validate_columns('OracleSampler qrels', qrels, ['qid', 'docno', 'label'])
+        check_int('OracleSampler', 'num_results', num_results, 1)
+        check_int('OracleSampler', 'seed', seed, 0)
+        labels = check_labels('OracleSampler', labels)
         self.texts = texts
         self.relevant = relevant
         self.labels = labels
@@ -49,7 +52,7 @@ class OracleSampler(pt.Transformer):
         self.fill_unjudged = fill_unjudged
         self.num_results = num_results
         self.seed = seed
-        qrels = qrels.astype({'qid': str, 'docno': str})
+        qrels = normalise_frame('OracleSampler qrels', qrels)
         if relevant:
             self.pools = relevant_docnos(qrels, labels)
         else:
@@ -81,6 +84,7 @@ class OracleSampler(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
+        inp = normalise_frame(repr(self), inp[['qid', 'query']].drop_duplicates())
         rows = []
         empty = []
         for qid, query in zip(inp['qid'].astype(str), inp['query']):

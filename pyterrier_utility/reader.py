@@ -5,8 +5,8 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from ._util import validate_columns, warn_qids
-from .cache import GenerationCache
+from ._util import check, check_int, normalise_frame, stop_sequences, validate_columns, warn_qids
+from .cache import GenerationCache, warn_unseeded
 
 #: The k-shot prompt of the study; ``{contexts}`` holds one formatted context per line.
 KSHOT_PROMPT = ('You are an expert at answering questions based on your own knowledge and related '
@@ -71,13 +71,23 @@ class Reader(pt.Transformer):
                  prompt: str = KSHOT_PROMPT, zero_shot_prompt: str = ZEROSHOT_PROMPT,
                  context_format: str = CONTEXT_FORMAT, max_prompt_tokens: Optional[int] = None,
                  verbose: bool = False):
-        if n_samples < 1:
-            raise ValueError('n_samples must be at least 1')
+        check_int('Reader', 'n_samples', n_samples, 1)
+        check_int('Reader', 'seed', seed, 0)
+        if max_new_tokens is not None:
+            check_int('Reader', 'max_new_tokens', max_new_tokens, 1)
+        if max_prompt_tokens is not None:
+            check_int('Reader', 'max_prompt_tokens', max_prompt_tokens, 1)
+        for name, template, fields in (('prompt', prompt, ('{contexts}', '{query}')),
+                                       ('zero_shot_prompt', zero_shot_prompt, ('{query}',)),
+                                       ('context_format', context_format, ('{text}',))):
+            check(isinstance(template, str) and all(f in template for f in fields), 'Reader',
+                  f'{name} must be a string with {", ".join(fields)}, got {template!r}')
         self.backend = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
+        warn_unseeded(self.backend.backend, n_samples)
         self.n_samples = n_samples
         self.seed = seed
         self.max_new_tokens = max_new_tokens
-        self.stop = list(stop)
+        self.stop = stop_sequences('Reader', stop)
         self.prompt = prompt
         self.zero_shot_prompt = zero_shot_prompt
         self.context_format = context_format
@@ -157,6 +167,7 @@ class Reader(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         zero_shot = 'docno' not in inp.columns
         validate_columns(self, inp, ['qid', 'query'] if zero_shot else ['qid', 'query', 'docno', 'text'])
+        inp = normalise_frame(repr(self), inp, missing_docno_ok=True)
         prompts = self.prompts(inp)
         answers = self.answer(list(prompts.values()))
         per_sample = []
@@ -176,14 +187,16 @@ class Reader(pt.Transformer):
         # Prompts of similar length share batches, so little compute goes to padding.
         order = sorted(range(len(flat_prompts)), key=lambda i: len(flat_prompts[i]))
         outs = [None] * len(flat_prompts)
-        step = max(1, getattr(self.backend.backend, 'batch_size', 8)) * 4
-        chunks = range(0, len(order), step)
-        for start in pt.tqdm(chunks, desc=repr(self), unit='batch', disable=not self.verbose or len(chunks) < 2):
-            idx = order[start:start + step]
-            answers = self.backend.generate([flat_prompts[i] for i in idx], seeds=[flat_seeds[i] for i in idx],
-                                            max_new_tokens=self.max_new_tokens, stop_sequences=self.stop)
-            for i, answer in zip(idx, answers):
-                outs[i] = answer.text
+        step = max(1, int(getattr(self.backend.backend, 'batch_size', 8) or 8))
+        with pt.tqdm(total=len(order), desc='answers', unit='answer',
+                     disable=not self.verbose or len(order) <= step) as progress:
+            for start in range(0, len(order), step):
+                idx = order[start:start + step]
+                answers = self.backend.generate([flat_prompts[i] for i in idx], seeds=[flat_seeds[i] for i in idx],
+                                                max_new_tokens=self.max_new_tokens, stop_sequences=self.stop)
+                for i, answer in zip(idx, answers):
+                    outs[i] = answer.text
+                progress.update(len(idx))
         return [outs[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(prompts))]
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
@@ -191,4 +204,4 @@ class Reader(pt.Transformer):
         return self(queries[['qid', 'query']].drop_duplicates('qid'))
 
     def __repr__(self):
-        return f'Reader({self.backend.backend!r}, n_samples={self.n_samples})'
+        return f'Reader({self.backend.backend!r}, n_samples={self.n_samples}, seed={self.seed}, stop={self.stop!r})'

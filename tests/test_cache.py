@@ -28,3 +28,100 @@ def test_settings_are_part_of_the_key(counting_backend):
     cache.generate(['x'], seeds=[0], max_new_tokens=20)
     cache.generate(['x'], seeds=[0], max_new_tokens=20, stop_sequences=['\n'])
     assert cache.generated == 3
+
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+from pyterrier_rag.backend import Backend, BackendOutput  # noqa: E402
+
+from pyterrier_utility.errors import BackendError, CacheError  # noqa: E402
+
+
+class Scripted(Backend):
+    """Returns what it is told to, whatever the prompts: a broken or misbehaving backend."""
+    supports_seeds = True
+
+    def __init__(self, outputs):
+        super().__init__('scripted')
+        self.outputs = outputs
+
+    def generate(self, inps, **kw):
+        return self.outputs(inps) if callable(self.outputs) else self.outputs
+
+
+@pytest.mark.parametrize('outputs,message', [
+    (lambda inps: [BackendOutput(text='x')] * (len(inps) + 1), r'returned 3 outputs for 2 prompts'),
+    (lambda inps: [BackendOutput(text='x')], r'returned 1 outputs for 2 prompts'),
+    (lambda inps: [BackendOutput(text=None)] * len(inps), r'returned NoneType as the answer to prompt 0'),
+    (lambda inps: [BackendOutput(text='ERROR::other')] * len(inps), r"error marker 'ERROR::other'"),
+    (None, r'returned NoneType for 2 prompts'),
+])
+def test_what_a_backend_returns_is_checked_and_nothing_false_is_stored(outputs, message, tmp_path, counting_backend):
+    cache = GenerationCache(Scripted(outputs), tmp_path / 'g.sqlite')
+    with pytest.raises(BackendError, match=message):
+        cache.generate(['a', 'b'], seeds=[0, 0])
+    assert len(cache) == 0 and cache._memory == {}
+    cache.backend = counting_backend  # the same settings key: a working backend now generates both
+    assert [o.text for o in cache.generate(['a', 'b'], seeds=[0, 0])] == ['no context (seed 0, 0 contexts)'] * 2
+    assert counting_backend.calls == ['a', 'b']
+
+
+def test_pyterrier_rag_error_markers_from_an_unseeded_backend_are_errors():
+    class OldStyle(Backend):
+        def generate(self, inps, **kw):
+            return [BackendOutput(text='ERROR::reduce_length') for _ in inps]
+
+    with pytest.raises(BackendError, match='ERROR::reduce_length'):
+        GenerationCache(OldStyle('old')).generate(['p'])
+
+
+def test_generation_args_of_pyterrier_rag_backends_are_in_the_key():
+    from pyterrier_utility.cache import backend_key
+
+    class LikeVLLM(Backend):
+        def __init__(self, temperature):
+            super().__init__('m')
+            self.generation_args = {'temperature': temperature}
+
+        def generate(self, inps, **kw):
+            return []
+
+    assert backend_key(LikeVLLM(0.3)) != backend_key(LikeVLLM(1.0))
+
+
+@pytest.mark.parametrize('damage', ['garbage', 'truncated', 'foreign'])
+def test_an_unusable_cache_file_is_named_and_never_replaced(damage, tmp_path, counting_backend):
+    path = tmp_path / 'g.sqlite'
+    with GenerationCache(counting_backend, path) as cache:
+        cache.generate(['a'], seeds=[0])
+    if damage == 'garbage':
+        path.write_bytes(b'not a database at all' * 100)
+    elif damage == 'truncated':
+        path.write_bytes(path.read_bytes()[:700])
+    else:
+        path.unlink()
+        with sqlite3.connect(path) as db:
+            db.execute('CREATE TABLE answers (id INTEGER, text TEXT)')
+    before = path.read_bytes()
+    with pytest.raises(CacheError, match=f'generation cache {path}: .*move it aside'):
+        GenerationCache(counting_backend, path).generate(['a'], seeds=[0])
+    assert path.read_bytes() == before
+
+
+@pytest.mark.skipif(hasattr(os, 'geteuid') and os.geteuid() == 0, reason='root writes read-only files')
+def test_a_read_only_cache_is_named(tmp_path, counting_backend):
+    path = tmp_path / 'g.sqlite'
+    GenerationCache(counting_backend, path).generate(['a'], seeds=[0])
+    path.chmod(0o444)
+    with pytest.raises(CacheError, match='read-only'):
+        GenerationCache(counting_backend, path).generate(['b'], seeds=[0])
+
+
+def test_cache_pickles_closes_and_reopens(tmp_path, counting_backend):
+    import pickle
+    with GenerationCache(counting_backend, tmp_path / 'g.sqlite') as cache:
+        cache.generate(['a'], seeds=[0])
+    clone = pickle.loads(pickle.dumps(cache))
+    assert len(clone) == 1 and clone.generate(['a'], seeds=[0])[0].text == 'no context (seed 0, 0 contexts)'
+    assert counting_backend.calls == ['a']

@@ -80,7 +80,7 @@ def test_study_rejects_bad_arguments(minilm):
     reader = Reader(CountingBackend())
     with pytest.raises(KeyError, match='reverse names systems that are not given'):
         ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, reverse=['Z'], bertscore=minilm)
-    with pytest.raises(ValueError, match='at least 1'):
+    with pytest.raises(ValueError, match='k must be an integer >= 1'):
         ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, ks=[0, 1], bertscore=minilm)
 
 

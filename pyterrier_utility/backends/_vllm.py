@@ -1,0 +1,108 @@
+"""vLLM in this process: one GPU node, all prompts of a call scheduled together by vLLM."""
+from typing import Dict, List, Optional, Sequence
+
+from pyterrier_rag.backend import Backend, BackendOutput
+
+from .._util import check_int, check_sampling
+from ..errors import BackendError
+from ._hf import cut_at_stop
+
+
+class VLLMBackend(Backend):
+    """Generates with an in-process ``vllm.LLM``: every prompt of a call goes to one ``LLM.generate``,
+    each with its own ``SamplingParams(seed=...)``, so sample ``j`` of a prompt is reproducible.
+
+    Prefix caching is on by default: the prompts of a k-sweep share their instructions and first
+    contexts. ``vllm`` is imported when the backend is built, never before.
+
+    Args:
+        model: a Hugging Face model id or local folder.
+        temperature, top_k, top_p, max_new_tokens, repetition_penalty: decoding (the paper: 0.3, 50,
+            ``None``, 300, ``None``); ``top_k`` 0 means all tokens.
+        chat_template: wrap each prompt as a user turn of the model's chat template.
+        tensor_parallel_size: GPUs the model is split over.
+        enable_prefix_caching: reuse the KV cache of shared prompt prefixes.
+        max_input_length: the most prompt tokens (default: the model's context length).
+        dtype, gpu_memory_utilization, and any other keyword: passed to ``vllm.LLM``.
+
+    Example::
+
+        backend = VLLMBackend('meta-llama/Meta-Llama-3-8B-Instruct', chat_template=True)
+        reader = pyterrier_utility.Reader(backend, n_samples=5)
+    """
+    supports_seeds = True
+
+    def __init__(self, model: str, *, temperature: float = 0.3, top_k: int = 50, top_p: Optional[float] = None,
+                 max_new_tokens: int = 300, repetition_penalty: Optional[float] = None,
+                 chat_template: bool = False, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
+                 max_input_length: Optional[int] = None, batch_size: int = 1024, verbose: bool = False,
+                 **llm_kwargs):
+        owner = f'VLLMBackend({model!r})'
+        check_sampling(owner, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
+                       repetition_penalty=repetition_penalty)
+        check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)
+        check_int(owner, 'batch_size', batch_size, 1)
+        try:
+            import vllm
+        except ImportError as e:
+            raise ImportError(f'{owner} needs vllm on a GPU machine: pip install vllm') from e
+        self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel_size,
+                            enable_prefix_caching=enable_prefix_caching, **llm_kwargs)
+        self._sampling_params = vllm.SamplingParams
+        self.tokenizer = self.llm.get_tokenizer()
+        config = getattr(getattr(self.llm, 'llm_engine', None), 'model_config', None)
+        limit = max_input_length or getattr(config, 'max_model_len', None) or 4096
+        super().__init__(model, max_input_length=limit, max_new_tokens=max_new_tokens, verbose=verbose)
+        self.temperature = float(temperature)
+        self.top_k = top_k
+        self.top_p = top_p
+        self.repetition_penalty = repetition_penalty
+        self.chat_template = chat_template
+        self.batch_size = batch_size
+        self.llm_kwargs = {k: v for k, v in llm_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
+
+    @property
+    def deterministic(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def generation_key(self) -> Dict[str, object]:
+        # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
+        return {'backend': 'VLLMBackend', 'model': self.model_id, 'temperature': self.temperature,
+                'top_k': self.top_k, 'top_p': self.top_p, 'repetition_penalty': self.repetition_penalty,
+                'chat_template': self.chat_template, 'max_input_length': self.max_input_length,
+                'llm_kwargs': self.llm_kwargs}
+
+    def sampling_params(self, seed: int, max_new_tokens: int, stop: Sequence[str]):
+        """The ``vllm.SamplingParams`` of one prompt and seed."""
+        fields = {'n': 1, 'temperature': self.temperature, 'max_tokens': max_new_tokens, 'seed': int(seed),
+                  'top_k': self.top_k if self.top_k else -1}
+        if self.top_p is not None:
+            fields['top_p'] = self.top_p
+        if self.repetition_penalty is not None:
+            fields['repetition_penalty'] = self.repetition_penalty
+        if stop:
+            fields['stop'] = list(stop)
+        return self._sampling_params(**fields)
+
+    def _format(self, prompt: str) -> str:
+        if not self.chat_template:
+            return prompt
+        return self.tokenizer.apply_chat_template([{'role': 'user', 'content': prompt}],
+                                                  add_generation_prompt=True, tokenize=False)
+
+    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
+                 return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
+        if return_logprobs or num_responses != 1:
+            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
+        seeds = list(seeds) if seeds is not None else [0] * len(inps)
+        stop = list(stop_sequences or [])
+        params = [self.sampling_params(s, max_new_tokens or self.max_new_tokens, stop) for s in seeds]
+        outputs = self.llm.generate([self._format(p) for p in inps], params, use_tqdm=self.verbose)
+        if len(outputs) != len(inps):
+            raise BackendError(f'{self!r}: vLLM returned {len(outputs)} outputs for {len(inps)} prompts')
+        return [BackendOutput(text=cut_at_stop(o.outputs[0].text, stop)) for o in outputs]
+
+    def __repr__(self):
+        return f'VLLMBackend({self.model_id!r}, temperature={self.temperature}, top_k={self.top_k})'

@@ -1,0 +1,85 @@
+"""A simulated OpenAI-compatible endpoint on 127.0.0.1, standing in for a GPU server in tests and benchmarks.
+
+It is a simulation, not a model: each request waits a fixed ``latency`` while holding one of
+``capacity`` slots (a GPU server's batch), and answers ``"simulated answer <hash of prompt and seed>"``.
+It records every request body, can fail the requests a ``fail`` function picks with an HTTP status,
+and serves at most ``max_requests`` requests (then HTTP 410), so a test or benchmark cannot loop
+against it without bound.
+"""
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, List, Optional
+
+
+def simulated_answer(prompt: str, seed) -> str:
+    return 'simulated answer ' + hashlib.sha256(f'{prompt}|{seed}'.encode()).hexdigest()[:10]
+
+
+class SimulatedServer:
+    """``with SimulatedServer(latency=0.05, capacity=16) as server: ... server.url ...``"""
+
+    def __init__(self, latency: float = 0.0, capacity: int = 1024, max_requests: int = 20000,
+                 fail: Optional[Callable[[dict, int], Optional[int]]] = None, text: Callable = simulated_answer):
+        self.latency = latency
+        self.slots = threading.Semaphore(capacity)
+        self.max_requests = max_requests
+        self.fail = fail
+        self.text = text
+        self.bodies: List[dict] = []
+        self.headers: List[dict] = []
+        self.paths: List[str] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+                with owner._lock:
+                    number = len(owner.bodies)
+                    owner.bodies.append(body)
+                    owner.headers.append(dict(self.headers))
+                    owner.paths.append(self.path)
+                if number >= owner.max_requests:
+                    return self._reply(410, {'error': 'simulated server: request budget spent'})
+                status = owner.fail(body, number) if owner.fail else None
+                if status:
+                    return self._reply(status, {'error': f'simulated failure {status}'})
+                with owner.slots:
+                    time.sleep(owner.latency)
+                prompt = body['messages'][0]['content'] if 'messages' in body else body['prompt']
+                text = owner.text(prompt, body.get('seed'))
+                choice = ({'index': 0, 'message': {'role': 'assistant', 'content': text}} if 'messages' in body
+                          else {'index': 0, 'text': text})
+                self._reply(200, {'choices': [dict(choice, finish_reason='stop')]})
+
+        self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f'http://127.0.0.1:{self._server.server_address[1]}/v1'
+
+    def __enter__(self) -> 'SimulatedServer':
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,112 @@
+"""OpenAICompatibleBackend: what each request carries, retries, the pool, failures (against the
+simulated endpoint of simulated_server.py; the real-server tests are in test_server.py)."""
+import pickle
+
+import pandas as pd
+import pytest
+
+import pyterrier_utility as pu
+from pyterrier_utility.backends import OpenAICompatibleBackend
+from pyterrier_utility.errors import BackendError, SettingError
+from simulated_server import SimulatedServer, simulated_answer
+
+
+def backend(urls, **kw):
+    return OpenAICompatibleBackend('sim-model', urls, **dict(dict(backoff=0.01, max_retries=2), **kw))
+
+
+def test_every_setting_and_a_seed_per_sample_is_in_each_request():
+    with SimulatedServer() as server:
+        b = backend(server.url, temperature=0.3, top_k=50, top_p=0.9, max_new_tokens=300, repetition_penalty=1.1,
+                    extra_body={'min_p': 0.05}, api_key='secret')
+        out = pu.Reader(b, n_samples=3, seed=10, stop=['STOP', '\nQuestion:'])(
+            pd.DataFrame({'qid': ['q1'], 'query': ['what is lift?']}))
+    assert sorted(body['seed'] for body in server.bodies) == [10, 11, 12]
+    body = server.bodies[0]
+    assert {k: body[k] for k in body if k not in ('seed', 'prompt')} == {
+        'model': 'sim-model', 'max_tokens': 300, 'n': 1, 'temperature': 0.3, 'top_k': 50, 'top_p': 0.9,
+        'repetition_penalty': 1.1, 'min_p': 0.05, 'stop': ['STOP', '\nQuestion:']}
+    assert body['prompt'] == pu.Reader(b).build_prompt('what is lift?')
+    assert set(server.paths) == {'/v1/completions'}
+    assert all(h['Authorization'] == 'Bearer secret' for h in server.headers)
+    assert list(out.sort_values('sample')['qanswer']) == [simulated_answer(body['prompt'], s) for s in (10, 11, 12)]
+
+
+def test_top_k_zero_is_sent_as_all_tokens_none_is_not_sent_and_chat_sends_a_message(monkeypatch):
+    monkeypatch.delenv('OPENAI_API_KEY', raising=False)
+    with SimulatedServer() as server:
+        backend(server.url, top_k=0).generate(['p'])
+        backend(server.url, top_k=None, endpoint='chat').generate(['q'], seeds=[4])
+    assert server.bodies[0]['top_k'] == -1
+    assert 'top_k' not in server.bodies[1] and server.bodies[1]['messages'] == [{'role': 'user', 'content': 'q'}]
+    assert server.paths == ['/v1/completions', '/v1/chat/completions']
+    assert 'Authorization' not in server.headers[0]
+
+
+def test_429_and_5xx_are_retried_then_answered():
+    failing = {0: 503, 1: 429}
+    with SimulatedServer(fail=lambda body, n: failing.get(n)) as server:
+        b = backend(server.url, max_retries=3)
+        assert [o.text for o in b.generate(['a'], seeds=[1])] == [simulated_answer('a', 1)]
+    assert len(server.bodies) == 3
+
+
+def test_after_the_last_retry_the_error_names_endpoint_and_status_and_finished_answers_are_kept(tmp_path):
+    with SimulatedServer(fail=lambda body, n: 503 if 'bad' in body['prompt'] else None) as server:
+        cache = pu.GenerationCache(backend(server.url, concurrency=3, max_retries=2), tmp_path / 'g.sqlite')
+        with pytest.raises(BackendError, match=rf'{server.url}/completions: HTTP 503.*after 2 retries') as e:
+            cache.generate(['good one', 'bad', 'good two'], seeds=[0, 0, 0])
+    assert 'are in the cache' in str(e.value)
+    kept = pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite')
+    assert len(kept) == 2  # both good answers, nothing for the failed prompt
+    assert [o.text for o in kept.generate(['good one', 'good two'])] == [simulated_answer('good one', 0),
+                                                                         simulated_answer('good two', 0)]
+
+
+def test_a_client_error_is_not_retried_and_names_the_non_standard_fields():
+    with SimulatedServer(fail=lambda body, n: 400) as server:
+        with pytest.raises(BackendError, match=r"HTTP 400.*non-standard fields sent: \['top_k'\]"):
+            backend(server.url).generate(['p'])
+    assert len(server.bodies) == 1
+
+
+@pytest.mark.parametrize('text', [None, 3])
+def test_a_response_without_a_text_answer_is_an_error(text):
+    with SimulatedServer(text=lambda prompt, seed: text) as server:
+        with pytest.raises(BackendError, match='answer text is|no answer text'):
+            backend(server.url).generate(['p'])
+
+
+def test_requests_go_to_the_endpoint_with_the_fewest_in_flight():
+    with SimulatedServer(latency=0.3) as slow, SimulatedServer(latency=0.01) as fast:
+        b = backend([slow.url, fast.url], concurrency=2)
+        answers = [o.text for o in b.generate([f'p{i}' for i in range(20)])]
+    assert answers == [simulated_answer(f'p{i}', 0) for i in range(20)]
+    assert len(slow.bodies) + len(fast.bodies) == 20
+    assert 1 <= len(slow.bodies) <= 4 < len(fast.bodies)
+
+
+def test_a_dead_endpoint_in_the_pool_is_retried_elsewhere():
+    with SimulatedServer() as alive:
+        b = backend(['http://127.0.0.1:9/v1', alive.url], concurrency=2, max_retries=1)
+        assert [o.text for o in b.generate(['x', 'y', 'z'])] == [simulated_answer(p, 0) for p in 'xyz']
+
+
+def test_settings_are_checked_and_the_backend_pickles():
+    for bad in (dict(temperature=-1), dict(top_k=-2), dict(top_p=0), dict(max_new_tokens=0), dict(concurrency=0),
+                dict(endpoint='edit'), dict(extra_body={'seed': 1}), dict(base_urls='localhost:8000')):
+        with pytest.raises(SettingError):
+            OpenAICompatibleBackend('m', **dict(dict(base_urls='http://h/v1'), **bad))
+    b = backend('http://127.0.0.1:9/v1', temperature=0.7)
+    clone = pickle.loads(pickle.dumps(b))
+    assert clone.generation_key == b.generation_key and clone.base_urls == b.base_urls
+    assert 'base_urls' not in str(b.generation_key)  # the same model on another server shares answers
+
+
+def test_cache_key_follows_every_answer_changing_setting():
+    keys = {pu.GenerationCache(backend('http://h/v1', **kw)).key('p', 1, 8, None)
+            for kw in (dict(), dict(temperature=0.5), dict(top_k=10), dict(top_p=0.5), dict(repetition_penalty=1.1),
+                       dict(extra_body={'min_p': 0.1}), dict(endpoint='chat'))}
+    assert len(keys) == 7
+    assert (pu.GenerationCache(backend('http://a/v1')).key('p', 1, 8, None)
+            == pu.GenerationCache(backend(['http://b/v1', 'http://c/v1'])).key('p', 1, 8, None))

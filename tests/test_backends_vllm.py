@@ -1,0 +1,84 @@
+"""VLLMBackend: against a simulated ``vllm`` module here (what it hands vLLM), and against real vLLM
+with the offline Gemma where vllm and a GPU exist."""
+import sys
+import types
+
+import pytest
+
+import pyterrier_utility as pu
+from pyterrier_utility.errors import BackendError
+
+
+class SimulatedVLLM(types.ModuleType):
+    """Stands in for the ``vllm`` package: records what the backend builds, answers from prompt and seed."""
+
+    def __init__(self, drop_one=False):
+        super().__init__('vllm')
+        module = self
+        self.llm_kwargs = None
+        self.calls = []
+
+        class SamplingParams:
+            def __init__(self, **fields):
+                self.fields = fields
+
+        class LLM:
+            def __init__(self, **kwargs):
+                module.llm_kwargs = kwargs
+                self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=8192))
+
+            def get_tokenizer(self):
+                return None
+
+            def generate(self, prompts, params, use_tqdm=False):
+                module.calls.append((list(prompts), [p.fields for p in params]))
+                outs = [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f' {p[-3:]} seed {sp.fields["seed"]} STOP more')])
+                        for p, sp in zip(prompts, params)]
+                return outs[:-1] if drop_one else outs
+
+        self.SamplingParams = SamplingParams
+        self.LLM = LLM
+
+
+def test_each_prompt_gets_its_own_seeded_sampling_params_in_one_generate_call(monkeypatch):
+    fake = SimulatedVLLM()
+    monkeypatch.setitem(sys.modules, 'vllm', fake)
+    backend = pu.backends.VLLMBackend('some/model', temperature=0.3, top_k=0, top_p=0.95, max_new_tokens=300,
+                                      tensor_parallel_size=2, dtype='bfloat16')
+    assert fake.llm_kwargs == {'model': 'some/model', 'tensor_parallel_size': 2, 'enable_prefix_caching': True,
+                               'dtype': 'bfloat16'}
+    assert backend.max_input_length == 8192
+    reader = pu.Reader(backend, n_samples=2, seed=5)
+    answers = reader.answer(['abc', 'xyz'])
+    assert answers == [['abc seed 5', 'abc seed 6'], ['xyz seed 5', 'xyz seed 6']]
+    assert len(fake.calls) == 1  # all prompts of the call scheduled together
+    prompts, params = fake.calls[0]
+    assert sorted(zip(prompts, [p['seed'] for p in params])) == [('abc', 5), ('abc', 6), ('xyz', 5), ('xyz', 6)]
+    assert params[0] | {'seed': 0} == {'n': 1, 'temperature': 0.3, 'max_tokens': 300, 'seed': 0, 'top_k': -1,
+                                       'top_p': 0.95, 'stop': ['STOP']}
+    assert backend.generation_key['llm_kwargs'] == {'dtype': 'bfloat16'}
+
+
+def test_an_output_count_mismatch_is_an_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'vllm', SimulatedVLLM(drop_one=True))
+    with pytest.raises(BackendError, match='1 outputs for 2 prompts'):
+        pu.backends.VLLMBackend('m').generate(['a', 'b'])
+
+
+def _gpu_vllm():
+    try:
+        import torch
+        import vllm  # noqa: F401
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _gpu_vllm(), reason='needs vllm and a GPU')
+def test_real_vllm_samples_are_seeded_and_greedy_is_stable():
+    backend = pu.backends.VLLMBackend(str(pu.backends.gemma3_270m_path()), temperature=1.0, top_k=50,
+                                      max_new_tokens=16, gpu_memory_utilization=0.3)
+    prompt = 'Question: what is the lift of a wing?\nAnswer:'
+    first = [o.text for o in backend.generate([prompt] * 3, seeds=[1, 2, 3])]
+    again = [o.text for o in backend.generate([prompt] * 3, seeds=[1, 2, 3])]
+    assert first == again and len(set(first)) > 1
