@@ -3,12 +3,12 @@
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
 """
-from . import backends, datasets, experiment, reader
+from . import backends, datasets, errors, experiment, reader
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .erag import ERAGLabeller, rank_correlation
 from .fbert import FBertScorer
-from .measures import ERAG_Hit, ERAG_P, FBERT, FBERT0, RetEval, Utility, erag_measure
+from .measures import ERAG_P, FBERT, FBERT0, ERAG_Hit, RetEval, Utility, erag_measure
 from .oracle import OracleSampler
 from .order import ReverseOrder
 from .reader import Reader
@@ -19,4 +19,4 @@ __version__ = '0.1.0'
 
 __all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
            'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'Utility', 'UtilityEvaluator',
-           'backends', 'datasets', 'erag_measure', 'experiment', 'rank_correlation']
+           'backends', 'datasets', 'erag_measure', 'errors', 'experiment', 'rank_correlation', 'reader']

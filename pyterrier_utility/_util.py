@@ -6,7 +6,7 @@ import numbers
 import os
 import warnings
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Iterable, List, Sequence, Union
 
 import pandas as pd
 
@@ -40,8 +40,8 @@ def warn_qids(message: str, qids: Iterable, stacklevel: int = 3) -> None:
 def validate_columns(owner, frame, includes: Iterable[str]) -> None:
     """Checks ``frame`` has the columns ``includes``; the error names the missing columns and ``owner``
     (a transformer, or a string such as ``'run_study topics'``)."""
-    from pyterrier.validate import InputValidationError
     import pyterrier_alpha as pta
+    from pyterrier.validate import InputValidationError
     includes = list(includes)
     try:
         pta.validate.columns(frame, includes=includes)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ._util import stable_hash
+from .errors import SettingError
 
 #: The study's BERTScore model.
 PAPER_MODEL = 'bert-large-uncased'
@@ -52,7 +53,7 @@ class BertScore:
             model_type, num_layers = minilm_path(), num_layers or 6
         if num_layers is None:
             if model_type not in model2layers:
-                raise ValueError(f'num_layers is needed for {model_type!r}, which bert_score does not list')
+                raise SettingError(f'num_layers is needed for {model_type!r}, which bert_score does not list')
             num_layers = model2layers[model_type]
         self.model_type = model_type
         self.num_layers = num_layers
@@ -63,7 +64,7 @@ class BertScore:
         self.idf = idf
         if idf:
             if not idf_sents:
-                raise ValueError('idf=True needs idf_sents, the texts idf is computed from')
+                raise SettingError('idf=True needs idf_sents, the texts idf is computed from')
             self.idf_dict = get_idf_dict(list(idf_sents), self.tokenizer, nthreads=0)
         else:
             self.idf_dict = None

@@ -12,6 +12,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ._util import validate_columns
+from .errors import SettingError
 from .fbert import FBertScorer
 from .reader import Reader
 
@@ -53,9 +54,9 @@ class ERAGLabeller(pt.Transformer):
 
     def __init__(self, reader: Reader, scorer: Optional[FBertScorer] = None, *, metric: str = 'fbert'):
         if metric not in ('fbert',) + GOLD_METRICS:
-            raise ValueError(f"ERAGLabeller: metric must be 'fbert', 'em' or 'f1', got {metric!r}")
+            raise SettingError(f"ERAGLabeller: metric must be 'fbert', 'em' or 'f1', got {metric!r}")
         if metric == 'fbert' and scorer is None:
-            raise ValueError("ERAGLabeller: metric 'fbert' needs an FBertScorer")
+            raise SettingError("ERAGLabeller: metric 'fbert' needs an FBertScorer")
         self.reader = reader
         self.scorer = scorer
         self.metric = metric

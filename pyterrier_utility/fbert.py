@@ -1,7 +1,6 @@
 """FBERT: the quality of an answer as its best BERTScore F1 against the query's relevant documents."""
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
-
 import warnings
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from ir_measures.measures.base import Agg
 
+from .errors import SettingError
+
 
 class NanMeanAgg(Agg):
     """Mean of the values that are not NaN (NaN when there are none)."""
@@ -79,7 +81,7 @@ def _aggregate(name: str, labels: np.ndarray, cutoff: Optional[int], threshold: 
             return float(top.max())
         if name == 'nDCG':
             return _ndcg(top, np.sort(full)[::-1][:len(top)])
-        raise ValueError(f'eRAG {name} needs binary labels: give a threshold')
+        raise SettingError(f'eRAG {name} needs binary labels: give a threshold')
     rel = (top >= threshold).astype(float)
     n_rel = float((full >= threshold).sum())
     if name == 'P':
@@ -96,7 +98,7 @@ def _aggregate(name: str, labels: np.ndarray, cutoff: Optional[int], threshold: 
         return float(1.0 / (first[0] + 1)) if len(first) else 0.0
     if name == 'nDCG':
         return _ndcg(rel, np.sort((full >= threshold).astype(float))[::-1][:len(top)])
-    raise ValueError(f'unknown eRAG measure {name!r}')
+    raise SettingError(f'unknown eRAG measure {name!r}')
 
 
 def _ndcg(gains: np.ndarray, ideal: np.ndarray) -> float:
@@ -119,9 +121,9 @@ def erag_measure(name: str, threshold: Optional[float] = None):
     Queries with a NaN label get NaN, skipped by ir_measures' aggregation.
     """
     if name not in ERAG_MEASURES:
-        raise ValueError(f'erag_measure: name must be one of {ERAG_MEASURES}, got {name!r}')
+        raise SettingError(f'erag_measure: name must be one of {ERAG_MEASURES}, got {name!r}')
     if threshold is None and name in ('R', 'MAP', 'MRR'):
-        raise ValueError(f'erag_measure: {name} needs binary labels: give a threshold')
+        raise SettingError(f'erag_measure: {name} needs binary labels: give a threshold')
     label = f'eRAG_{name}' + ('' if threshold is None else f'(t={threshold:g})')
     base = type(ir_measures.define(lambda qrels, run: [], name=label, support_cutoff=True,
                                    run_inputs=['query_id', 'doc_id', 'score', 'erag_label'],

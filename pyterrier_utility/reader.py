@@ -7,6 +7,7 @@ from pyterrier_rag.backend import Backend
 
 from ._util import check, check_int, normalise_frame, stop_sequences, validate_columns, warn_qids
 from .cache import GenerationCache, warn_unseeded
+from .errors import FrameError
 
 #: The k-shot prompt of the study; ``{contexts}`` holds one formatted context per line.
 KSHOT_PROMPT = ('You are an expert at answering questions based on your own knowledge and related '
@@ -137,7 +138,7 @@ class Reader(pt.Transformer):
         """qid -> prompt for a result frame (k-shot, documents in rank order) or a query frame (0-shot)."""
         missing = inp.loc[inp['query'].isna(), 'qid']
         if len(missing):
-            raise ValueError(f'{self!r}: no query text for qid {sorted(set(map(str, missing)))[:20]}')
+            raise FrameError(f'{self!r}: no query text for qid {sorted(set(map(str, missing)))[:20]}')
         if 'docno' not in inp.columns:
             return {qid: self.build_prompt(str(q)) for qid, q in zip(inp['qid'], inp['query'])}
         ordered = inp.sort_values(['qid', 'rank'], kind='stable') if 'rank' in inp.columns else inp

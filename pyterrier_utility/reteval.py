@@ -16,6 +16,7 @@ from pyterrier_rag.backend import Backend
 from ._util import validate_columns, warn_qids
 from .bertscore import BertScore
 from .cache import GenerationCache
+from .errors import SettingError
 from .fbert import Labels, relevant_docnos
 from .reader import Reader
 
@@ -57,7 +58,7 @@ class LLMRetEval(pt.Transformer):
                  bertscore: Union[None, str, BertScore] = None, threshold: float = 0.8,
                  judge_prompt: str = JUDGE_PROMPT):
         if judge is None and bertscore is None:
-            raise ValueError('LLMRetEval: give a judge backend or a bertscore model to decide matches')
+            raise SettingError('LLMRetEval: give a judge backend or a bertscore model to decide matches')
         validate_columns('LLMRetEval qrels', qrels, ['qid', 'docno', 'label'])
         self.reader = reader
         graded = qrels.astype({'qid': str, 'docno': str}).sort_values(['qid', 'label', 'docno'],

@@ -37,7 +37,7 @@ class CountingBackend(Backend):
         outs = []
         for p, s in zip(inps, seeds):
             contexts = p.count('Context ')
-            first = p.split('Context 1: ')[1].split('\n')[0] if contexts else 'no context'
+            first = p.split('Context 1: ')[1].split('\n')[0] if 'Context 1: ' in p else 'no context'
             outs.append(BackendOutput(text=f'{first} (seed {s if self.seeded else "-"}, {contexts} contexts)'))
         return outs
 

@@ -36,6 +36,7 @@ class SimulatedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = 'HTTP/1.1'
+            disable_nagle_algorithm = True  # one small response must not wait for a delayed ACK
 
             def log_message(self, *args):
                 pass
@@ -83,3 +84,12 @@ class SimulatedServer:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+if __name__ == '__main__':
+    # A server in its own process (benchmarks): python simulated_server.py LATENCY CAPACITY MAX_REQUESTS SECONDS
+    import sys
+    latency, capacity, max_requests, seconds = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    with SimulatedServer(latency=latency, capacity=capacity, max_requests=max_requests) as server:
+        print(server.url, flush=True)
+        time.sleep(seconds)

@@ -4,11 +4,11 @@ import pickle
 
 import pandas as pd
 import pytest
+from simulated_server import SimulatedServer, simulated_answer
 
 import pyterrier_utility as pu
 from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.errors import BackendError, SettingError
-from simulated_server import SimulatedServer, simulated_answer
 
 
 def backend(urls, **kw):

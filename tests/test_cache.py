@@ -1,6 +1,11 @@
+import os
 import sqlite3
 
+import pytest
+from pyterrier_rag.backend import Backend, BackendOutput
+
 from pyterrier_utility import GenerationCache
+from pyterrier_utility.errors import BackendError, CacheError
 
 
 def test_each_prompt_and_seed_generated_once(counting_backend):
@@ -28,14 +33,6 @@ def test_settings_are_part_of_the_key(counting_backend):
     cache.generate(['x'], seeds=[0], max_new_tokens=20)
     cache.generate(['x'], seeds=[0], max_new_tokens=20, stop_sequences=['\n'])
     assert cache.generated == 3
-
-
-import os  # noqa: E402
-
-import pytest  # noqa: E402
-from pyterrier_rag.backend import Backend, BackendOutput  # noqa: E402
-
-from pyterrier_utility.errors import BackendError, CacheError  # noqa: E402
 
 
 class Scripted(Backend):

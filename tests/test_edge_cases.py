@@ -2,9 +2,9 @@
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import CountingBackend
 from pyterrier.validate import InputValidationError
 
-from conftest import CountingBackend
 from pyterrier_utility import FBertScorer, OracleSampler, Reader, ReverseOrder, UtilityEvaluator
 
 QRELS = pd.DataFrame({'qid': ['q1', 'q2'], 'docno': ['d1', 'd2'], 'label': [2, 2]})
@@ -126,6 +126,7 @@ def test_oracle_with_fewer_documents_than_k_gives_all_it_has():
 
 def test_models_load_without_remote_code_unless_opted_in(monkeypatch):
     import transformers
+
     from pyterrier_utility import backends
     seen = []
 
@@ -146,6 +147,7 @@ def test_models_load_without_remote_code_unless_opted_in(monkeypatch):
 
 def test_caches_hold_plain_data(tmp_path, minilm):
     import sqlite3
+
     from pyterrier_utility import BertScore, GenerationCache
     GenerationCache(CountingBackend(), tmp_path / 'g.sqlite').generate(['a prompt'], seeds=[1])
     rows = sqlite3.connect(tmp_path / 'g.sqlite').execute('SELECT key, answer FROM answers').fetchall()
@@ -155,3 +157,122 @@ def test_caches_hold_plain_data(tmp_path, minilm):
     blobs = sqlite3.connect(tmp_path / 'e.sqlite').execute('SELECT ids, emb FROM embeddings').fetchone()
     emb = np.frombuffer(blobs[1], dtype=np.float32)  # raw float32, nothing to unpickle
     assert emb.size % 384 == 0 and emb.size > 0
+
+
+# Regression cases: each once gave a silent wrong number, a false stored answer or an unrelated traceback.
+
+def test_a_stop_string_is_one_stop_sequence_not_characters():
+    backend = CountingBackend()
+    reader = Reader(backend, stop='STOP')
+    assert reader.stop == ['STOP']
+    out = reader(pd.DataFrame({'qid': ['q1'], 'query': ['what is lift']}))
+    assert out['qanswer'].iloc[0] == 'no context (seed 0, 0 contexts)'
+
+
+@pytest.mark.parametrize('make', [
+    lambda: Reader(CountingBackend(), n_samples=0),
+    lambda: Reader(CountingBackend(), stop=['STOP', '']),
+    lambda: Reader(CountingBackend(), prompt='{contexts} only'),
+    lambda: OracleSampler(QRELS, TEXTS, num_results=-1),
+    lambda: OracleSampler(QRELS, TEXTS, labels='2'),
+])
+def test_settings_out_of_range_are_refused_where_given(make):
+    from pyterrier_utility.errors import SettingError
+    with pytest.raises(SettingError):
+        make()
+
+
+def test_negative_temperature_is_refused(gemma):
+    from pyterrier_utility import backends
+    from pyterrier_utility.errors import SettingError
+    with pytest.raises(SettingError, match='temperature must be a number >= 0'):
+        backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='g', temperature=-1)
+    with pytest.raises(SettingError, match='top_k'):
+        backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='g', top_k=-5)
+
+
+def test_one_qid_with_two_questions_is_an_error_naming_it():
+    from pyterrier_utility.errors import FrameError
+    topics = pd.DataFrame({'qid': ['q1', 'q1', 'q2'], 'query': ['what is lift', 'what is drag', 'x']})
+    with pytest.raises(FrameError, match=r"one qid with different queries: qid \['q1'\]"):
+        Reader(CountingBackend())(topics)
+    from pyterrier_utility import experiment as ex
+    with pytest.raises(FrameError, match=r"qid \['q1'\]"):
+        ex.run_study(topics, QRELS, {}, Reader(CountingBackend()), TEXTS, bertscore=None)
+
+
+def test_ranks_given_as_strings_order_numerically_or_are_named():
+    from pyterrier_utility.errors import FrameError
+    backend = CountingBackend()
+    rows = frame([('q1', 'lift', 'd1', 'ten', '10'), ('q1', 'lift', 'd2', 'two', '2')])
+    Reader(backend)(rows)
+    assert 'Context 1: two\nContext 2: ten\n' in backend.calls[0]
+    with pytest.raises(FrameError, match=r"rank is not a number for qid \['q1'\]"):
+        Reader(backend)(rows.assign(rank=['first', 'second']))
+
+
+def test_missing_ids_are_named_and_a_placeholder_row_stands_only_alone():
+    from pyterrier_utility.errors import FrameError
+    with pytest.raises(FrameError, match=r'missing qid in rows \[1\]'):
+        Reader(CountingBackend())(frame([('q1', 'lift', 'd1', 'one', 0), (None, 'lift', 'd2', 'two', 1)]))
+    with pytest.raises(FrameError, match=r"rows without a docno next to documents for qid \['q1'\]"):
+        Reader(CountingBackend())(frame([('q1', 'lift', 'd1', 'one', 0), ('q1', 'lift', None, None, 1)]))
+
+
+def test_int_and_str_qids_are_one_query(minilm):
+    qrels = QRELS.assign(qid=[1, 2])  # ints here, strings in the topics
+    reader = Reader(CountingBackend())
+    scorer = FBertScorer(qrels, TEXTS, model_type=minilm)
+    out = (OracleSampler(qrels, TEXTS) % 1 >> reader >> UtilityEvaluator(reader, scorer))(
+        pd.DataFrame({'qid': ['1', '2'], 'query': ['what is lift', 'what is drag']}))
+    assert list(out['qid']) == ['1', '2'] and out['utility'].notna().all()
+
+
+def test_a_reference_text_none_is_not_the_word_none(minilm):
+    with pytest.warns(UserWarning, match=r"relevant docno \['d1'\] have no text"):
+        scorer = FBertScorer(QRELS, {'d1': None, 'd2': 'drag slows aircraft'}, model_type=minilm)
+    assert scorer.ref_texts['d1'] == ''
+    assert scorer.score(['q1'], ['None'])[0] == 0.0
+
+
+def test_a_label_set_with_no_relevant_document_stops_the_study_first():
+    from pyterrier_utility import experiment as ex
+    from pyterrier_utility.errors import SettingError
+    backend = CountingBackend()
+    with pytest.raises(SettingError, match=r'no topic has a relevant document at label>=99 .*labels \[2\]'):
+        ex.run_study(pd.DataFrame({'qid': ['q1'], 'query': ['lift']}), QRELS, {'Rel': OracleSampler(QRELS, TEXTS)},
+                     Reader(backend), TEXTS, label_sets=[99], bertscore=None)
+    assert backend.calls == []
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--queries', '-1'], "argument --queries: must be an integer >= 0, got '-1'"),
+    (['--temperature', '-1'], "argument --temperature: must be a number >= 0, got '-1'"),
+    (['-k', '0'], "argument -k: must be an integer >= 1, got '0'"),
+    (['--labels', '99'], 'error: --labels label>=99: no document has such a label (the qrels of cranfield have labels [0, 1, 2, 3, 4])'),
+    (['--reader', 'bogus'], "error: unknown reader 'bogus'; choose from gemma3-270m, smollm2-135m, huggingface:MODEL"),
+    (['--scorer', 'bogus'], "error: --scorer 'bogus' cannot be loaded"),
+    (['--reader', 'gemma3-270m', '--concurrency', '4'], "error: the reader 'gemma3-270m' cannot honour --concurrency"),
+    (['--systems', 'BM25', 'Dense'], "error: unknown systems ['Dense']; choose from ['BM25', 'Neural', 'Rel', 'NRel']"),
+])
+def test_cli_errors_are_one_line_and_come_before_any_model_loads(argv, message, tmp_path, monkeypatch, capsys):
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+
+    def no_model(*a, **kw):
+        raise AssertionError('a reader was loaded before the settings were checked')
+
+    monkeypatch.setattr(pu.backends, 'get_backend', no_model)
+    with pytest.raises(SystemExit) as e:
+        cli.main(['study', '--out', str(tmp_path / 'out')] + argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and 'Traceback' not in err
+
+
+def test_cli_out_pointing_at_a_file_is_named(tmp_path, capsys):
+    from pyterrier_utility import cli
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(SystemExit):
+        cli.main(['study', '--out', str(tmp_path / 'file')])
+    assert f'error: --out {tmp_path / "file"} is a file, not a folder' in capsys.readouterr().err

@@ -1,15 +1,14 @@
-import math
 
 import ir_measures
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
+from conftest import CountingBackend
 from pyterrier_rag.backend import Backend, BackendOutput
 from scipy import stats as sps
 
 import pyterrier_utility as pu
-from conftest import CountingBackend
 from pyterrier_utility import ERAGLabeller, FBertScorer, Reader, erag_measure
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing'}

@@ -5,12 +5,13 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
+from conftest import CountingBackend
 from pandas.testing import assert_frame_equal
 from scipy import stats as sps
 
-from conftest import CountingBackend
 from pyterrier_utility import GenerationCache, OracleSampler, Reader
 from pyterrier_utility import experiment as ex
+from pyterrier_utility.errors import SettingError
 
 TEXTS = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
          'd3': 'The boundary layer separates near the trailing edge.', 'd4': 'Hypersonic flow heats the nose.',
@@ -78,7 +79,7 @@ def test_study_values(tmp_path, minilm):
 
 def test_study_rejects_bad_arguments(minilm):
     reader = Reader(CountingBackend())
-    with pytest.raises(KeyError, match='reverse names systems that are not given'):
+    with pytest.raises(SettingError, match='reverse names systems that are not given'):
         ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, reverse=['Z'], bertscore=minilm)
     with pytest.raises(ValueError, match='k must be an integer >= 1'):
         ex.run_study(TOPICS, QRELS, systems(), reader, TEXTS, ks=[0, 1], bertscore=minilm)

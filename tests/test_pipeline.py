@@ -1,5 +1,4 @@
 """The design-card pipeline inside pt.Experiment on the embedded Cranfield."""
-import pandas as pd
 import pyterrier as pt
 import pytest
 from pyterrier.measures import nDCG
@@ -10,8 +9,9 @@ import pyterrier_utility as pu
 @pytest.fixture(scope='module')
 def tiny_t5(tmp_path_factory):
     """A randomly initialised T5 with single-token "true"/"false": MonoT5 wiring, not ranking."""
-    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
     import string
+
+    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
     path = tmp_path_factory.mktemp('tiny-t5')
     vocab = [('<pad>', 0.0), ('</s>', 0.0), ('<unk>', 0.0), ('\u2581', -2.0), ('\u2581true', -5.0), ('\u2581false', -5.0)]
     vocab += [(c, -10.0) for c in string.ascii_lowercase + string.digits + ':.,?']

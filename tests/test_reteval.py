@@ -3,11 +3,11 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
+from test_erag import EchoBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import LLMRetEval, Reader
 from pyterrier_utility.reteval import disagreement
-from test_erag import EchoBackend
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing',
          'd5': 'Paris'}

@@ -11,11 +11,11 @@ import time
 import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
+from servers import ServedModel
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
 from pyterrier_utility.errors import BackendError
-from servers import ServedModel
 
 
 @pytest.fixture(scope='module')

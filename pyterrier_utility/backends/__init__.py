@@ -13,8 +13,7 @@ from pyterrier_rag.backend import Backend
 
 from ..errors import SettingError
 from ._hf import CausalLMBackend, cut_at_stop
-from ._offline import (gemma3_270m, gemma3_270m_path, minilm_path, minilm_reranker, monot5_reranker,
-                       smollm2_135m)
+from ._offline import gemma3_270m, gemma3_270m_path, minilm_path, minilm_reranker, monot5_reranker, smollm2_135m
 from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
 

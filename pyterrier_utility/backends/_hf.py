@@ -13,6 +13,7 @@ from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check_int, check_sampling
 
+
 class _SeededSampling:
     """Samples each row with its own ``torch.Generator`` and returns logits that force that token.
 

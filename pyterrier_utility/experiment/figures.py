@@ -5,6 +5,7 @@ from typing import Optional, Union
 import numpy as np
 import pandas as pd
 
+from ..errors import SettingError
 from . import stats
 
 
@@ -58,7 +59,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
     labels = labels or per_query['labels'].iloc[0]
     part = per_query[(per_query['labels'] == labels) & (per_query['k'] == k)]
     if part.empty:
-        raise ValueError(f'ndcg_vs_utility: no per-query values for k={k} and {labels}')
+        raise SettingError(f'ndcg_vs_utility: no per-query values for k={k} and {labels}')
     systems = list(dict.fromkeys(part['system']))
     fig, axes = _panels(plt, len(systems))
     for ax, system in zip(axes, systems):

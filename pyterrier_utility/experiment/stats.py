@@ -5,6 +5,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..errors import SettingError
+
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.
 BASELINE_MARK = '\u2020'
 REVERSAL_MARK = '\u2021'
@@ -101,7 +103,7 @@ def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndc
     as NRel's nDCG of 0, or fewer than 3 queries).
     """
     if method not in METHODS:
-        raise ValueError(f'correlations: method must be one of {sorted(METHODS)}, got {method!r}')
+        raise SettingError(f'correlations: method must be one of {sorted(METHODS)}, got {method!r}')
     rows = []
     for (labels, system, k), cell in per_query.groupby(['labels', 'system', 'k'], sort=False):
         r, p = correlation(cell[x], cell[y], method)

@@ -9,6 +9,7 @@ import pyterrier as pt
 
 from .._util import check, check_int, normalise_frame, validate_columns, warn_qids
 from ..bertscore import BertScore
+from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer, Labels, check_labels, describe_labels, relevant_docnos
 from ..order import ReverseOrder
 from ..reader import Reader
@@ -141,14 +142,14 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
     unknown = [r for r in reverse if r not in systems]
     if unknown:
-        raise KeyError(f'run_study: reverse names systems that are not given: {unknown}')
+        raise SettingError(f'run_study: reverse names systems that are not given: {unknown}')
     check(len(label_sets) > 0, 'run_study', 'give at least one label set')
     label_sets = [check_labels('run_study', labels) for labels in label_sets]
     topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
     topics = topics.drop_duplicates('qid').reset_index(drop=True)
     missing = topics['qid'][topics['query'].isna()]
     if len(missing):
-        raise ValueError(f'run_study: no query text for qid {sorted(missing)[:20]}')
+        raise FrameError(f'run_study: no query text for qid {sorted(missing)[:20]}')
     queries = dict(zip(topics['qid'], topics['query'].astype(str)))
     qrels = normalise_frame('run_study qrels', qrels)
     for labels in label_sets:

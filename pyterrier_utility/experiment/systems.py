@@ -4,6 +4,7 @@ from typing import Dict
 import pandas as pd
 import pyterrier as pt
 
+from ..errors import SettingError
 from ..fbert import Labels
 from ..oracle import OracleSampler
 
@@ -37,7 +38,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
     elif neural == 'monot5':
         reranker = backends.monot5_reranker()
     else:
-        raise ValueError(f"default_systems: neural must be 'dense' or 'monot5', got {neural!r}")
+        raise SettingError(f"default_systems: neural must be 'dense' or 'monot5', got {neural!r}")
     return {
         'BM25': bm25,
         'Neural': bm25 >> reranker,
