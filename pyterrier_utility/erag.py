@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import validate_columns
+from ._util import normalise_frame, validate_columns
 from .errors import SettingError
 from .fbert import FBertScorer
 from .reader import Reader
@@ -34,12 +34,17 @@ def gold_answer_score(answer: str, gold: Union[str, Sequence[str]], metric: str 
 class ERAGLabeller(pt.Transformer):
     """Adds ``erag_label``: the score of the answer the reader gives from each document alone.
 
-    For every row of a result frame, the reader answers the query with that single document as its
-    context (the same prompt as a k=1 context, so answers are shared with a study's k=1 cells through
-    the reader's cache). The answer is scored by ``metric``: ``'fbert'`` — FBERT against the query's
-    relevant documents (needs ``scorer``); ``'em'`` or ``'f1'`` — against the ``gold_answer`` column
-    (a string or a list of strings, as pyterrier-rag's ``rag:`` datasets provide). With several
-    samples the label is the mean over samples; ``erag_answer`` holds the first sample's answer.
+    eRAG (Salemi & Zamani, SIGIR 2024): for every row of a result frame, the reader answers the query
+    with that single document as its context, and the answer's downstream score becomes the
+    document's label. The prompt is the k=1 prompt, fitted to the reader's input limit like every
+    prompt (documents truncated, instructions kept), so a document that a study placed at rank 1 of a
+    k=1 context shares its answers through the reader's cache; other documents are answered anew.
+    The answer is scored by ``metric``: ``'fbert'`` — FBERT against the query's relevant documents
+    (this project's downstream measure; needs ``scorer``); ``'em'`` or ``'f1'`` — against the
+    ``gold_answer`` column (a string or a list of strings, as pyterrier-rag's ``rag:`` datasets
+    provide). With several samples the label is the mean over the samples; ``erag_answer`` holds the
+    first sample's answer. Input rows repeated per sample (a reader's output with a ``sample``
+    column) are taken once: one output row per document.
 
     Args:
         reader: the :class:`~pyterrier_utility.Reader` that would consume the ranking.
@@ -64,10 +69,13 @@ class ERAGLabeller(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         needed = ['qid', 'query', 'docno', 'text'] + (['gold_answer'] if self.metric in GOLD_METRICS else [])
         validate_columns(self, inp, needed)
+        inp = normalise_frame(repr(self), inp)
+        if 'sample' in inp.columns:
+            inp = inp[inp['sample'] == inp['sample'].min()].drop(columns=['sample']).reset_index(drop=True)
         if inp.empty:
             return inp.assign(erag_answer=pd.Series(dtype=object), erag_label=pd.Series(dtype=float))
-        prompts = [self.reader.build_prompt(str(q), ['' if pd.isna(t) else str(t)])
-                   for q, t in zip(inp['query'], inp['text'])]
+        prompts = self.reader.fitted_prompts([(qid, str(q), ['' if pd.isna(t) else str(t)])
+                                              for qid, q, t in zip(inp['qid'], inp['query'], inp['text'])])
         distinct = list(dict.fromkeys(prompts))
         answers = dict(zip(distinct, self.reader.answer(distinct)))
         samples = [answers[p] for p in prompts]  # per row: one answer per sample

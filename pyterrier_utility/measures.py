@@ -76,7 +76,8 @@ def _aggregate(name: str, labels: np.ndarray, cutoff: Optional[int], threshold: 
     top = labels[:cutoff] if cutoff else labels
     if threshold is None:
         if name == 'P':
-            return float(top.mean())
+            # Over k, as trec_eval and the binary P@k: a ranking shorter than k is not rewarded for it.
+            return float(top.sum() / (cutoff or len(top)))
         if name == 'Hit':
             return float(top.max())
         if name == 'nDCG':
@@ -115,9 +116,11 @@ def erag_measure(name: str, threshold: Optional[float] = None):
     """An ir_measures measure aggregating ``erag_label`` over each query's ranking (``@k`` cuts it).
 
     ``threshold``: labels at or above it count as relevant (binary). Without one the labels are used
-    as they are, as eRAG defines for continuous labels: P is their mean, Hit their maximum, nDCG uses
-    them as gains against the best order of the same labels; R, MAP and MRR need a threshold. The
-    labelled list is the ranking itself, so R@k is the share of its relevant documents in the top k.
+    as they are: P is their sum over k (their mean when the ranking has k documents) and Hit their
+    maximum, as eRAG defines for non-integer labels; nDCG with the labels as gains against the best
+    order of the same labels is this project's extension (eRAG supports only P and Hit on
+    non-integer labels); R, MAP and MRR need a threshold. The labelled list is the ranking itself,
+    so R@k is the share of its relevant documents in the top k.
     Queries with a NaN label get NaN, skipped by ir_measures' aggregation.
     """
     if name not in ERAG_MEASURES:

@@ -152,13 +152,22 @@ class Reader(pt.Transformer):
         warn_qids(f'{self!r}: missing or empty document text, given as an empty context', found.loc[blank, 'qid'])
         prompts = {qid: self.build_prompt(str(q)) for qid, q in
                    ordered.loc[ordered['qid'].isin(nothing)].drop_duplicates('qid')[['qid', 'query']].values}
-        truncated = []
-        for qid, g in found.groupby('qid', sort=False):
-            query = str(g['query'].iloc[0])
-            texts, cut = self._fit(query, ['' if pd.isna(t) else str(t) for t in g['text']])
+        queries = [(qid, str(g['query'].iloc[0]), ['' if pd.isna(t) else str(t) for t in g['text']])
+                   for qid, g in found.groupby('qid', sort=False)]
+        prompts.update(zip([q for q, _, _ in queries], self.fitted_prompts(queries)))
+        return prompts
+
+    def fitted_prompts(self, contexts: Sequence[Tuple[object, str, Sequence[str]]]) -> List[str]:
+        """The prompt of each ``(qid, query, texts)``, documents truncated evenly where the prompt would
+        exceed ``max_prompt_tokens`` (instructions and question kept; warned once per reader). Every
+        prompt of a context goes through here: the k-shot ones, eRAG's single documents and
+        LLM-retEval's gold contexts alike."""
+        prompts, truncated = [], []
+        for qid, query, texts in contexts:
+            texts, cut = self._fit(query, list(texts))
             if cut:
                 truncated.append(qid)
-            prompts[qid] = self.build_prompt(query, texts)
+            prompts.append(self.build_prompt(query, texts))
         if truncated and not self._warned_truncation:
             self._warned_truncation = True
             warn_qids(f'{self!r}: prompts over {self.max_prompt_tokens} tokens; documents truncated evenly, '

@@ -1,11 +1,14 @@
-"""LLM-retEval: does the answer from the retrieved documents match the answer from the gold documents?
+"""LLM-retEval: does the answer from the retrieved documents match the answers from the gold documents?
 
 Following "Evaluating the Retrieval Component in LLM-Based Question Answering Systems" (2024): a
-retriever scores 1 on a query when the reader's answer from the retrieved top-k matches its answer
-from the gold (judged relevant) documents, else 0. The match is decided by an LLM judge answering
-Yes/No, or by a BERTScore F1 threshold.
+retriever scores 1 on a query when the reader's answer from the retrieved top-k is judged correct
+against the reader's answers from the gold (judged relevant) documents, else 0. As in the paper, the
+gold-context answers are sampled several times (3, at temperature 0.5) so that questions with more
+than one correct answer are covered, and a judge sees the question, the candidate and all gold
+answers together. The match is decided by an LLM judge replying Yes/No, or, as this project's
+offline alternative, by a BERTScore F1 threshold.
 """
-from typing import Dict, List, Optional, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import ir_measures
 import numpy as np
@@ -13,129 +16,231 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from ._util import validate_columns, warn_qids
+from ._util import check, check_int, normalise_frame, validate_columns, warn_qids
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .errors import SettingError
-from .fbert import Labels, relevant_docnos
+from .fbert import Labels, check_labels, relevant_docnos
 from .reader import Reader
 
-#: The judge's prompt; ``{query}``, ``{gold}`` (the gold-context answer) and ``{answer}``.
-JUDGE_PROMPT = ('You are judging whether two answers to a question say the same thing.\n'
-                'Question: {query}\nReference answer: {gold}\nCandidate answer: {answer}\n'
-                'Does the candidate answer agree with the reference answer? Reply Yes or No.\nReply:')
+#: The judge's prompt: ``{query}``, ``{golds}`` (the gold-context answers, one per line) and
+#: ``{answer}``. Modelled on the GPT-Eval setup the paper adopts: all reference answers at once, a
+#: Yes/No verdict.
+JUDGE_PROMPT = ('You are grading an answer to a question. Several reference answers are given, each '
+                'written from documents known to answer the question; a question can have more than '
+                'one correct answer.\nQuestion: {query}\nReference answers:\n{golds}\n'
+                'Candidate answer: {answer}\nIs the candidate answer correct according to the question '
+                'and the reference answers? Reply Yes or No.\nReply:')
+#: The BERTScore F1 at or above which two answers match, calibrated for the offline model (MiniLM-L6)
+#: on 30 hand-made pairs (``tests/test_reteval.py``): 28 right at 0.65, the best threshold; the two
+#: errors are antonyms (rises / falls, Pacific / Atlantic), which token matching cannot tell apart.
+MINILM_MATCH_THRESHOLD = 0.65
+
+
+def gold_reader_for(reader: Reader, samples: int = 3, temperature: float = 0.5) -> Reader:
+    """The reader of the gold-context answers: the same model, prompts and stop sequences, sampling
+    ``samples`` answers at ``temperature`` (the paper: 3 at 0.5), cached next to the reader's."""
+    backend = reader.backend.backend
+    if not hasattr(backend, 'with_settings'):
+        raise SettingError(f'LLMRetEval: {backend!r} cannot change its temperature for the gold-context answers; '
+                           'give gold_reader= (a Reader sampling them as you want)')
+    cache = GenerationCache(backend.with_settings(temperature=temperature), reader.backend.path)
+    return Reader(cache, n_samples=samples, seed=reader.seed, max_new_tokens=reader.max_new_tokens, stop=reader.stop,
+                  prompt=reader.prompt, zero_shot_prompt=reader.zero_shot_prompt,
+                  context_format=reader.context_format, max_prompt_tokens=reader.max_prompt_tokens,
+                  verbose=reader.verbose)
+
+
+def retrieved_answers(frame: pd.DataFrame) -> Dict[str, List[str]]:
+    """qid -> the answers of each sample, from a reader's output (rows per ``sample``) or an
+    evaluator's (``qanswers`` tuples), or the single ``qanswer``."""
+    if 'qanswers' in frame.columns:
+        firsts = frame.drop_duplicates('qid')
+        return {q: [str(a) for a in (t if isinstance(t, tuple) else (s,))]
+                for q, t, s in zip(firsts['qid'], firsts['qanswers'], firsts['qanswer'])}
+    if 'sample' in frame.columns:
+        rows = frame.sort_values('sample', kind='stable').drop_duplicates(['qid', 'sample'])
+        return {q: [str(a) for a in g['qanswer']] for q, g in rows.groupby('qid', sort=False)}
+    return {q: [str(a)] for q, a in zip(frame.drop_duplicates('qid')['qid'], frame.drop_duplicates('qid')['qanswer'])}
 
 
 class LLMRetEval(pt.Transformer):
-    """Adds ``reteval`` (1: the retrieved-context answer matches a gold-context answer, else 0) and
-    ``gold_qanswer`` to a reader's output.
+    """Adds ``reteval`` (the share of the retrieved-context answers judged correct against the
+    gold-context answers: 1 or 0 with one sample), ``gold_qanswer`` (the first gold-context answer)
+    and ``gold_qanswers`` (all of them) to a reader's output.
 
     The gold context of a query is its judged relevant documents (``labels``), most relevant first
-    (ties by docno), at most as many as the query has retrieved documents (or ``k``). The reader
-    answers from it once per sample; the retrieved answer (sample 0 of the input) matches when any
-    gold answer matches: by ``judge`` (a backend answering the :data:`JUDGE_PROMPT` — a reply
-    starting with "yes" is a match), else by BERTScore F1 >= ``threshold``. Queries without a
-    relevant document get NaN, warned.
+    (ties by docno), as many as the query's retrieved documents (or ``k``; at least one). The gold
+    reader answers from it ``gold_samples`` times at ``gold_temperature`` (the paper: 3 at 0.5),
+    independently of the retrieved-context answer. Each retrieved-context answer (every sample:
+    ``qanswers`` of :class:`~pyterrier_utility.UtilityEvaluator`, or the reader's ``sample`` rows) is
+    judged against all gold answers at once: by ``judge`` (a backend answering :data:`JUDGE_PROMPT`;
+    a reply starting with "yes" is a match), else by BERTScore F1 >= ``threshold`` against any gold
+    answer. With several samples ``reteval`` is their mean (this project's extension; the paper draws
+    one). Queries without a relevant document get NaN, warned.
 
     Args:
-        reader: the reader whose answers are in ``qanswer``; it also answers from the gold context.
+        reader: the reader whose answers are in ``qanswer``.
         qrels: ``qid``, ``docno``, ``label``.
         texts: docno -> text.
         labels: the gold labels (a minimum or a set).
         k: the gold context size (``None``: the query's number of retrieved documents).
         judge: a backend for the LLM judge (greedy decoding advised); answers are cached.
         bertscore: a :class:`~pyterrier_utility.BertScore` (or model name) for the threshold match.
-        threshold: the BERTScore F1 at or above which two answers match.
+        threshold: the BERTScore F1 at or above which two answers match (default: calibrated for MiniLM).
+        gold_reader: the reader of the gold-context answers (default: the reader's model at
+            ``gold_temperature``, ``gold_samples`` samples).
+        gold_samples, gold_temperature: the default gold reader's sampling.
 
     Example::
 
-        reteval = LLMRetEval(reader, qrels, d.texts, bertscore='minilm', threshold=0.6)
+        reteval = LLMRetEval(reader, qrels, d.texts, bertscore='minilm')
         pt.Experiment([bm25 % 5 >> reader >> reteval], topics, qrels, [R@5, RetEval])
     """
 
     def __init__(self, reader: Reader, qrels: pd.DataFrame, texts: Dict[str, str], *, labels: Labels = 2,
                  k: Optional[int] = None, judge: Optional[Backend] = None,
-                 bertscore: Union[None, str, BertScore] = None, threshold: float = 0.8,
-                 judge_prompt: str = JUDGE_PROMPT):
+                 bertscore: Union[None, str, BertScore] = None, threshold: float = MINILM_MATCH_THRESHOLD,
+                 judge_prompt: str = JUDGE_PROMPT, gold_reader: Optional[Reader] = None, gold_samples: int = 3,
+                 gold_temperature: float = 0.5):
         if judge is None and bertscore is None:
             raise SettingError('LLMRetEval: give a judge backend or a bertscore model to decide matches')
         validate_columns('LLMRetEval qrels', qrels, ['qid', 'docno', 'label'])
+        if k is not None:
+            check_int('LLMRetEval', 'k', k, 1)
+        check(all(f in judge_prompt for f in ('{query}', '{golds}', '{answer}')), 'LLMRetEval',
+              'judge_prompt must contain {query}, {golds} and {answer}')
         self.reader = reader
-        graded = qrels.astype({'qid': str, 'docno': str}).sort_values(['qid', 'label', 'docno'],
-                                                                     ascending=[True, False, True])
-        self.gold = relevant_docnos(graded, labels)
+        self.labels = check_labels('LLMRetEval', labels)
+        graded = normalise_frame('LLMRetEval qrels', qrels).sort_values(['qid', 'label', 'docno'],
+                                                                        ascending=[True, False, True])
+        self.gold = relevant_docnos(graded, self.labels)
         self.texts = texts
-        self.labels = labels
         self.k = k
         self.judge = None if judge is None else (judge if isinstance(judge, GenerationCache) else GenerationCache(judge))
         self.bertscore = BertScore(bertscore) if isinstance(bertscore, str) else bertscore
         self.threshold = threshold
         self.judge_prompt = judge_prompt
+        self.gold_reader = gold_reader or gold_reader_for(reader, gold_samples, gold_temperature)
 
     def gold_answers(self, queries: pd.DataFrame, sizes: Dict[str, int]) -> Dict[str, List[str]]:
-        """qid -> the reader's answers (one per sample) from the gold context."""
-        prompts = {}
+        """qid -> the gold reader's answers (one per sample) from the gold context."""
+        contexts = []
         for qid, query in zip(queries['qid'], queries['query']):
-            docs = self.gold.get(str(qid), [])[:self.k or sizes.get(qid, 0)]
+            docs = self.gold.get(str(qid), [])[:self.k or max(1, sizes.get(qid, 0))]
             if docs:
-                prompts[qid] = self.reader.build_prompt(str(query), [str(self.texts.get(d, '')) for d in docs])
-        distinct = list(dict.fromkeys(prompts.values()))
-        answers = dict(zip(distinct, self.reader.answer(distinct)))
-        return {qid: answers[p] for qid, p in prompts.items()}
+                contexts.append((qid, str(query), [str(self.texts.get(d, '')) for d in docs]))
+        prompts = self.gold_reader.fitted_prompts(contexts)
+        distinct = list(dict.fromkeys(prompts))
+        answers = dict(zip(distinct, self.gold_reader.answer(distinct)))
+        return {qid: answers[p] for (qid, _, _), p in zip(contexts, prompts)}
 
-    def matches(self, queries: List[str], answers: List[str], golds: List[List[str]]) -> np.ndarray:
-        """1.0 where the answer matches any of its gold answers, else 0.0."""
+    def matches(self, queries: Sequence[str], answers: Sequence[str], golds: Sequence[Sequence[str]]) -> np.ndarray:
+        """1.0 where the answer is judged to match its gold answers, else 0.0: one judgement per answer,
+        with all its gold answers together."""
         if self.judge is not None:
-            prompts = [self.judge_prompt.format(query=q, gold=g, answer=a)
-                       for q, a, gs in zip(queries, answers, golds) for g in gs]
-            replies = iter(o.text for o in self.judge.generate(prompts, max_new_tokens=4))
-            return np.array([float(any(next(replies).strip().lower().startswith('yes') for _ in gs))
-                             for gs in golds])
+            prompts = [self.judge_prompt.format(query=q, answer=a, golds='\n'.join(f'- {g}' for g in gs))
+                       for q, a, gs in zip(queries, answers, golds)]
+            replies = self.judge.generate(prompts, max_new_tokens=4)
+            return np.array([float(r.text.strip().lower().startswith('yes')) for r in replies])
         self.bertscore.embed(list(answers) + [g for gs in golds for g in gs])
-        return np.array([float(self.bertscore.f1_matrix([a], gs).max() >= self.threshold)
+        return np.array([float(self.bertscore.f1_matrix([a], list(gs)).max() >= self.threshold)
                          for a, gs in zip(answers, golds)])
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query', 'qanswer'])
+        inp = normalise_frame(repr(self), inp, missing_docno_ok=True)
         first = inp[inp['sample'] == inp['sample'].min()] if 'sample' in inp.columns else inp
-        queries = first.drop_duplicates('qid')[['qid', 'query', 'qanswer']]
+        queries = first.drop_duplicates('qid')[['qid', 'query']]
         sizes = first.groupby('qid')['docno'].nunique().to_dict() if 'docno' in first.columns else {}
         gold = self.gold_answers(queries, sizes)
         warn_qids(f'LLM-retEval is NaN (no relevant document, {self.labels})', set(queries['qid']) - set(gold))
-        known = queries[queries['qid'].isin(list(gold))]
-        matched = self.matches(list(known['query'].astype(str)), list(known['qanswer'].astype(str)),
-                               [gold[q] for q in known['qid']])
-        score = dict(zip(known['qid'], matched))
-        gold_first = {q: a[0] for q, a in gold.items()}
-        return inp.assign(gold_qanswer=inp['qid'].map(gold_first),
+        retrieved = retrieved_answers(inp)
+        judged = [(qid, str(query), answer) for qid, query in zip(queries['qid'], queries['query']) if qid in gold
+                  for answer in retrieved[qid]]
+        matched = self.matches([q for _, q, _ in judged], [a for _, _, a in judged], [gold[qid] for qid, _, _ in judged])
+        score = pd.Series(matched, index=[qid for qid, _, _ in judged], dtype=float).groupby(level=0).mean()
+        return inp.assign(gold_qanswer=inp['qid'].map({q: a[0] for q, a in gold.items()}),
+                          gold_qanswers=inp['qid'].map({q: tuple(a) for q, a in gold.items()}),
                           reteval=inp['qid'].map(score).astype(float))
 
     def __repr__(self):
         how = 'judge' if self.judge is not None else f'BERTScore>={self.threshold}'
-        return f'LLMRetEval({self.reader!r}, {how})'
+        return f'LLMRetEval({self.reader!r}, {how}, gold {self.gold_reader.n_samples} samples)'
 
 
-def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: Labels = 2) -> pd.DataFrame:
-    """Per query: Recall@k of the retrieved documents against the gold documents, LLM-retEval, and
-    whether they disagree — a retrieval that misses every gold document yet leads to the gold answer,
-    or one that finds gold documents yet leads elsewhere (LLM-retEval's failure cases of Recall@k).
+#: The failure cases of the LLM-retEval paper. Recall@k's (LLM-retEval right): A, an unlabelled
+#: document answers the question; B, the labelled document is another version of the retrieved one;
+#: C, gold documents were retrieved but distractors led the reader astray. LLM-retEval's: D, the
+#: gold-context answer is wrong; E, the gold answers miss a correct answer; F, the comparison is wrong.
+FAILURE_CASES = {'A/B': 'Recall@k', 'C': 'Recall@k', 'D': 'LLM-retEval', 'E/F': 'LLM-retEval', 'F': 'LLM-retEval'}
+
+
+def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: Labels = 2,
+                 correct: Optional[Callable[[str, str], bool]] = None) -> pd.DataFrame:
+    """Per query: Recall@k of the retrieved documents against the gold documents, LLM-retEval, whether
+    they disagree, and which failure case of the LLM-retEval paper explains a disagreement.
+
+    Telling the cases apart needs to know which answers are correct: ``correct(qid, answer)`` (e.g.
+    exact match against a dataset's gold answers). With it, a query that missed every gold document
+    yet matched is case ``'A/B'`` (Recall@k fails) when the retrieved answer is correct, else ``'D'``
+    (the gold-context answers are wrong too) or ``'F'`` (a wrong answer judged a match); a query that
+    found gold documents yet did not match is case ``'C'`` (Recall@k fails: distraction) when the
+    retrieved answer is wrong, else ``'D'`` (the gold-context answers are wrong) or ``'E/F'`` (both
+    right, judged different). Without it, ``case`` says only which way they disagree
+    (``'missed gold, matched'`` / ``'found gold, no match'``). ``side`` names the measure that failed.
+    ``reteval`` is a match when >= 0.5 (a majority of samples).
 
     Args:
-        frame: :class:`LLMRetEval` output (``qid``, ``docno``, ``score``/``rank``, ``reteval``).
+        frame: :class:`LLMRetEval` output (``qid``, ``docno``, ``score``/``rank``, ``reteval``,
+            ``qanswer``, ``gold_qanswers``).
         qrels: the judgements; ``labels`` says which are gold.
         k: the Recall cutoff.
+        correct: qid, answer -> whether the answer is correct.
     """
-    validate_columns('disagreement', frame, ['qid', 'docno', 'reteval'])
-    gold = relevant_docnos(qrels.astype({'qid': str, 'docno': str}), labels)
+    validate_columns('disagreement', frame, ['qid', 'docno', 'reteval'] + (['qanswer', 'gold_qanswers'] if correct else []))
+    frame = normalise_frame('disagreement', frame, missing_docno_ok=True)
+    gold = relevant_docnos(normalise_frame('disagreement qrels', qrels), labels)
     gold_qrels = pd.DataFrame([(q, d, 1) for q, docs in gold.items() for d in docs],
                               columns=['query_id', 'doc_id', 'relevance'])
     first = frame[frame['sample'] == frame['sample'].min()] if 'sample' in frame.columns else frame
-    score = -first['rank'].astype(float) if 'rank' in first.columns else first['score']
-    run = pd.DataFrame({'query_id': first['qid'].astype(str), 'doc_id': first['docno'].astype(str), 'score': score})
+    ranked = first[first['docno'].notna()]
+    score = -ranked['rank'].astype(float) if 'rank' in ranked.columns else ranked['score']
+    run = pd.DataFrame({'query_id': ranked['qid'], 'doc_id': ranked['docno'], 'score': score})
     recall = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.R @ k], gold_qrels, run)}
-    out = first.drop_duplicates('qid')[['qid', 'reteval']].astype({'qid': str}).reset_index(drop=True)
-    out.insert(1, f'R@{k}', out['qid'].map(recall).astype(float))
-    hit = out[f'R@{k}'] > 0
-    out['disagree'] = np.where(out['reteval'].isna() | out[f'R@{k}'].isna(), np.nan,
-                               (hit != (out['reteval'] == 1)).astype(float))
-    return out
+    out = first.drop_duplicates('qid').reset_index(drop=True)
+    table = out[['qid', 'reteval']].copy()
+    table.insert(1, f'R@{k}', [recall.get(q, 0.0 if q in gold else np.nan) for q in table['qid']])
+    hit, matched = table[f'R@{k}'] > 0, table['reteval'] >= 0.5
+    known = table['reteval'].notna() & table[f'R@{k}'].notna()
+    table['disagree'] = np.where(known, (hit != matched).astype(float), np.nan)
+    cases = []
+    for i, row in out.iterrows():
+        if table.at[i, 'disagree'] != 1:
+            cases.append(None)
+        elif correct is None:
+            cases.append('found gold, no match' if hit[i] else 'missed gold, matched')
+        else:
+            answer_right = bool(correct(row['qid'], str(row['qanswer'])))
+            gold_right = any(correct(row['qid'], str(g)) for g in (row['gold_qanswers'] or ()))
+            if not hit[i]:
+                cases.append('A/B' if answer_right else ('F' if gold_right else 'D'))
+            else:
+                cases.append(('E/F' if gold_right else 'D') if answer_right else 'C')
+    table['case'] = cases
+    table['side'] = [FAILURE_CASES.get(c) for c in cases]
+    return table
+
+
+def recall_correlation(table: pd.DataFrame) -> Dict[str, float]:
+    """Spearman's rho between Recall@k and LLM-retEval over queries, as the paper's Table 2: on all
+    queries, and on the queries without a Recall@k failure (``refined``; needs ``case`` labelled with
+    ``correct=``)."""
+    from .experiment.stats import correlation
+    recall = next(c for c in table.columns if c.startswith('R@'))
+    rho, p = correlation(table[recall], table['reteval'], 'spearman')
+    unlabelled = table['case'].isin(['missed gold, matched', 'found gold, no match']).any()
+    refined = table.iloc[0:0] if unlabelled else table[table['side'] != 'Recall@k']
+    rho_r, p_r = correlation(refined[recall], refined['reteval'], 'spearman')
+    return {'all': rho, 'all_p': p, 'all_n': int(table[[recall, 'reteval']].notna().all(axis=1).sum()),
+            'refined': rho_r, 'refined_p': p_r, 'refined_n': len(refined)}

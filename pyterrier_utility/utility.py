@@ -24,10 +24,12 @@ class UtilityEvaluator(pt.Transformer):
     memo, so every pipeline of an experiment sharing the reader reuses them. U = (P_k - P_0) / P_0;
     P_0 = 0 gives NaN and a warning naming the queries.
 
-    Output: one row per context document of the first sample (``sample`` dropped), with the three
-    columns repeated on each row of a query; ``qanswer`` holds the answer, or a tuple of the
-    answers of all samples when the reader draws several. So nDCG@k still applies, and the
-    :data:`~pyterrier_utility.FBERT` and :data:`~pyterrier_utility.Utility` measures read it.
+    Output: one row per context document (``sample`` dropped), with the three columns repeated on
+    each row of a query; ``qanswer`` holds the first sample's answer (a string, as pyterrier-rag's
+    measures expect) and, when the reader draws several samples, ``qanswers`` the tuple of all of
+    them in sample order (what :class:`~pyterrier_utility.LLMRetEval` judges). So nDCG@k still
+    applies, and the :data:`~pyterrier_utility.FBERT` and :data:`~pyterrier_utility.Utility`
+    measures read it.
 
     Args:
         reader: the reader that produced the k-shot answers.
@@ -62,8 +64,8 @@ class UtilityEvaluator(pt.Transformer):
         warn_qids('utility is NaN because the 0-shot FBERT is 0', p_0.index[p_0 == 0])
         first = frame[frame['sample'] == frame['sample'].min()].drop(columns=['sample'])
         if frame['sample'].nunique() > 1:
-            answers = frame.drop_duplicates(['qid', 'sample']).groupby('qid', sort=False)['qanswer'].agg(tuple)
-            first = first.assign(qanswer=first['qid'].map(answers))
+            ordered = frame.sort_values('sample', kind='stable').drop_duplicates(['qid', 'sample'])
+            first = first.assign(qanswers=first['qid'].map(ordered.groupby('qid', sort=False)['qanswer'].agg(tuple)))
         return first.assign(fbert=first['qid'].map(p_k), fbert_0shot=first['qid'].map(p_0),
                             utility=first['qid'].map(u)).reset_index(drop=True)
 

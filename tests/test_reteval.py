@@ -3,11 +3,15 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
-from test_erag import EchoBackend
+from scipy import stats as sps
 
 import pyterrier_utility as pu
-from pyterrier_utility import LLMRetEval, Reader
-from pyterrier_utility.reteval import disagreement
+from pyterrier_utility import LLMRetEval, Reader, UtilityEvaluator
+from pyterrier_utility.backends import OpenAICompatibleBackend
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.reteval import MINILM_MATCH_THRESHOLD, disagreement, recall_correlation
+from simulated_server import SimulatedServer
+from test_erag import EchoBackend
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing',
          'd5': 'Paris'}
@@ -16,7 +20,7 @@ QUERIES = {'q1': 'capital of France?', 'q2': 'what is lift?', 'q3': 'anything?'}
 
 
 class JudgeBackend(Backend):
-    """Says Yes exactly when the candidate equals the reference."""
+    """Says Yes exactly when the candidate is one of the reference answers."""
 
     def __init__(self):
         super().__init__('judge')
@@ -24,11 +28,16 @@ class JudgeBackend(Backend):
 
     def generate(self, inps, **kw):
         self.calls.extend(inps)
+
         def same(p):
-            ref = p.split('Reference answer: ')[1].split('\n')[0]
+            refs = p.split('Reference answers:\n')[1].split('\nCandidate answer: ')[0].split('\n')
             cand = p.split('Candidate answer: ')[1].split('\n')[0]
-            return 'Yes.' if ref == cand else 'No, it does not.'
+            return 'Yes.' if f'- {cand}' in refs else 'No, it does not.'
         return [BackendOutput(text=same(p)) for p in inps]
+
+
+def gold_echo():
+    return Reader(EchoBackend(), n_samples=3)
 
 
 def answered(reader, rows):
@@ -40,35 +49,134 @@ def answered(reader, rows):
     return reader(frame)
 
 
-def test_judge_decides_match_with_gold_context_answer():
+def test_judge_sees_all_gold_answers_at_once_and_replies_stay_with_their_query():
+    reteval = LLMRetEval(Reader(EchoBackend()), QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
+    # Two gold answers each: with one reply per (answer, gold) the second query read the first's reply.
+    assert list(reteval.matches(['q1', 'q2'], ['A', 'D'], [['A', 'B'], ['C', 'D']])) == [1.0, 1.0]
+    assert list(reteval.matches(['q1', 'q2'], ['B', 'E'], [['A', 'B'], ['C', 'D']])) == [1.0, 0.0]
+    prompt = reteval.judge.backend.calls[0]
+    assert 'Question: q1\nReference answers:\n- A\n- B\nCandidate answer: A\n' in prompt
+    assert len(reteval.judge.backend.calls) == 4  # one judgement per answer
+
+
+def test_judge_decides_match_with_gold_context_answers():
     backend = EchoBackend()
     reader = Reader(backend)
     judge = JudgeBackend()
-    reteval = LLMRetEval(reader, QRELS, TEXTS, judge=judge)
+    reteval = LLMRetEval(reader, QRELS, TEXTS, judge=judge, gold_reader=gold_echo())
     good = answered(reader, [('q1', 'd1'), ('q1', 'd3'), ('q2', 'd3'), ('q3', 'd2')])
     with pytest.warns(UserWarning, match='LLM-retEval is NaN.*qid q3'):
         out = reteval(good)
     per_query = out.drop_duplicates('qid').set_index('qid')
     assert per_query.loc['q1', 'reteval'] == 1.0 and per_query.loc['q1', 'gold_qanswer'] == 'Paris'
+    assert per_query.loc['q1', 'gold_qanswers'] == ('Paris', 'Paris', 'Paris')
     assert per_query.loc['q2', 'reteval'] == 0.0 and per_query.loc['q2', 'gold_qanswer'] == 'lift acts upward on a wing'
     assert np.isnan(per_query.loc['q3', 'reteval'])
     assert len(judge.calls) == 2
-    # The gold context: relevant documents, at most as many as were retrieved (q1: d1 only).
-    assert Reader(EchoBackend()).build_prompt(QUERIES['q1'], ['Paris']) in backend.calls
+    # The gold context: relevant documents, as many as were retrieved (q1: d1 of its two).
+    assert reteval.gold_reader.backend.backend.calls[0] == Reader(EchoBackend()).build_prompt(QUERIES['q1'], ['Paris'])
+
+
+def test_gold_answers_are_sampled_three_times_at_temperature_half_by_default():
+    with SimulatedServer() as server:
+        backend = OpenAICompatibleBackend('sim', server.url, temperature=0.3, max_new_tokens=8)
+        reader = Reader(backend, seed=7)
+        reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend())
+        out = reteval(answered(reader, [('q2', 'd3')]))
+    sent = [(b['temperature'], b['seed'], 'lift acts upward' in b['prompt']) for b in server.bodies]
+    assert sorted(sent) == [(0.3, 7, False), (0.5, 7, True), (0.5, 8, True), (0.5, 9, True)]
+    assert len(out['gold_qanswers'].iloc[0]) == 3
+    assert repr(reteval).endswith('gold 3 samples)')
+
+
+def test_a_backend_that_cannot_change_temperature_needs_a_gold_reader():
+    with pytest.raises(SettingError, match='give gold_reader='):
+        LLMRetEval(Reader(EchoBackend()), QRELS, TEXTS, judge=JudgeBackend())
+
+
+def test_every_sample_is_judged_as_text_and_reteval_is_their_mean(minilm):
+    from conftest import CountingBackend
+    reader = Reader(CountingBackend(), n_samples=2)
+    judge = JudgeBackend()
+    # The gold reader answers like the retrieved one's sample 1 only: q1's sample 1 matches, sample 0 not.
+    gold = Reader(type('One', (CountingBackend,), {})(), n_samples=1, seed=1)
+    reteval = LLMRetEval(reader, QRELS, TEXTS, judge=judge, gold_reader=gold, k=1)
+    evaluate = UtilityEvaluator(reader, pu.FBertScorer(QRELS, TEXTS, model_type=minilm))
+    pipeline_out = (pt.Transformer.from_df(pd.DataFrame({
+        'qid': ['q1'], 'query': [QUERIES['q1']], 'docno': ['d1'], 'text': ['Paris'], 'rank': [0]})) >> reader
+        >> evaluate >> reteval)(pd.DataFrame({'qid': ['q1'], 'query': [QUERIES['q1']]}))
+    assert pipeline_out['reteval'].iloc[0] == 0.5
+    assert not [c for c in judge.calls if "('" in c]  # answers are judged as text, never as tuples
+    candidates = sorted(c.split('Candidate answer: ')[1].split('\n')[0] for c in judge.calls)
+    assert candidates == ['Paris (seed 0, 1 contexts)', 'Paris (seed 1, 1 contexts)']
+    # Straight from the reader (rows per sample), the same value.
+    straight = reteval(reader(pd.DataFrame({'qid': ['q1'], 'query': [QUERIES['q1']], 'docno': ['d1'],
+                                            'text': ['Paris'], 'rank': [0]})))
+    assert set(straight['reteval']) == {0.5}
+
+
+def test_a_query_with_nothing_retrieved_is_judged_not_declared_without_relevant_documents():
+    reader = Reader(EchoBackend())
+    reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
+    rows = pd.DataFrame({'qid': ['q1'], 'query': [QUERIES['q1']], 'docno': [None], 'text': [None], 'rank': [0]})
+    with pytest.warns(UserWarning, match='no document retrieved'):
+        out = reteval(reader(rows))
+    assert out['reteval'].iloc[0] == 0.0  # 'unknown' (0-shot) against 'Paris' (gold context of one document)
+
+
+def test_over_long_gold_context_is_truncated_evenly_keeping_instructions():
+    from test_edge_cases import WordTokenizer
+    backend = EchoBackend()
+    backend.tokenizer = WordTokenizer()
+    gold = Reader(backend, prompt='Read. {contexts}\nQ: {query}', context_format='C{i}: {text}', max_prompt_tokens=9)
+    texts = dict(TEXTS, d4=' '.join(f'w{i}' for i in range(40)))
+    reteval = LLMRetEval(Reader(EchoBackend()), QRELS, texts, judge=JudgeBackend(), gold_reader=gold)
+    with pytest.warns(UserWarning, match='truncated evenly'):
+        reteval.gold_answers(pd.DataFrame({'qid': ['q2'], 'query': [QUERIES['q2']]}), {'q2': 1})
+    assert backend.calls[0].startswith('Read. C1: w0') and backend.calls[0].endswith('\nQ: what is lift?')
 
 
 def test_bertscore_threshold_match(minilm):
     reader = Reader(EchoBackend())
-    reteval = LLMRetEval(reader, QRELS, TEXTS, bertscore=minilm, threshold=0.99)
+    reteval = LLMRetEval(reader, QRELS, TEXTS, bertscore=minilm, threshold=0.99, gold_reader=gold_echo())
     out = reteval(answered(reader, [('q1', 'd5'), ('q2', 'd2')])).set_index('qid')
     assert out.loc['q1', 'reteval'] == 1.0  # 'Paris' from an unjudged copy of the gold document
     f1 = minilm.f1_matrix(['the capital is London'], ['lift acts upward on a wing'])[0, 0]
     assert f1 < 0.99 and out.loc['q2', 'reteval'] == 0.0
 
 
-def test_reteval_measure_and_recall_disagreement():
+#: Hand-made answer pairs the default BERTScore threshold is calibrated on (offline MiniLM-L6).
+MATCHING = [('Paris', 'The capital of France is Paris.'), ('Tulsa, Oklahoma', 'Tulsa, Oklahoma'),
+            ('Peter Hansen', 'Peter Hansen played him.'), ('the boundary layer separates', 'separation of the boundary layer'),
+            ('1969', 'It happened in 1969.'), ('lift is the upward force on a wing', 'the upward force acting on a wing is called lift'),
+            ('Nigeria', 'Nigeria'), ('drag increases with speed', 'drag grows as speed increases'),
+            ('the heat transfer rate rises with Mach number', 'heat transfer increases with the Mach number'),
+            ('George Washington', 'The first president was George Washington.'), ('about 300 km', 'roughly 300 kilometres'),
+            ('Shakespeare wrote Hamlet', 'Hamlet was written by William Shakespeare'),
+            ('a weather advisory for aircraft', 'a sigmet is a weather advisory that concerns the safety of aircraft'),
+            ('the Pacific Ocean', 'Pacific Ocean'), ('by conduction through the slab', 'heat is conducted through the slab')]
+DIFFERENT = [('Nigeria, delta basin', 'Nigeria, Horn of Africa'), ('Paris', 'London'), ('1969', '1945'),
+             ('Peter Hansen', 'Ross Elliott'), ('lift is the upward force on a wing', 'drag slows an aircraft down'),
+             ('the boundary layer separates', 'the shock wave is attached to the nose'), ('George Washington', 'Abraham Lincoln'),
+             ('the Pacific Ocean', 'the Atlantic Ocean'), ('Shakespeare wrote Hamlet', 'Marlowe wrote Doctor Faustus'),
+             ('a weather advisory for aircraft', 'a person in a state of hypnosis'),
+             ('heat transfer rises with Mach number', 'heat transfer falls with Mach number'), ('Tulsa, Oklahoma', 'Austin, Texas'),
+             ('about 300 km', 'about 3 metres'), ('by conduction through the slab', 'by radiation from the surface'),
+             ('the wing stalls at high angles of attack', 'the engine overheats at high altitude')]
+
+
+def test_the_default_threshold_is_the_best_on_the_calibration_pairs(minilm):
+    same = np.array([minilm.f1_matrix([a], [b])[0, 0] for a, b in MATCHING])
+    other = np.array([minilm.f1_matrix([a], [b])[0, 0] for a, b in DIFFERENT])
+    right = lambda t: int((same >= t).sum() + (other < t).sum())
+    assert right(MINILM_MATCH_THRESHOLD) == 28 == max(right(t) for t in np.arange(0.3, 1.0, 0.005))
+    assert other[0] < MINILM_MATCH_THRESHOLD  # the paper's own mismatch
+    assert right(0.5) == 25  # the threshold the notebook once used let 5 pairs through wrongly
+
+
+def test_reteval_measure_and_recall_disagreement_with_the_papers_failure_cases():
     reader = Reader(EchoBackend())
-    reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend())
+    reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
     # q1 misses its gold document d1 yet answers 'Paris' (from d5); q2 finds d4 yet answers from d3 first.
     out = reteval(answered(reader, [('q1', 'd5'), ('q1', 'd3'), ('q2', 'd3'), ('q2', 'd4')]))
     topics = pd.DataFrame({'qid': ['q1', 'q2'], 'query': [QUERIES['q1'], QUERIES['q2']]})
@@ -78,8 +186,26 @@ def test_reteval_measure_and_recall_disagreement():
     assert table.loc['q1', 'R@2'] == 0.0 and table.loc['q1', 'reteval'] == 1.0
     assert table.loc['q2', 'R@2'] == 1.0 and table.loc['q2', 'reteval'] == 0.0
     assert list(table['disagree']) == [1.0, 1.0]
+    assert list(table['case']) == ['missed gold, matched', 'found gold, no match']
+    gold_answers = {'q1': 'Paris', 'q2': 'lift acts upward on a wing'}
+    judged = disagreement(out, QRELS, k=2, correct=lambda q, a: a == gold_answers[q]).set_index('qid')
+    assert list(judged['case']) == ['A/B', 'C'] and list(judged['side']) == ['Recall@k', 'Recall@k']
+    # Had the gold-context answer been wrong and the retrieved one right: the case is LLM-retEval's.
+    wrong_gold = disagreement(out, QRELS, k=2, correct=lambda q, a: q == 'q2' and a == 'Rome, maybe')
+    assert wrong_gold.set_index('qid').loc['q2', 'case'] == 'D'
+
+
+def test_recall_correlation_is_scipys_spearman_on_all_and_refined_queries():
+    table = pd.DataFrame({'qid': list('abcdef'), 'R@5': [1, 0, 1, 0.5, 0, 1.0], 'reteval': [1, 1, 0, 1, 0, 1.0],
+                          'case': [None, 'A/B', 'C', None, None, None]})
+    table['side'] = table['case'].map({'A/B': 'Recall@k', 'C': 'Recall@k'})
+    out = recall_correlation(table)
+    assert out['all'] == pytest.approx(sps.spearmanr(table['R@5'], table['reteval'])[0]) and out['all_n'] == 6
+    refined = table[table['side'].isna()]
+    assert out['refined'] == pytest.approx(sps.spearmanr(refined['R@5'], refined['reteval'])[0])
+    assert out['refined_n'] == 4
 
 
 def test_needs_a_way_to_match():
-    with pytest.raises(ValueError, match='judge backend or a bertscore'):
+    with pytest.raises(SettingError, match='judge backend or a bertscore'):
         LLMRetEval(Reader(EchoBackend()), QRELS, TEXTS)

@@ -36,7 +36,8 @@ def test_evaluator_averages_samples_and_reuses_zero_shot(counting_backend, resul
     assert q1['fbert_0shot'].iloc[0] == pytest.approx(0.4)
     assert q1['utility'].iloc[0] == pytest.approx(0.75)
     assert out[out.qid == 'q2']['utility'].iloc[0] == pytest.approx(-0.25)
-    assert q1['qanswer'].iloc[0] == ('first doc (seed 0, 3 contexts)', 'first doc (seed 1, 3 contexts)')
+    assert q1['qanswer'].iloc[0] == 'first doc (seed 0, 3 contexts)'
+    assert q1['qanswers'].iloc[0] == ('first doc (seed 0, 3 contexts)', 'first doc (seed 1, 3 contexts)')
     assert 'sample' not in out.columns
     calls = len(counting_backend.calls)
     evaluator(reader(results))
@@ -67,3 +68,19 @@ def test_empty_input_gives_empty_typed_frame(counting_backend, results):
     reader = Reader(counting_backend)
     out = UtilityEvaluator(reader, TableScorer({}))(reader(results).iloc[:0])
     assert out.empty and {'fbert', 'fbert_0shot', 'utility'} <= set(out.columns)
+
+
+def test_pyterrier_rag_answer_measures_read_the_evaluators_output(counting_backend, results):
+    import ir_measures
+    import pandas as pd
+    from pyterrier_rag.measures import EM, F1
+    reader = Reader(counting_backend, n_samples=2)
+    table = {a: 0.5 for a in ['first doc (seed 0, 3 contexts)', 'first doc (seed 1, 3 contexts)',
+                              'drag doc (seed 0, 1 contexts)', 'drag doc (seed 1, 1 contexts)',
+                              'no context (seed 0, 0 contexts)', 'no context (seed 1, 0 contexts)']}
+    out = UtilityEvaluator(reader, TableScorer(table))(reader(results))
+    run = out.rename(columns={'qid': 'query_id', 'docno': 'doc_id'})
+    gold = pd.DataFrame({'query_id': ['q1', 'q2'], 'gold_answer': ['first doc seed 0 3 contexts', 'lift']})
+    values = {(str(m.measure), m.query_id): m.value for m in ir_measures.iter_calc([EM, F1], gold, run)}
+    assert values[('EM', 'q1')] == 1.0 and values[('EM', 'q2')] == 0.0  # sample 0's answer, as a string
+    assert values[('F1', 'q2')] == 0.0

@@ -12,6 +12,7 @@ import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check_int, check_sampling
+from ._base import DecodingSettings
 
 
 class _SeededSampling:
@@ -39,7 +40,7 @@ class _SeededSampling:
         return forced
 
 
-class CausalLMBackend(Backend):
+class CausalLMBackend(DecodingSettings, Backend):
     """Generates answers with a Hugging Face causal LM: left-padded batches, per-prompt seeds.
 
     Args:

@@ -15,6 +15,7 @@ from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check, check_int, check_sampling
 from ..errors import BackendError
+from ._base import DecodingSettings
 from ._hf import cut_at_stop
 
 #: HTTP statuses worth retrying: rate limits and server-side failures.
@@ -25,7 +26,7 @@ class _Retryable(Exception):
     pass
 
 
-class OpenAICompatibleBackend(Backend):
+class OpenAICompatibleBackend(DecodingSettings, Backend):
     """Answers prompts through OpenAI-compatible servers: up to ``concurrency`` requests in flight
     over a pool of endpoints, each request sent to the endpoint with the fewest in flight.
 
@@ -121,6 +122,9 @@ class OpenAICompatibleBackend(Backend):
         self._in_flight = {u: 0 for u in self.base_urls}
         self._turn = itertools.count()
         self._client = None
+
+    def _copied(self) -> None:
+        self._setup()
 
     def __getstate__(self):
         state = dict(self.__dict__)

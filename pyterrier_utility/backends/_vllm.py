@@ -5,10 +5,11 @@ from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check_int, check_sampling
 from ..errors import BackendError
+from ._base import DecodingSettings
 from ._hf import cut_at_stop
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(DecodingSettings, Backend):
     """Generates with an in-process ``vllm.LLM``: every prompt of a call goes to one ``LLM.generate``,
     each with its own ``SamplingParams(seed=...)``, so sample ``j`` of a prompt is reproducible.
 
