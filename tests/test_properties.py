@@ -7,12 +7,12 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from conftest import CountingBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import BackendOutput
 
-from conftest import CountingBackend
 from pyterrier_utility import GenerationCache, Reader, UtilityEvaluator
 from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.errors import BackendError, SettingError, UtilityError

@@ -4,14 +4,14 @@ import pyterrier as pt
 import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
 from scipy import stats as sps
+from simulated_server import SimulatedServer
+from test_erag import EchoBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import LLMRetEval, Reader, UtilityEvaluator
 from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.reteval import MINILM_MATCH_THRESHOLD, disagreement, recall_correlation
-from simulated_server import SimulatedServer
-from test_erag import EchoBackend
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing',
          'd5': 'Paris'}
