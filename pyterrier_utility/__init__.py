@@ -13,10 +13,11 @@ from .oracle import OracleSampler
 from .order import ReverseOrder
 from .reader import Reader
 from .reteval import LLMRetEval
+from .runs import RunFile
 from .utility import UtilityEvaluator
 
 __version__ = '0.1.0'
 
 __all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
-           'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'Utility', 'UtilityEvaluator',
+           'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator',
            'backends', 'datasets', 'erag_measure', 'errors', 'experiment', 'rank_correlation', 'reader']

@@ -13,14 +13,15 @@ from pathlib import Path
 
 #: The paper's settings (Tian, Ganguly & Macdonald, ECIR 2025): Llama-3-8B-Instruct sampling at
 #: temperature 0.3 with top-k 50 and up to 300 tokens, 5 samples, BERTScore with bert-large-uncased,
-#: MonoT5 over BM25's top 100, k = 2, 5, 10, 15, relevant labels {2, 3} and {3} (TREC DL).
+#: MonoT5 over BM25's top 100, k = 2, 5, 10, 15, relevant labels {2, 3} and {3} (TREC DL), Rel sampling
+#: labels 2 and up, every query.
 PRESETS = {
     'paper': {'reader': 'vllm:meta-llama/Meta-Llama-3-8B-Instruct', 'temperature': 0.3, 'top_k': 50,
               'max_new_tokens': 300, 'samples': 5, 'stop': ['STOP'], 'scorer': 'bert-large-uncased',
-              'neural': 'monot5', 'k': [2, 5, 10, 15], 'labels': [{2, 3}, {3}]},
+              'neural': 'monot5', 'k': [2, 5, 10, 15], 'labels': [{2, 3}, {3}], 'rel_labels': 2, 'queries': 0},
 }
 #: Defaults shared by both commands (offline: runnable on a CPU with nothing downloaded).
-DEFAULTS = {'dataset': 'cranfield', 'reader': 'gemma3-270m', 'temperature': 0.3, 'top_k': 50, 'top_p': None,
+DEFAULTS = {'dataset': ['cranfield'], 'rel_labels': 2, 'ndcg_order': 'context', 'reader': 'gemma3-270m', 'temperature': 0.3, 'top_k': 50, 'top_p': None,
             'samples': 1, 'seed': 0, 'scorer': 'minilm', 'neural': 'dense', 'endpoint': 'completions',
             'concurrency': 8, 'tensor_parallel_size': 1, 'chat_template': False}
 #: What ``--top-k none`` parses to, told apart from an option not given.
@@ -182,33 +183,42 @@ def _scorer(name: str):
         raise SettingError(f'--scorer {name!r} cannot be loaded ({type(e).__name__}: {e})') from None
 
 
-def _setup(args, settings: dict, out: Path):
-    """Checks everything that can fail late, then: dataset, qrels, answerable topics, scorer and the
-    cached reader shared by both subcommands."""
+def _collection(name: str, settings: dict):
+    """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
+    give NaN for the others), the label sets checked against its qrels."""
     import pyterrier_utility as pu
     from pyterrier_utility.errors import SettingError
-    _check_out(out)
-    options = backend_options(settings)
-    dataset = pu.datasets.get_dataset(settings['dataset'])
+    dataset = pu.datasets.get_dataset(name)
     qrels = dataset.get_qrels()
     present = sorted(qrels['label'].unique().tolist())
-    for labels in settings['labels']:
-        if not pu.fbert.relevant_docnos(qrels, labels):
-            raise SettingError(f'--labels {_describe_labels(labels)}: no document has such a label '
-                               f'(the qrels of {settings["dataset"]} have labels {present})')
-    # Topics answerable under at least one label set; narrower sets give NaN for the others.
     answerable = set()
-    for labels in settings['labels']:
-        answerable |= set(pu.fbert.relevant_docnos(qrels, labels))
+    for option, label_sets in (('--labels', settings['labels']), ('--rel-labels', [settings['rel_labels']])):
+        for labels in label_sets:
+            relevant = pu.fbert.relevant_docnos(qrels, labels)
+            if not relevant:
+                raise SettingError(f'{option} {_describe_labels(labels)}: no document has such a label '
+                                   f'(the qrels of {name} have labels {present})')
+            if option == '--labels':
+                answerable |= set(relevant)
     topics = dataset.get_topics()
     topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)
     if settings['queries']:
         topics = topics.head(settings['queries'])
+    return dataset, qrels, topics
+
+
+def _setup(args, settings: dict, out: Path):
+    """Checks everything that can fail late, then: the collections (dataset, qrels, answerable
+    topics), the scorer and the cached reader shared by every command and dataset."""
+    import pyterrier_utility as pu
+    _check_out(out)
+    options = backend_options(settings)
+    collections = {name: _collection(name, settings) for name in settings['dataset']}
     bertscore = _scorer(settings['scorer'])
     backend = pu.backends.get_backend(settings['reader'], **options)
     reader = pu.Reader(pu.GenerationCache(backend, out / 'generations.sqlite'), n_samples=settings['samples'],
                        seed=settings['seed'], stop=settings['stop'], verbose=True)
-    return dataset, qrels, topics, bertscore, reader
+    return collections, bertscore, reader
 
 
 def _announce(command: str, settings: dict, out: Path, reader) -> None:
@@ -231,17 +241,21 @@ def experiment(args) -> int:
     from pyterrier.measures import nDCG
 
     import pyterrier_utility as pu
+    from pyterrier_utility.errors import SettingError
     start = time.time()
     out = Path(args.out)
     settings = resolve(args, {'queries': 6, 'max_new_tokens': 40, 'labels': [2], 'k': 3})
-    dataset, qrels, topics, bertscore, reader = _setup(args, settings, out)
+    if len(settings['dataset']) > 1:
+        raise SettingError('experiment takes one --dataset; the study command takes several')
+    collections, bertscore, reader = _setup(args, settings, out)
+    dataset, qrels, topics = collections[settings['dataset'][0]]
     _announce('experiment', settings, out, reader)
     labels = settings['labels'][0]
     # A preset's k-sweep has no single k: the one-k view takes the paper's Figure 4 k.
     k = settings['k'] if isinstance(settings['k'], int) else 5
     scorer = pu.FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore)
     evaluate = pu.UtilityEvaluator(reader, scorer)
-    systems = build_systems(dataset, qrels, k, settings['neural'], labels, settings['seed'])
+    systems = build_systems(dataset, qrels, k, settings['neural'], settings['rel_labels'], settings['seed'])
     # Each system runs once; both evaluations below read its stored output.
     outputs = [(s >> reader >> evaluate)(topics) for s in systems.values()]
     pipelines = [pt.Transformer.from_df(o) for o in outputs]
@@ -251,16 +265,23 @@ def experiment(args) -> int:
     per_query = pt.Experiment(pipelines, topics, qrels, metrics, names=list(systems), perquery=True)
     table.to_csv(out / 'experiment.csv', index=False)
     per_query.to_csv(out / 'per_query.csv', index=False)
-    print(f'{settings["dataset"]}: {len(topics)} queries, k={k}; significance vs Rel (paired t-test)')
+    print(f'{settings["dataset"][0]}: {len(topics)} queries, k={k}; significance vs Rel (paired t-test)')
     print(table.to_string(index=False))
     print(f'written to {out}/ in {time.time() - start:.0f} s '
           f'({reader.backend.generated} answers generated, {len(reader.backend)} cached)')
     return 0
 
 
-def study(args) -> int:
-    import matplotlib.pyplot as plt
+def parse_run(text: str):
+    """'NAME=PATH' -> (name, path)."""
+    name, sep, path = text.partition('=')
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f'a run is NAME=PATH, got {text!r}')
+    return name, path
 
+
+def study(args) -> int:
+    import pyterrier_utility as pu
     from pyterrier_utility import experiment as ex
     from pyterrier_utility.errors import SettingError
     start = time.time()
@@ -269,26 +290,66 @@ def study(args) -> int:
     unknown = sorted(set(args.systems) - set(ex.SYSTEMS))
     if unknown:
         raise SettingError(f'unknown systems {unknown}; choose from {list(ex.SYSTEMS)}')
-    dataset, qrels, topics, bertscore, reader = _setup(args, settings, out)
+    runs = dict(args.run or [])
+    clash = sorted(set(runs) & set(ex.SYSTEMS))
+    if clash:
+        raise SettingError(f'--run names {clash} are built-in systems; name the runs otherwise')
+    collections, bertscore, reader = _setup(args, settings, out)
     _announce('study', settings, out, reader)
-    systems = ex.default_systems(dataset, qrels, neural=settings['neural'], labels=settings['labels'][0],
-                                 seed=settings['seed'])
-    systems = {name: systems[name] for name in args.systems}
-    reverse = [] if args.no_reverse else [s for s in ex.REVERSED_SYSTEMS if s in systems]
-    results = ex.run_study(topics, qrels, systems, reader, dataset.texts, ks=settings['k'],
-                           label_sets=settings['labels'], reverse=reverse, bertscore=bertscore,
-                           baseline='Rel' if 'Rel' in systems else None)
-    paths = results.save(out)
+    results = []
+    for name, (dataset, qrels, topics) in collections.items():
+        systems = ex.default_systems(dataset, qrels, neural=settings['neural'], labels=settings['rel_labels'],
+                                     seed=settings['seed'], index=args.index, bm25=args.bm25)
+        systems = {s: systems[s] for s in args.systems}
+        for run_name, path in runs.items():
+            run = pu.RunFile(path, dataset.texts)
+            if run.qids() & set(topics['qid'].astype(str)):
+                systems[run_name] = run
+            else:
+                print(f'{name}: run {run_name} ranks none of its queries; left out', flush=True)
+        reverse = [] if args.no_reverse else [s for s in systems if s in ex.REVERSED_SYSTEMS or s in runs]
+        print(f'{name}: {len(topics)} queries, systems {list(systems)}', flush=True)
+        results.append(ex.run_study(topics, qrels, systems, reader, dataset.texts, ks=settings['k'],
+                                    label_sets=settings['labels'], reverse=reverse, bertscore=bertscore,
+                                    baseline='Rel' if 'Rel' in systems else None,
+                                    ndcg_order=settings['ndcg_order'], dataset=name if len(collections) > 1 else None))
+    results = ex.StudyResults.concat(results)
+    paths = results.save(out, correction=args.correction)
     fig4_k = args.fig4_k if args.fig4_k in settings['k'] else max(settings['k'])
-    figures = {'fig3_utility_vs_k.png': lambda p: ex.utility_vs_k(results.per_query, p),
-               f'fig4_ndcg_vs_utility_k{fig4_k}.png': lambda p: ex.ndcg_vs_utility(results.per_query, fig4_k, path=p),
-               'fig5_pearson_vs_k.png': lambda p: ex.correlation_vs_k(results.per_query, 'pearson', path=p)}
-    for name, draw in figures.items():
-        plt.close(draw(out / name))
-    print(f'\n{settings["dataset"]}: {len(topics)} queries\n')
-    print(paths['table1.md'].read_text())
-    print(f'written to {out}/ ({", ".join(sorted(list(paths) + list(figures) + ["settings.json"]))}) in '
+    figures = ex.draw_figures(results.per_query, out, fig4_k, ndcg_order=settings['ndcg_order'])
+    print()
+    print(paths['table1_paper.md'].read_text())
+    print(f'written to {out}/ ({", ".join(sorted(list(paths) + figures + ["settings.json"]))}) in '
           f'{time.time() - start:.0f} s; {results.generated} answers generated, {len(reader.backend)} cached')
+    return 0
+
+
+def report(args) -> int:
+    """Tables and figures again from saved per_query.csv files: nothing is generated."""
+    import pandas as pd
+
+    from pyterrier_utility import experiment as ex
+    from pyterrier_utility.errors import SettingError
+    frames = []
+    for folder in args.folders:
+        path = Path(folder) / 'per_query.csv'
+        if not path.is_file():
+            raise SettingError(f'{path} does not exist: report reads the per_query.csv of a study folder')
+        frame = pd.read_csv(path, dtype={'qid': str})
+        if 'dataset' not in frame.columns:
+            frame.insert(0, 'dataset', Path(folder).name)
+        frames.append(frame)
+    per_query = pd.concat(frames, ignore_index=True)
+    if per_query['dataset'].nunique() == 1 and len(args.folders) == 1:
+        per_query = per_query.drop(columns=['dataset'])
+    out = Path(args.out)
+    _check_out(out)
+    baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
+    paths = ex.write_tables(per_query, out, baseline=baseline, correction=args.correction)
+    ks = sorted(set(per_query['k']))
+    figures = ex.draw_figures(per_query, out, args.fig4_k if args.fig4_k in ks else max(ks), ndcg_order=args.ndcg_order)
+    print(paths['table1_paper.md'].read_text())
+    print(f'written to {out}/ ({", ".join(sorted(list(paths) + figures))}); nothing generated')
     return 0
 
 
@@ -299,8 +360,9 @@ def _common(parser: argparse.ArgumentParser, defaults: dict) -> None:
     parser.add_argument('--preset', choices=sorted(PRESETS),
                         help='every setting of the paper at once (reader, decoding, samples, scorer, MonoT5, k, '
                              'labels); options given explicitly override it')
-    parser.add_argument('--dataset', help="'cranfield' (embedded, the default) or a PyTerrier / ir_datasets id, "
-                                          'e.g. irds:msmarco-passage/trec-dl-2019/judged')
+    parser.add_argument('--dataset', nargs='+', help="'cranfield' (embedded, the default) or PyTerrier / ir_datasets "
+                                                     'ids, e.g. irds:msmarco-passage/trec-dl-2019/judged; several: one '
+                                                     'study, one table')
     parser.add_argument('--queries', type=_int_at_least(0),
                         help=f'the first N queries with a relevant document (0: all){default("queries")}')
     parser.add_argument('--samples', type=_int_at_least(1), help=f'answers per prompt{default("samples")}')
@@ -328,6 +390,8 @@ def _common(parser: argparse.ArgumentParser, defaults: dict) -> None:
                         help="stop sequences (default: 'STOP'; for the offline base models also a new "
                              "'Question:' or 'Context' line)")
     parser.add_argument('--scorer', help=f"BERTScore model{default('scorer')}")
+    parser.add_argument('--rel-labels', type=parse_labels,
+                        help=f"the labels the Rel oracle samples from: a minimum or a set{default('rel_labels')}")
     parser.add_argument('--neural', choices=['dense', 'monot5'],
                         help=f'the neural re-ranker: MiniLM bi-encoder or MonoT5{default("neural")}')
 
@@ -345,8 +409,28 @@ def main(argv=None) -> int:
                     help='among BM25, Neural, Rel, NRel; BM25 and Neural are also run reversed (-r)')
     st.add_argument('--no-reverse', action='store_true', help='leave out the reversed orderings')
     st.add_argument('--fig4-k', type=_int_at_least(1), default=5, help='the k of the nDCG@k vs utility scatter')
+    st.add_argument('--run', type=parse_run, action='append', metavar='NAME=PATH',
+                    help='a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet), '
+                         'reversed like the built-in systems; repeat for several')
+    st.add_argument('--index', help='an existing index to run BM25 over (PISA, or Terrier with --bm25 terrier); '
+                                    'default: a PISA index built in the cache folder with every core')
+    st.add_argument('--bm25', choices=['pisa', 'terrier'], default='pisa',
+                    help="BM25's engine: PISA (offline, the default) or Terrier (needs Java), the paper's")
+    st.add_argument('--ndcg-order', choices=['context', 'retrieval'],
+                    help='nDCG@k of a reversed system: on the contexts as the reader sees them (default) or '
+                         'in the retrieval order of its unreversed system')
+    st.add_argument('--correction', help="a multiple-testing correction of the t-tests, as pt.Experiment's "
+                                         "(e.g. 'holm', 'bonferroni')")
     st.add_argument('--out', default='results/study')
     st.set_defaults(func=study)
+    rep = sub.add_parser('report', help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
+    rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
+    rep.add_argument('--out', default='results/report')
+    rep.add_argument('--correction', help="a multiple-testing correction of the t-tests (e.g. 'holm')")
+    rep.add_argument('--fig4-k', type=_int_at_least(1), default=5)
+    rep.add_argument('--ndcg-order', choices=['context', 'retrieval'], default='context',
+                     help='how the study computed nDCG@k of reversed systems (for the figure labels)')
+    rep.set_defaults(func=report)
     exp = sub.add_parser('experiment', help='nDCG@k, FBERT and Utility of the six systems in pt.Experiment')
     _common(exp, {'queries': 6, 'max_new_tokens': 40, 'labels': '2', 'k': 3})
     exp.add_argument('-k', type=_int_at_least(1), help='context size (default: 3)')

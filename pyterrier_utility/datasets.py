@@ -4,15 +4,19 @@ Both give topics (``qid``, ``query``), graded qrels (``qid``, ``docno``, ``label
 relevant), document texts by docno and a BM25 retriever, so the study runs on either unchanged.
 """
 import gzip
+import os
 import re
+from collections import OrderedDict
+from collections.abc import Mapping as MappingABC
 from functools import cached_property
 from importlib import resources
-from typing import Dict, Iterator, Mapping, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional
 
 import pandas as pd
 import pyterrier as pt
 
 from ._util import cache_dir
+from .errors import SettingError
 
 #: Cleverdon's relevance codes (1 = complete answer ... 4 = minimum interest, -1 = no interest)
 #: mapped to labels where larger is more relevant, as nDCG and the relevance thresholds expect.
@@ -38,11 +42,79 @@ def _split_records(raw: str) -> Iterator[Dict[str, str]]:
         yield fields
 
 
+class LazyTexts(MappingABC):
+    """docno -> text, fetched from a document store when first asked and remembered (least recently
+    used dropped beyond ``max_cached``): a study reads the texts of the documents it touches, never
+    the whole corpus.
+
+    Args:
+        fetch: docnos -> {docno: text} for those found (e.g. an ir_datasets docstore's ``get_many``).
+        docnos: iterates every docno of the corpus (only for sampling unjudged documents).
+        count: the number of documents.
+        max_cached: texts kept in memory.
+
+    Example::
+
+        texts = LazyTexts(lambda ids: {d.doc_id: d.text for d in store.get_many_iter(ids)},
+                          docnos=lambda: (d.doc_id for d in corpus.docs_iter()), count=corpus.docs_count)
+    """
+
+    def __init__(self, fetch: Callable[[List[str]], Dict[str, str]], docnos: Callable[[], Iterator[str]],
+                 count: Callable[[], int], max_cached: int = 200_000):
+        self._fetch = fetch
+        self._docnos = docnos
+        self._count = count
+        self.max_cached = max_cached
+        self._cache: 'OrderedDict[str, str]' = OrderedDict()
+        self.fetched = 0
+
+    def get_many(self, docnos: Iterable[str]) -> Dict[str, str]:
+        """The texts of the docnos found, fetched together for those not in memory."""
+        docnos = [str(d) for d in dict.fromkeys(docnos)]
+        todo = [d for d in docnos if d not in self._cache]
+        if todo:
+            found = self._fetch(todo)
+            self.fetched += len(found)
+            for docno, text in found.items():
+                self._cache[docno] = text
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+            out = {d: found[d] if d in found else self._cache[d] for d in docnos if d in found or d in self._cache}
+        else:
+            out = {d: self._cache[d] for d in docnos}
+        for d in out:
+            if d in self._cache:
+                self._cache.move_to_end(d)
+        return out
+
+    def __getitem__(self, docno: str) -> str:
+        found = self.get_many([docno])
+        if str(docno) not in found:
+            raise KeyError(docno)
+        return found[str(docno)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._docnos())
+
+    def __len__(self) -> int:
+        return self._count()
+
+    def __repr__(self):
+        return f'LazyTexts({len(self._cache)} in memory, {self.fetched} fetched)'
+
+
+def texts_of(texts: Mapping[str, str], docnos: Iterable[str]) -> Dict[str, str]:
+    """The texts of the docnos found in ``texts``, fetched together where the mapping can."""
+    if hasattr(texts, 'get_many'):
+        return texts.get_many(docnos)
+    return {d: texts[d] for d in dict.fromkeys(docnos) if d in texts}
+
+
 class TextLoader(pt.Transformer):
     """Adds document fields (default ``text``) to a result frame from a docno-keyed mapping.
 
     Args:
-        texts: docno -> text.
+        texts: docno -> text (a dict, or :class:`LazyTexts` fetching only the documents asked for).
         field: the column to fill.
 
     Example::
@@ -56,11 +128,15 @@ class TextLoader(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         pt.validate.columns(inp, includes=['qid', 'docno'])
-        missing = sorted({d for d in inp['docno'] if d not in self.texts})
+        found = texts_of(self.texts, inp['docno'].astype(str))
+        missing = sorted(set(inp['docno'].astype(str)) - set(found))
         if missing:
             raise KeyError(f'{self!r}: no {self.field} for docno {missing[:10]}')
-        out = inp.assign(**{self.field: inp['docno'].map(self.texts.__getitem__)})
-        return out
+        return inp.assign(**{self.field: inp['docno'].astype(str).map(found)})
+
+    def fuse_rank_cutoff(self, k: int) -> pt.Transformer:
+        """``loader % k`` cuts before loading, so texts are fetched for the k kept documents only."""
+        return pt.RankCutoff(k) >> self
 
     def __repr__(self):
         return f'TextLoader(field={self.field!r})'
@@ -89,18 +165,37 @@ class Dataset:
         """A transformer adding ``text`` to a result frame."""
         return TextLoader(self.texts)
 
-    def pisa_index(self):
-        """A PISA index of the corpus in the cache folder, built on first use."""
+    @property
+    def corpus_name(self) -> str:
+        """The name of the document collection (datasets sharing a corpus share its index)."""
+        return self.name
+
+    def pisa_index(self, path: Optional[str] = None, threads: Optional[int] = None):
+        """A PISA index of the corpus: ``path`` if given (built there if empty), else in the cache
+        folder, built on first use with ``threads`` (default: every core)."""
         from pyterrier_pisa import PisaIndex
-        path = cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.name) + '.pisa')
-        index = PisaIndex(str(path), text_field='text', stemmer='porter2', threads=1)
+        path = path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa')
+        index = PisaIndex(str(path), text_field='text', stemmer='porter2', threads=threads or os.cpu_count() or 1)
         if not index.built():
             index.index(self.get_corpus_iter())
         return index
 
-    def bm25(self, num_results: int = 100) -> pt.Transformer:
-        """BM25 (PISA, Porter2 stemming) returning ``num_results`` documents with their text."""
-        return self.pisa_index().bm25(num_results=num_results) >> self.text_loader()
+    def bm25(self, num_results: int = 100, index: Optional[str] = None, engine: str = 'pisa') -> pt.Transformer:
+        """BM25 returning ``num_results`` documents with their text: over a PISA index (Porter2
+        stemming; ``index`` an existing one, else built in the cache folder), or ``engine='terrier'``
+        over a Terrier index (``index`` its path; needs Java), PyTerrier's own BM25 as the paper used."""
+        if engine == 'pisa':
+            return self.pisa_index(index).bm25(num_results=num_results) >> self.text_loader()
+        if engine != 'terrier':
+            raise SettingError(f"bm25: engine must be 'pisa' or 'terrier', got {engine!r}")
+        if index is None:
+            raise SettingError('bm25: Terrier BM25 needs the path of a Terrier index (--index)')
+        try:
+            retriever = pt.terrier.Retriever(str(index), wmodel='BM25', num_results=num_results)
+        except Exception as e:  # no Java, no Terrier jar, or not a Terrier index
+            raise SettingError(f'bm25: Terrier BM25 over {index} is not available here ({type(e).__name__}: {e}); '
+                               "use engine 'pisa'") from None
+        return retriever >> self.text_loader()
 
     def __repr__(self):
         return f'{type(self).__name__}({self.name!r})'
@@ -160,6 +255,29 @@ class PyTerrierDataset(Dataset):
         self.variant = variant
         self._dataset = pt.get_dataset(name)
 
+    @property
+    def _irds(self):
+        return self._dataset.irds_ref() if self.name.startswith('irds:') else None
+
+    @property
+    def corpus_name(self) -> str:
+        if self._irds is not None:
+            import ir_datasets
+            return 'irds:' + ir_datasets.docs_parent_id(self.name[len('irds:'):])
+        return self.name
+
+    @cached_property
+    def texts(self) -> Mapping[str, str]:
+        """docno -> text; for ir_datasets collections fetched lazily from the docstore."""
+        irds = self._irds
+        if irds is None:
+            return super().texts
+        store = irds.docs_store()
+
+        def fetch(docnos: List[str]) -> Dict[str, str]:
+            return {d.doc_id: _doc_text(d) for d in store.get_many_iter(docnos)}
+        return LazyTexts(fetch, docnos=lambda: (d.doc_id for d in irds.docs_iter()), count=irds.docs_count)
+
     def get_topics(self) -> pd.DataFrame:
         topics = self._dataset.get_topics(self.variant) if self.variant else self._dataset.get_topics()
         return topics[['qid', 'query']]
@@ -169,13 +287,17 @@ class PyTerrierDataset(Dataset):
         return qrels[['qid', 'docno', 'label']].astype({'label': int})
 
     def get_corpus_iter(self) -> Iterator[Dict[str, str]]:
+        if self._irds is not None:
+            for doc in self._irds.docs_iter():
+                yield {'docno': doc.doc_id, 'text': _doc_text(doc)}
+            return
         for doc in self._dataset.get_corpus_iter():
             yield {'docno': doc['docno'], 'text': doc.get('text', '')}
 
-    def text_loader(self) -> pt.Transformer:
-        if self.name.startswith('irds:'):
-            return pt.text.get_text(self._dataset, 'text')
-        return super().text_loader()
+
+def _doc_text(doc) -> str:
+    text = getattr(doc, 'text', None)
+    return text if isinstance(text, str) else doc.default_text()
 
 
 def answerable_topics(topics: pd.DataFrame, qrels: pd.DataFrame, labels=2) -> pd.DataFrame:

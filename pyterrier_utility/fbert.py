@@ -76,11 +76,12 @@ class FBertScorer(pt.Transformer):
         self.labels = check_labels('FBertScorer', labels)
         self.relevant = relevant_docnos(qrels, self.labels)
         self.judged_qids = set(qrels['qid'].astype(str))
+        from .datasets import texts_of
         needed = list(dict.fromkeys(d for docs in self.relevant.values() for d in docs))
-        missing = [d for d in needed if d not in texts]
+        self.ref_texts = texts_of(texts, needed)
+        missing = [d for d in needed if d not in self.ref_texts]
         if missing:
             raise KeyError(f'FBertScorer: no text for relevant docno {missing[:10]}')
-        self.ref_texts = {d: texts[d] for d in needed}
         blank = [d for d, t in self.ref_texts.items() if not isinstance(t, str)]
         if blank:
             warnings.warn(f'FBertScorer: relevant docno {blank[:10]} have no text ({type(self.ref_texts[blank[0]]).__name__}); '

@@ -1,4 +1,5 @@
 """Oracle contexts: k sampled relevant (Rel) or non-relevant (NRel) documents per query."""
+import copy
 from typing import List, Mapping, Optional
 
 import numpy as np
@@ -6,6 +7,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids
+from .datasets import texts_of
 from .fbert import Labels, check_labels, relevant_docnos
 
 
@@ -82,17 +84,27 @@ class OracleSampler(pt.Transformer):
                     need -= 1
         return picked
 
+    def fuse_rank_cutoff(self, k: int) -> 'OracleSampler':
+        """``sampler % k`` samples k documents: samples are prefixes of larger ones, so this is exact."""
+        if k >= self.num_results:
+            return self
+        fused = copy.copy(self)
+        fused.num_results = k
+        return fused
+
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
         inp = normalise_frame(repr(self), inp[['qid', 'query']].drop_duplicates())
         rows = []
         empty = []
-        for qid, query in zip(inp['qid'].astype(str), inp['query']):
-            docnos = self.sample(qid)
+        samples = {qid: self.sample(qid) for qid in inp['qid']}
+        texts = texts_of(self.texts, [d for docnos in samples.values() for d in docnos])
+        for qid, query in zip(inp['qid'], inp['query']):
+            docnos = samples[qid]
             if not docnos:
                 empty.append(qid)
             for rank, docno in enumerate(docnos):
-                rows.append((qid, query, docno, self.texts.get(docno, ''), float(len(docnos) - rank), rank))
+                rows.append((qid, query, docno, texts.get(docno, ''), float(len(docnos) - rank), rank))
         kind = 'relevant' if self.relevant else 'non-relevant'
         warn_qids(f'OracleSampler found no {kind} document to sample', empty)
         return pd.DataFrame(rows, columns=['qid', 'query', 'docno', 'text', 'score', 'rank'])

@@ -165,12 +165,13 @@ def test_figures_show_what_their_titles_say(tmp_path):
     fig3 = ex.utility_vs_k(per_query, tmp_path / 'fig3.png')
     ax = fig3.axes[0]
     assert ax.get_xlabel().startswith('k') and ax.get_ylabel() == 'mean utility U'
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel', 'NRel']
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel']  # NRel left out, as the paper
     assert list(ax.lines[0].get_ydata()) == pytest.approx(ex.table1(per_query).query("system == 'A'")['utility'])
     fig4 = ex.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
-    assert [a.get_title() for a in fig4.axes if a.get_visible()] == ['A', 'A-r', 'Rel', 'NRel']
-    assert fig4.axes[0].get_xlabel() == 'nDCG@3' and len(fig4.axes[0].lines) == 1  # least-squares line
-    assert len(fig4.axes[3].lines) == 0  # NRel: nDCG constant, no line
+    assert [a.get_title() for a in fig4.axes] == ['A', 'A-r']  # the retrieval systems, not the oracles
+    assert fig4.axes[0].get_xlabel() == 'nDCG@3 (context order)' and len(fig4.axes[0].lines) == 1  # least squares
+    oracles = ex.ndcg_vs_utility(per_query, 3, systems=['Rel', 'NRel'])
+    assert len(oracles.axes[1].lines) == 0  # NRel: nDCG constant, no line
     fig5 = ex.correlation_vs_k(per_query, path=tmp_path / 'fig5.png')
     assert fig5.axes[0].get_ylabel() == 'Pearson r(nDCG@k, U)'
     assert [t.get_text() for t in fig5.axes[0].get_legend().get_texts()] == ['A', 'A-r', 'Rel']
@@ -186,9 +187,11 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     assert cli.main(['study', '--queries', '2', '-k', '1', '2', '--fig4-k', '2', '--out', str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |' in printed
-    for name in ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'correlations.csv',
-                 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k2.png', 'fig5_pearson_vs_k.png', 'generations.sqlite'):
+    assert '| Dataset | 0-shot FBERT | System | label>=2, k=1 | label>=2, k=2 | label>=3, k=1 | label>=3, k=2 |' in printed
+    assert '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |' in (tmp_path / 'table1.md').read_text()
+    for name in ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex',
+                 'correlations.csv', 'settings.json', 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k2.pdf',
+                 'fig5_pearson_vs_k.png', 'generations.sqlite'):
         assert (tmp_path / name).stat().st_size > 0, name
     per_query = pd.read_csv(tmp_path / 'per_query.csv')
     assert len(per_query) == 2 * 2 * 6 * 2  # label sets x k x systems x queries

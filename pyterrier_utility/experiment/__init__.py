@@ -8,11 +8,11 @@ Example::
     print(experiment.table1_markdown(results.table()))
     experiment.utility_vs_k(results.per_query, 'fig3.png')
 """
-from .figures import correlation_vs_k, ndcg_vs_utility, utility_vs_k
-from .stats import correlation, correlations, paired_ttest, table1, table1_markdown
-from .study import StudyResults, run_study, system_names
+from .figures import correlation_vs_k, draw_figures, ndcg_vs_utility, utility_vs_k
+from .stats import adjust, correlation, correlations, paired_ttest, table1, table1_markdown, table1_paper
+from .study import StudyResults, run_study, system_names, write_tables
 from .systems import REVERSED_SYSTEMS, SYSTEMS, default_systems
 
-__all__ = ['REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'correlation', 'correlation_vs_k', 'correlations',
-           'default_systems', 'ndcg_vs_utility', 'paired_ttest', 'run_study', 'system_names', 'table1',
-           'table1_markdown', 'utility_vs_k']
+__all__ = ['REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'adjust', 'correlation', 'correlation_vs_k', 'correlations',
+           'default_systems', 'draw_figures', 'ndcg_vs_utility', 'paired_ttest', 'run_study', 'system_names', 'table1',
+           'table1_markdown', 'table1_paper', 'utility_vs_k', 'write_tables']

@@ -41,51 +41,82 @@ def correlation(x: np.ndarray, y: np.ndarray, method: str = 'pearson') -> Tuple[
     return float(result[0]), float(result[1])
 
 
+def _cells(per_query: pd.DataFrame, *inner: str):
+    """Groups by dataset (when the frame has several), label set and ``inner``."""
+    keys = (['dataset'] if 'dataset' in per_query.columns else []) + ['labels', *inner]
+    return keys, per_query.groupby(keys, sort=False)
+
+
+def adjust(p_values, method: Optional[str]) -> np.ndarray:
+    """p-values corrected for multiple testing by statsmodels' ``multipletests`` (``'holm'``,
+    ``'bonferroni'``, ``'fdr_bh'``, ... as ``pt.Experiment(correction=...)``); NaN stay NaN."""
+    p = np.asarray(p_values, float)
+    if not method or not np.isfinite(p).any():
+        return p
+    from statsmodels.stats.multitest import multipletests
+    out = p.copy()
+    finite = np.isfinite(p)
+    out[finite] = multipletests(p[finite], method=method)[1]
+    return out
+
+
 def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-           reversed_suffix: str = '-r') -> pd.DataFrame:
-    """Mean utility per label set, k and system, with paired t-tests over queries.
+           reversed_suffix: str = '-r', correction: Optional[str] = None) -> pd.DataFrame:
+    """Mean utility per (dataset,) label set, k and system, with paired t-tests over queries.
 
     ``p_baseline``: the system against ``baseline``; ``p_reversal``: a reversed system (name ending
     in ``reversed_suffix``) against its unreversed ordering. ``mark`` holds ``†`` where
     ``p_baseline < alpha`` and ``‡`` where ``p_reversal < alpha``. Means and tests use the queries
     whose utility is finite (``n``); ``fbert_0shot`` is the mean 0-shot FBERT of the label set.
+    With ``correction`` (e.g. ``'holm'``), each family of tests — the systems against the baseline,
+    the reversals against their orderings, within one dataset, label set and k — is corrected, and
+    the p-values reported are the corrected ones.
 
     Args:
         per_query: :attr:`StudyResults.per_query` (``labels``, ``system``, ``k``, ``qid``,
-            ``fbert_0shot``, ``utility``).
+            ``fbert_0shot``, ``utility``; ``dataset`` for a study over several).
         baseline: the system every other is tested against (``None``: no such test).
         alpha: the significance level.
         reversed_suffix: how reversed systems are named.
+        correction: a multiple-testing correction method of statsmodels, or ``None``.
     """
     rows = []
-    for (labels, k), cell in per_query.groupby(['labels', 'k'], sort=False):
+    keys, groups = _cells(per_query, 'k')
+    for key, cell in groups:
         systems = list(dict.fromkeys(cell['system']))
         p0 = cell.drop_duplicates('qid')['fbert_0shot'].mean()
+        p_base, p_rev = [], []
         for system in systems:
-            u = cell.loc[cell['system'] == system, 'utility'].to_numpy(float)
-            p_base = p_rev = float('nan')
-            if baseline in systems and system != baseline:
-                p_base = paired_ttest(*_paired(cell, system, baseline))
+            p_base.append(paired_ttest(*_paired(cell, system, baseline))
+                          if baseline in systems and system != baseline else float('nan'))
             base = system[:-len(reversed_suffix)] if system.endswith(reversed_suffix) else None
-            if base in systems:
-                p_rev = paired_ttest(*_paired(cell, system, base))
-            mark = (BASELINE_MARK if p_base < alpha else '') + (REVERSAL_MARK if p_rev < alpha else '')
-            rows.append((labels, k, system, np.nanmean(u) if np.isfinite(u).any() else float('nan'),
-                         int(np.isfinite(u).sum()), p0, p_base, p_rev, mark))
-    return pd.DataFrame(rows, columns=['labels', 'k', 'system', 'utility', 'n', 'fbert_0shot',
-                                       'p_baseline', 'p_reversal', 'mark'])
+            p_rev.append(paired_ttest(*_paired(cell, system, base)) if base in systems else float('nan'))
+        p_base, p_rev = adjust(p_base, correction), adjust(p_rev, correction)
+        for system, pb, pr in zip(systems, p_base, p_rev):
+            u = cell.loc[cell['system'] == system, 'utility'].to_numpy(float)
+            mark = (BASELINE_MARK if pb < alpha else '') + (REVERSAL_MARK if pr < alpha else '')
+            rows.append((*key, system, np.nanmean(u) if np.isfinite(u).any() else float('nan'),
+                         int(np.isfinite(u).sum()), p0, pb, pr, mark))
+    return pd.DataFrame(rows, columns=keys + ['system', 'utility', 'n', 'fbert_0shot', 'p_baseline',
+                                              'p_reversal', 'mark'])
+
+
+def _legend(baseline: Optional[str], alpha: float, correction: Optional[str]) -> str:
+    return ((f'{BASELINE_MARK} differs from {baseline}, ' if baseline else '')
+            + f'{REVERSAL_MARK} differs from its unreversed ordering (paired t-test, p < {alpha}'
+            + (f', {correction} correction' if correction else '') + ')')
 
 
 def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-                    digits: int = 3) -> str:
-    """Table 1 as Markdown: one block per label set, a row per k, a column per system."""
+                    digits: int = 3, correction: Optional[str] = None) -> str:
+    """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system."""
     blocks = []
-    for labels, part in table.groupby('labels', sort=False):
+    keys = [k for k in ('dataset', 'labels') if k in table.columns]
+    for key, part in table.groupby(keys, sort=False):
+        title = ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,)))
         systems = list(dict.fromkeys(part['system']))
         header = ['k', '0-shot FBERT'] + systems
-        lines = [f'**{labels}**: mean utility over {part["n"].max()} queries; '
-                 + (f'{BASELINE_MARK} differs from {baseline}, ' if baseline else '')
-                 + f'{REVERSAL_MARK} differs from its unreversed ordering (paired t-test, p < {alpha})',
+        lines = [f'**{title}**: mean utility over {part["n"].max()} queries; ' + _legend(baseline, alpha, correction),
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
         for k, row in part.groupby('k', sort=False):
             cells = {s: f'{u:.{digits}f}{m}' for s, u, m in zip(row['system'], row['utility'], row['mark'])}
@@ -93,6 +124,65 @@ def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha:
                                            + [cells.get(s, '') for s in systems]) + ' |')
         blocks.append('\n'.join(lines))
     return '\n\n'.join(blocks) + '\n'
+
+
+def _paper_layout(table: pd.DataFrame, digits: int):
+    """Rows (dataset, 0-shot FBERT per label set, system) and columns (label set, k), as the paper prints."""
+    table = table if 'dataset' in table.columns else table.assign(dataset='')
+    label_sets = list(dict.fromkeys(table['labels']))
+    ks = list(dict.fromkeys(table['k']))
+    rows = []
+    for dataset, part in table.groupby('dataset', sort=False):
+        zero = ' / '.join(f'{part.loc[part["labels"] == lab, "fbert_0shot"].iloc[0]:.{digits}f}' for lab in label_sets
+                          if (part['labels'] == lab).any())
+        for i, system in enumerate(dict.fromkeys(part['system'])):
+            cells = []
+            for lab in label_sets:
+                for k in ks:
+                    hit = part[(part['labels'] == lab) & (part['k'] == k) & (part['system'] == system)]
+                    cells.append(('', '') if hit.empty or not np.isfinite(hit['utility'].iloc[0])
+                                 else (f'{hit["utility"].iloc[0]:.{digits}f}', hit['mark'].iloc[0]))
+            rows.append((dataset if i == 0 else '', zero if i == 0 else '', system, cells))
+    return label_sets, ks, rows
+
+
+def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
+                 digits: int = 4, correction: Optional[str] = None) -> str:
+    """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
+    label set side by side, the 0-shot FBERT of each dataset (one value per label set), † and ‡.
+
+    ``fmt``: ``'markdown'`` or ``'latex'`` (booktabs: ``\\usepackage{booktabs}``).
+    """
+    if fmt not in ('markdown', 'latex'):
+        raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
+    label_sets, ks, rows = _paper_layout(table, digits)
+    if fmt == 'markdown':
+        header = ['Dataset', '0-shot FBERT', 'System'] + [f'{lab}, k={k}' for lab in label_sets for k in ks]
+        lines = ['| ' + ' | '.join(header) + ' |', '|---|---:|---|' + '---:|' * (len(header) - 3)]
+        lines += ['| ' + ' | '.join([d, z, s] + [u + m for u, m in cells]) + ' |' for d, z, s, cells in rows]
+        return 'Mean utility; ' + _legend(baseline, alpha, correction) + '\n\n' + '\n'.join(lines) + '\n'
+    marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger'}
+
+    def cell(u, m):
+        return u + (f'$^{{{"".join(marks[c] for c in m)}}}$' if m else '')
+    n = len(ks)
+    lines = ['% ' + _legend(baseline, alpha, correction), '\\begin{tabular}{lrl' + 'r' * n * len(label_sets) + '}',
+             '\\toprule',
+             'Dataset & 0-shot $F_{\\mathrm{BERT}}$ & System & '
+             + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}' for lab in label_sets) + ' \\\\',
+             ''.join(f'\\cmidrule(lr){{{4 + i * n}-{3 + (i + 1) * n}}}' for i in range(len(label_sets))),
+             ' & & & ' + ' & '.join(f'$k={k}$' for _ in label_sets for k in ks) + ' \\\\', '\\midrule']
+    for i, (d, z, s, cells) in enumerate(rows):
+        if d and i:
+            lines.append('\\midrule')
+        lines.append(' & '.join([_latex(d), z, _latex(s)] + [cell(u, m) for u, m in cells]) + ' \\\\')
+    lines += ['\\bottomrule', '\\end{tabular}']
+    return '\n'.join(lines) + '\n'
+
+
+def _latex(text: str) -> str:
+    special = {'\\': '\\textbackslash{}', '~': '\\textasciitilde{}', **{c: '\\' + c for c in '&%$#_{}'}}
+    return ''.join(special.get(c, c) for c in str(text)).replace('>=', '$\\geq$ ')
 
 
 def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndcg',
@@ -105,8 +195,9 @@ def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndc
     if method not in METHODS:
         raise SettingError(f'correlations: method must be one of {sorted(METHODS)}, got {method!r}')
     rows = []
-    for (labels, system, k), cell in per_query.groupby(['labels', 'system', 'k'], sort=False):
+    keys, groups = _cells(per_query, 'system', 'k')
+    for key, cell in groups:
         r, p = correlation(cell[x], cell[y], method)
         n = int((np.isfinite(cell[x].to_numpy(float)) & np.isfinite(cell[y].to_numpy(float))).sum())
-        rows.append((labels, system, k, method, r, p, n))
-    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'method', 'r', 'p', 'n'])
+        rows.append((*key, method, r, p, n))
+    return pd.DataFrame(rows, columns=keys + ['method', 'r', 'p', 'n'])

@@ -1,7 +1,7 @@
 """The k-sweep: every system's contexts at every k, answered once, scored once per label set."""
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import ir_measures
 import pandas as pd
@@ -25,40 +25,66 @@ class StudyResults:
     """What :func:`run_study` produces.
 
     Attributes:
-        per_query: one row per label set, system, k and query: ``labels``, ``system``, ``k``,
-            ``qid``, ``n_docs`` (contexts given), ``ndcg`` (nDCG@k of the contexts in context
-            order), ``fbert_0shot`` (P_0), ``fbert`` (P_k) and ``utility`` (U).
-        answers: every answer: ``system`` (``'0-shot'`` for the answers without context), ``k``
-            (0 for 0-shot), ``qid``, ``sample``, ``qanswer``.
+        per_query: one row per (dataset,) label set, system, k and query: ``labels``, ``system``,
+            ``k``, ``qid``, ``n_docs`` (contexts given), ``ndcg`` (nDCG@k, see ``ndcg_order``),
+            ``fbert_0shot`` (P_0), ``fbert`` (P_k) and ``utility`` (U); ``dataset`` first when the
+            study was given a dataset name.
+        answers: every answer: (``dataset``,) ``system`` (``'0-shot'`` for the answers without
+            context), ``k`` (0 for 0-shot), ``qid``, ``sample``, ``qanswer``.
         generated: answers the backend generated in this run (cache misses).
+        baseline: the system significance is tested against.
+        ndcg_order: ``'context'`` (nDCG@k of a reversed system ranks Context 1 first, the order the
+            reader sees) or ``'retrieval'`` (the retrieval order of its unreversed system).
     """
     per_query: pd.DataFrame
     answers: pd.DataFrame
     generated: int = 0
     baseline: str = 'Rel'
+    ndcg_order: str = 'context'
 
-    def table(self, alpha: float = 0.05) -> pd.DataFrame:
+    @classmethod
+    def concat(cls, results: Sequence['StudyResults']) -> 'StudyResults':
+        """The results of several studies (one per dataset) as one."""
+        first = results[0]
+        return cls(pd.concat([r.per_query for r in results], ignore_index=True),
+                   pd.concat([r.answers for r in results], ignore_index=True),
+                   generated=sum(r.generated for r in results), baseline=first.baseline, ndcg_order=first.ndcg_order)
+
+    def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
         """Table 1 in long form; see :func:`pyterrier_utility.experiment.table1`."""
-        return stats.table1(self.per_query, baseline=self.baseline, alpha=alpha)
+        return stats.table1(self.per_query, baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
-        """r(nDCG@k, U) per label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
+        """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
         return stats.correlations(self.per_query, method=method)
 
-    def save(self, folder: Union[str, Path], alpha: float = 0.05) -> Dict[str, Path]:
-        """Writes per_query.csv, answers.csv, table1.csv, table1.md and correlations.csv."""
+    def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
+        """Writes per_query.csv, answers.csv and the tables (see :func:`write_tables`)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        table = self.table(alpha)
-        paths = {name: folder / name for name in
-                 ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'correlations.csv')}
-        self.per_query.to_csv(paths['per_query.csv'], index=False)
-        self.answers.to_csv(paths['answers.csv'], index=False)
-        table.to_csv(paths['table1.csv'], index=False)
-        paths['table1.md'].write_text(stats.table1_markdown(table, alpha=alpha))
-        corr = pd.concat([self.correlations(m) for m in ('pearson', 'spearman', 'kendall')], ignore_index=True)
-        corr.to_csv(paths['correlations.csv'], index=False)
-        return paths
+        self.answers.to_csv(folder / 'answers.csv', index=False)
+        paths = write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction)
+        return dict(paths, **{'answers.csv': folder / 'answers.csv'})
+
+
+def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
+                 alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
+    """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
+    table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
+    Kendall) into ``folder``."""
+    folder = Path(folder)
+    table = stats.table1(per_query, baseline=baseline, alpha=alpha, correction=correction)
+    paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
+                                              'table1.tex', 'correlations.csv')}
+    per_query.to_csv(paths['per_query.csv'], index=False)
+    table.to_csv(paths['table1.csv'], index=False)
+    options = dict(baseline=baseline, alpha=alpha, correction=correction)
+    paths['table1.md'].write_text(stats.table1_markdown(table, **options))
+    paths['table1_paper.md'].write_text(stats.table1_paper(table, 'markdown', **options))
+    paths['table1.tex'].write_text(stats.table1_paper(table, 'latex', **options))
+    corr = pd.concat([stats.correlations(per_query, m) for m in ('pearson', 'spearman', 'kendall')], ignore_index=True)
+    corr.to_csv(paths['correlations.csv'], index=False)
+    return paths
 
 
 def system_names(systems: Sequence[str], reverse: Sequence[str]) -> List[str]:
@@ -98,7 +124,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
               label_sets: Sequence[Labels] = (2,), reverse: Sequence[str] = (),
               bertscore: Union[str, BertScore] = 'minilm', baseline: str = 'Rel',
-              verbose: bool = True) -> StudyResults:
+              ndcg_order: str = 'context', dataset: Optional[str] = None, verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
 
     Each system runs once, to depth ``max(ks)``; the contexts at a smaller k are its top k (every
@@ -125,6 +151,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         reverse: names of systems also reported reversed.
         bertscore: BERTScore model name or a shared :class:`~pyterrier_utility.BertScore`.
         baseline: the system significance is tested against in :meth:`StudyResults.table`.
+        ndcg_order: nDCG@k of a reversed system on the contexts as the reader sees them
+            (``'context'``) or in the retrieval order of its unreversed system (``'retrieval'``); the
+            paper's wording allows both.
+        dataset: a name for the collection, added as a ``dataset`` column (several studies, one table).
         verbose: progress bars.
 
     Example::
@@ -138,6 +168,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     """
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
+    check(ndcg_order in ('context', 'retrieval'), 'run_study',
+          f"ndcg_order must be 'context' or 'retrieval', got {ndcg_order!r}")
     check(len(ks) > 0, 'run_study', 'give at least one k')
     ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
     unknown = [r for r in reverse if r not in systems]
@@ -172,7 +204,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             for reverse_it in ([False, True] if name in reverse else [False]):
                 label = name + (REVERSED if reverse_it else '')
                 contexts = _contexts(ranking, k, reverse_it)
-                ndcg[label, k] = _ndcg(contexts, irm_qrels, k)
+                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, False),
+                                       irm_qrels, k)
                 prompts = reader.prompts(contexts) if len(contexts) else {}
                 docs = {q: list(dict.fromkeys(g['docno'].dropna().astype(str)))
                         for q, g in contexts.groupby('qid', sort=False)}
@@ -215,4 +248,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         ['labels', 'k', 'system'], kind='stable',
         key=lambda c: c.map({v: i for i, v in enumerate(rank[c.name])}) if c.name in rank else c)
     per_query = per_query.reset_index(drop=True)
-    return StudyResults(per_query, answers, generated=generated, baseline=baseline)
+    if dataset is not None:
+        per_query.insert(0, 'dataset', dataset)
+        answers.insert(0, 'dataset', dataset)
+    return StudyResults(per_query, answers, generated=generated, baseline=baseline, ndcg_order=ndcg_order)

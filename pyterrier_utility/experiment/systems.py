@@ -1,5 +1,5 @@
 """The study's default context sources."""
-from typing import Dict
+from typing import Dict, Optional
 
 import pandas as pd
 import pyterrier as pt
@@ -14,7 +14,8 @@ REVERSED_SYSTEMS = ('BM25', 'Neural')
 
 
 def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: Labels = 2,
-                    seed: int = 0, depth: int = 100) -> Dict[str, pt.Transformer]:
+                    seed: int = 0, depth: int = 100, index: Optional[str] = None,
+                    bm25: str = 'pisa') -> Dict[str, pt.Transformer]:
     """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
 
     Args:
@@ -25,6 +26,8 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         labels: the labels Rel samples from (a minimum or a set).
         seed: the oracles' sampling seed.
         depth: documents each system returns (BM25's top ``depth`` are re-ranked).
+        index: an existing index for BM25 (PISA, or Terrier with ``bm25='terrier'``).
+        bm25: BM25's engine, ``'pisa'`` or ``'terrier'``.
 
     Example::
 
@@ -32,7 +35,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         results = run_study(topics, d.get_qrels(), systems, reader, d.texts, reverse=['BM25', 'Neural'])
     """
     from .. import backends
-    bm25 = dataset.bm25(num_results=depth)
+    bm25 = dataset.bm25(num_results=depth, index=index, engine=bm25)
     if neural == 'dense':
         reranker = backends.minilm_reranker()
     elif neural == 'monot5':

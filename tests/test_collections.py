@@ -1,0 +1,160 @@
+"""Real test collections, offline: an ir_datasets collection registered from local files (two query
+sets over one corpus, as DL'19 and DL'20 over MS MARCO), through get_dataset('irds:...'), the
+study, the CLI with two datasets and a run file, and the report command."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CountingBackend
+
+import pyterrier_utility as pu
+from pyterrier_utility import experiment as ex
+
+WORDS = ('lift drag wing flow shock boundary layer heat nose mach pressure vortex stall flap jet plume '
+         'turbulence laminar supersonic hypersonic').split()
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    """Registers irds:pu-test/tiny/a and irds:pu-test/tiny/b (labels 0-3; b has queries without a label-3
+    document) over 60 generated documents; returns the folder of its files."""
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries
+    from ir_datasets.util import LocalDownload
+    folder = tmp_path_factory.mktemp('tiny')
+    rng = np.random.default_rng(4)
+    docs = {f'd{i}': ' '.join(rng.choice(WORDS, 12)) for i in range(60)}
+    (folder / 'docs.tsv').write_text(''.join(f'{d}\t{t}\n' for d, t in docs.items()))
+    for part, qids in (('a', range(1, 5)), ('b', range(5, 10))):
+        queries = {f'q{i}': ' '.join(rng.choice(WORDS, 3)) for i in qids}
+        (folder / f'{part}.tsv').write_text(''.join(f'{q}\t{t}\n' for q, t in queries.items()))
+        lines = []
+        for j, q in enumerate(queries):
+            judged = rng.choice(60, 8, replace=False)
+            top = 3 if part == 'a' or j % 2 == 0 else 2  # b: every other query has no label-3 document
+            labels = [top, 2, 2, 1, 0, 0, 0, 0]
+            lines += [f'{q} 0 d{d} {label}\n' for d, label in zip(judged, labels)]
+        (folder / f'{part}.qrels').write_text(''.join(lines))
+    if 'pu-test/tiny' not in ir_datasets.registry:
+        corpus = TsvDocs(LocalDownload(folder / 'docs.tsv'), namespace='pu-test/tiny')
+        ir_datasets.registry.register('pu-test/tiny', Dataset(corpus))
+        for part in 'ab':
+            ir_datasets.registry.register(f'pu-test/tiny/{part}', Dataset(
+                corpus, TsvQueries(LocalDownload(folder / f'{part}.tsv')),
+                TrecQrels(LocalDownload(folder / f'{part}.qrels'), {0: 'no', 1: 'related', 2: 'relevant', 3: 'perfect'})))
+    return folder
+
+
+def test_an_ir_datasets_collection_fetches_only_the_texts_asked_for(tiny):
+    d = pu.datasets.get_dataset('irds:pu-test/tiny/a')
+    assert list(d.get_topics()['qid']) == ['q1', 'q2', 'q3', 'q4']
+    assert set(d.get_qrels()['label']) == {0, 1, 2, 3}
+    assert d.corpus_name == pu.datasets.get_dataset('irds:pu-test/tiny/b').corpus_name == 'irds:pu-test/tiny'
+    texts = d.texts
+    assert isinstance(texts, pu.datasets.LazyTexts) and texts.fetched == 0
+    out = (d.bm25(num_results=50) % 3).compile()(d.get_topics().head(2))
+    assert len(out) == 6 and texts.fetched == out['docno'].nunique()  # the cut is fused below the text loader
+    assert out['text'].str.len().gt(0).all() and len(texts) == 60
+
+
+def test_oracle_cut_is_pushed_into_the_sampler():
+    qrels = pd.DataFrame({'qid': ['q'] * 5, 'docno': list('abcde'), 'label': [2] * 5})
+    pipeline = (pu.OracleSampler(qrels, dict.fromkeys('abcde', 'x')) % 2).compile()
+    assert isinstance(pipeline, pu.OracleSampler) and pipeline.num_results == 2
+    whole = pu.OracleSampler(qrels, dict.fromkeys('abcde', 'x'))(pd.DataFrame({'qid': ['q'], 'query': ['x']}))
+    assert list(pipeline(pd.DataFrame({'qid': ['q'], 'query': ['x']}))['docno']) == list(whole['docno'][:2])
+
+
+def write_run(path, qids, docs):
+    path.write_text(''.join(f'{q} Q0 {d} {r} {10 - r} myrun\n' for q in qids for r, d in enumerate(docs)))
+
+
+def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_figures(tiny, tmp_path, monkeypatch, capsys):
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    write_run(tmp_path / 'run.txt', ['q1', 'q2', 'q5'], ['d3', 'd1', 'd2', 'd4'])
+    out = tmp_path / 'study'
+    assert cli.main(['study', '--dataset', 'irds:pu-test/tiny/a', 'irds:pu-test/tiny/b', '--labels', '2,3', '3',
+                     '--queries', '0', '-k', '1', '2', '--systems', 'BM25', 'Rel', 'NRel', '--run', f'myrun={tmp_path / "run.txt"}',
+                     '--fig4-k', '2', '--out', str(out)]) == 0
+    per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str})
+    assert list(per_query['dataset'].unique()) == ['irds:pu-test/tiny/a', 'irds:pu-test/tiny/b']
+    b = per_query[per_query['dataset'] == 'irds:pu-test/tiny/b']
+    # Topics kept when answerable under the broadest label set: b's queries without a label-3
+    # document count in the {2,3} column and are NaN in the {3} column.
+    assert sorted(b['qid'].unique()) == ['q5', 'q6', 'q7', 'q8', 'q9']
+    narrow = b[(b['labels'] == 'label>=3') & b['qid'].isin(['q6', 'q8'])]
+    assert narrow['utility'].isna().all() and len(narrow)
+    assert set(per_query['system']) == {'BM25', 'BM25-r', 'Rel', 'NRel', 'myrun', 'myrun-r'}
+    assert set(b.loc[b['system'] == 'myrun', 'qid']) == {'q5', 'q6', 'q7', 'q8', 'q9'}
+    paper = (out / 'table1_paper.md').read_text()
+    assert '| Dataset | 0-shot FBERT | System | label in {2,3}, k=1 | label in {2,3}, k=2 | label>=3, k=1 | label>=3, k=2 |' in paper
+    assert paper.count('| irds:pu-test/tiny/') == 2
+    tex = (out / 'table1.tex').read_text()
+    for piece in ('\\toprule', '\\cmidrule(lr){4-5}\\cmidrule(lr){6-7}', '\\midrule', '\\bottomrule',
+                  'label in \\{2,3\\}', 'irds:pu-test/tiny/a'):
+        assert piece in tex
+    for name in ('fig3_utility_vs_k', 'fig4_ndcg_vs_utility_k2', 'fig5_pearson_vs_k'):
+        assert (out / f'{name}.png').read_bytes()[:4] == b'\x89PNG' and (out / f'{name}.pdf').read_bytes()[:4] == b'%PDF'
+    printed = capsys.readouterr().out
+    assert 'Dataset | 0-shot FBERT | System' in printed
+
+    # The report command rebuilds the same tables from per_query.csv, generating nothing.
+    again = tmp_path / 'report'
+    assert cli.main(['report', str(out), '--out', str(again), '--fig4-k', '2']) == 0
+    for name in ('table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex', 'correlations.csv'):
+        assert (again / name).read_text() == (out / name).read_text(), name
+
+
+def test_rel_samples_from_its_own_labels_whatever_the_order_of_the_label_sets(tiny, tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    answers = {}
+    for order in (['2', '3'], ['3', '2']):
+        out = tmp_path / '-'.join(order)
+        cli.main(['study', '--dataset', 'irds:pu-test/tiny/b', '--labels', *order, '-k', '2', '--systems', 'Rel',
+                  '--queries', '0', '--out', str(out)])
+        frame = pd.read_csv(out / 'answers.csv', dtype={'qid': str})
+        answers[tuple(order)] = frame[frame['system'] == 'Rel'].sort_values('qid')['qanswer'].tolist()
+    assert answers[('2', '3')] == answers[('3', '2')]
+
+
+def test_ndcg_of_reversed_systems_in_retrieval_order_equals_the_unreversed(minilm):
+    import pyterrier as pt
+    topics = pd.DataFrame({'qid': ['q1'], 'query': ['lift']})
+    qrels = pd.DataFrame({'qid': ['q1'] * 3, 'docno': ['a', 'b', 'c'], 'label': [3, 1, 0]})
+    ranking = pd.DataFrame({'qid': ['q1'] * 3, 'query': ['lift'] * 3, 'docno': ['a', 'b', 'c'], 'text': ['A', 'B', 'C'],
+                            'rank': [0, 1, 2], 'score': [3.0, 2.0, 1.0]})
+    ndcg = {}
+    for order in ('context', 'retrieval'):
+        ndcg[order] = ex.run_study(topics, qrels, {'S': pt.Transformer.from_df(ranking)}, pu.Reader(CountingBackend()),
+                                   {'a': 'A', 'b': 'B', 'c': 'C'}, ks=[3], label_sets=[2], reverse=['S'],
+                                   bertscore=minilm, ndcg_order=order, verbose=False).per_query.set_index('system')['ndcg']
+    assert ndcg['context']['S-r'] < ndcg['context']['S'] == ndcg['retrieval']['S'] == ndcg['retrieval']['S-r']
+
+
+def test_holm_correction_is_statsmodels_on_each_family():
+    from statsmodels.stats.multitest import multipletests
+    rng = np.random.default_rng(0)
+    rows = []
+    for system, shift in (('Rel', 0), ('A', 0.05), ('B', 0.2), ('C', 0.02)):
+        for i in range(12):
+            rows.append(('label>=2', system, 5, f'q{i}', 0.5, 0.2 + shift + rng.normal(0, 0.1) + i * 0.01))
+    per_query = pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'fbert_0shot', 'utility'])
+    raw = ex.table1(per_query).set_index('system')['p_baseline']
+    holm = ex.table1(per_query, correction='holm').set_index('system')['p_baseline']
+    expected = multipletests(raw[['A', 'B', 'C']].to_numpy(), method='holm')[1]
+    assert holm[['A', 'B', 'C']].to_numpy() == pytest.approx(expected)
+    assert math.isnan(holm['Rel'])
+
+
+def test_a_trec_run_file_is_a_reversible_system(tmp_path):
+    write_run(tmp_path / 'run.txt', ['1'], ['5', '2', '9'])
+    texts = {'5': 'five', '2': 'two', '9': 'nine'}
+    run = pu.RunFile(tmp_path / 'run.txt', texts)
+    out = (run % 2 >> pu.ReverseOrder())(pd.DataFrame({'qid': ['1', '7'], 'query': ['x', 'y']}))
+    assert list(out['docno']) == ['2', '5'] and list(out['text']) == ['two', 'five']
+    with pytest.raises(pu.errors.SettingError, match='does not exist'):
+        pu.RunFile(tmp_path / 'nope.txt', texts)
