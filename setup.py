@@ -27,6 +27,7 @@ setup(
     },
     entry_points={
         'console_scripts': ['pyterrier-utility=pyterrier_utility.cli:main'],
+        'pyterrier.dataset_provider': ['utility = pyterrier_utility.datasets:UtilityDatasetProvider'],
     },
     classifiers=[
         'Programming Language :: Python :: 3',

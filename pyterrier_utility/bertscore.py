@@ -73,13 +73,22 @@ class BertScore:
         self._cache: 'OrderedDict[str, Tuple[torch.Tensor, torch.Tensor]]' = OrderedDict()
         self._cached_bytes = 0
         self.encoded = 0
+        self.cache_path = cache_path
         self._db = None
-        if cache_path is not None:
-            Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(cache_path), check_same_thread=False)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state['_db'] = None  # reconnected when next needed
+        return state
+
+    def _database(self) -> Optional[sqlite3.Connection]:
+        if self.cache_path is not None and self._db is None:
+            Path(self.cache_path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.cache_path), check_same_thread=False)
             self._db.execute('CREATE TABLE IF NOT EXISTS embeddings '
                              '(key TEXT PRIMARY KEY, ids BLOB NOT NULL, emb BLOB NOT NULL)')
             self._db.commit()
+        return self._db
 
     @property
     def name(self) -> str:
@@ -96,14 +105,15 @@ class BertScore:
             self._cached_bytes -= old.numel() * 4
 
     def _from_disk(self, texts: List[str]) -> None:
-        if self._db is None or not texts:
+        db = self._database()
+        if db is None or not texts:
             return
         keys = {self._key(t): t for t in texts}
         key_list = list(keys)
         dim = self.model.config.hidden_size
         for start in range(0, len(key_list), 500):
             chunk = key_list[start:start + 500]
-            rows = self._db.execute(
+            rows = db.execute(
                 f'SELECT key, ids, emb FROM embeddings WHERE key IN ({",".join("?" * len(chunk))})', chunk)
             for key, ids, emb in rows:
                 ids = torch.from_numpy(np.frombuffer(ids, dtype=np.int64).copy())
@@ -135,7 +145,7 @@ class BertScore:
                 self._remember(text, seq, emb)
                 new_rows.append((self._key(text), seq.numpy().tobytes(), emb.numpy().tobytes()))
             self.encoded += len(batch)
-        if self._db is not None and new_rows:
+        if new_rows and self._database() is not None:
             self._db.executemany('INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)', new_rows)
             self._db.commit()
         found = {}

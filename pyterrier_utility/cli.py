@@ -357,6 +357,7 @@ def _common(parser: argparse.ArgumentParser, defaults: dict) -> None:
     """Options of both commands. Those left out come from --preset, else the defaults shown."""
     def default(name):
         return f' (default: {defaults.get(name, DEFAULTS.get(name))}; the paper: {PRESETS["paper"].get(name, "-")})'
+    parser.add_argument('--verbose', action='store_true', help="keep third-party logs (PISA, transformers, ir_datasets)")
     parser.add_argument('--preset', choices=sorted(PRESETS),
                         help='every setting of the paper at once (reader, decoding, samples, scorer, MonoT5, k, '
                              'labels); options given explicitly override it')
@@ -394,6 +395,19 @@ def _common(parser: argparse.ArgumentParser, defaults: dict) -> None:
                         help=f"the labels the Rel oracle samples from: a minimum or a set{default('rel_labels')}")
     parser.add_argument('--neural', choices=['dense', 'monot5'],
                         help=f'the neural re-ranker: MiniLM bi-encoder or MonoT5{default("neural")}')
+
+
+def quiet_third_parties() -> None:
+    """Leaves only this tool's progress: transformers' weight-loading bars and notices, PISA's
+    indexing log and ir_datasets' info lines are off (``--verbose`` keeps them)."""
+    import logging
+    logging.getLogger('ir_datasets').setLevel(logging.WARNING)
+    try:
+        import transformers
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    except ImportError:
+        pass
 
 
 def main(argv=None) -> int:
@@ -437,6 +451,8 @@ def main(argv=None) -> int:
     exp.add_argument('--out', default='results/experiment')
     exp.set_defaults(func=experiment)
     args = parser.parse_args(argv)
+    if not getattr(args, 'verbose', False):
+        quiet_third_parties()
     try:
         return args.func(args)
     except (UtilityError, InputValidationError) as e:

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Mapping as MappingABC
 from functools import cached_property
 from importlib import resources
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -142,8 +142,42 @@ class TextLoader(pt.Transformer):
         return f'TextLoader(field={self.field!r})'
 
 
-class Dataset:
-    """A test collection with graded qrels, document texts and a BM25 retriever."""
+class PisaBM25(pt.Transformer):
+    """BM25 over a built PISA index (pyterrier-pisa's), picklable: PISA's native retrieval context is
+    opened when first needed, and again after unpickling.
+
+    Args:
+        index: the index folder.
+        num_results: documents per query.
+
+    Example::
+
+        bm25 = PisaBM25(str(dataset.pisa_index().path), num_results=100)
+    """
+
+    def __init__(self, index: str, num_results: int = 100):
+        self.index = str(index)
+        self.num_results = num_results
+        self._retriever = None
+
+    def __getstate__(self):
+        return dict(self.__dict__, _retriever=None)
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        if self._retriever is None:
+            from pyterrier_pisa import PisaIndex
+            self._retriever = PisaIndex(self.index).bm25(num_results=self.num_results)
+        return self._retriever(inp)
+
+    def fuse_rank_cutoff(self, k: int) -> 'PisaBM25':
+        return self if k >= self.num_results else PisaBM25(self.index, num_results=k)
+
+    def __repr__(self):
+        return f'PisaBM25({self.index!r}, num_results={self.num_results})'
+
+
+class Dataset(pt.datasets.Dataset):
+    """A test collection with graded qrels, document texts and a BM25 retriever (a PyTerrier dataset)."""
 
     name: str
 
@@ -161,8 +195,11 @@ class Dataset:
         """docno -> document text."""
         return {doc['docno']: doc['text'] for doc in self.get_corpus_iter()}
 
-    def text_loader(self) -> pt.Transformer:
-        """A transformer adding ``text`` to a result frame."""
+    def text_loader(self, fields: Union[str, List[str]] = '*', *, verbose: bool = False) -> pt.Transformer:
+        """A transformer adding ``text`` to a result frame (``pt.text.get_text(dataset, 'text')`` works too)."""
+        asked = [fields] if isinstance(fields, str) else list(fields)
+        if any(f not in ('*', 'text') for f in asked):
+            raise SettingError(f"{self!r} provides the field 'text', not {asked}")
         return TextLoader(self.texts)
 
     @property
@@ -170,14 +207,20 @@ class Dataset:
         """The name of the document collection (datasets sharing a corpus share its index)."""
         return self.name
 
-    def pisa_index(self, path: Optional[str] = None, threads: Optional[int] = None):
+    def pisa_index(self, path: Optional[str] = None, threads: Optional[int] = None, verbose: bool = False):
         """A PISA index of the corpus: ``path`` if given (built there if empty), else in the cache
-        folder, built on first use with ``threads`` (default: every core)."""
-        from pyterrier_pisa import PisaIndex
+        folder, built on first use with ``threads`` (default: every core); PISA's log lines only
+        when ``verbose``."""
+        import pyterrier_pisa
         path = path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa')
-        index = PisaIndex(str(path), text_field='text', stemmer='porter2', threads=threads or os.cpu_count() or 1)
+        index = pyterrier_pisa.PisaIndex(str(path), text_field='text', stemmer='porter2',
+                                         threads=threads or os.cpu_count() or 1)
         if not index.built():
-            index.index(self.get_corpus_iter())
+            pyterrier_pisa.log_level(verbose)
+            try:
+                index.index(self.get_corpus_iter())
+            finally:
+                pyterrier_pisa.log_level(True)
         return index
 
     def bm25(self, num_results: int = 100, index: Optional[str] = None, engine: str = 'pisa') -> pt.Transformer:
@@ -185,7 +228,7 @@ class Dataset:
         stemming; ``index`` an existing one, else built in the cache folder), or ``engine='terrier'``
         over a Terrier index (``index`` its path; needs Java), PyTerrier's own BM25 as the paper used."""
         if engine == 'pisa':
-            return self.pisa_index(index).bm25(num_results=num_results) >> self.text_loader()
+            return PisaBM25(str(self.pisa_index(index).path), num_results=num_results) >> self.text_loader()
         if engine != 'terrier':
             raise SettingError(f"bm25: engine must be 'pisa' or 'terrier', got {engine!r}")
         if index is None:
@@ -308,6 +351,19 @@ def answerable_topics(topics: pd.DataFrame, qrels: pd.DataFrame, labels=2) -> pd
     from .fbert import relevant_docnos
     keep = set(relevant_docnos(qrels, labels))
     return topics[topics['qid'].astype(str).isin(keep)].reset_index(drop=True)
+
+
+class UtilityDatasetProvider(pt.datasets.DatasetProvider):
+    """Makes the embedded collections PyTerrier datasets: ``pt.get_dataset('utility:cranfield')``
+    (registered as a ``pyterrier.dataset_provider`` entry point)."""
+
+    def get_dataset(self, name: str) -> Dataset:
+        if name != 'cranfield':
+            raise KeyError(f'pyterrier_utility provides utility:cranfield, not utility:{name}')
+        return cranfield()
+
+    def list_dataset_names(self) -> Iterable[str]:
+        return ['cranfield']
 
 
 def cranfield() -> Cranfield:

@@ -73,6 +73,10 @@ class FBertScorer(pt.Transformer):
                  model_type: Union[str, BertScore] = PAPER_MODEL, num_layers: Optional[int] = None,
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
                  answer_column: str = 'qanswer', output_column: str = 'fbert'):
+        self.qrels = qrels
+        self.texts = texts
+        self.model_type, self.num_layers, self.idf = model_type, num_layers, idf
+        self.batch_size, self.device = batch_size, device
         self.labels = check_labels('FBertScorer', labels)
         self.relevant = relevant_docnos(qrels, self.labels)
         self.judged_qids = set(qrels['qid'].astype(str))

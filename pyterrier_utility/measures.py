@@ -2,36 +2,20 @@
 
 They make answer quality and context utility sit next to nDCG@k in ``pt.Experiment``. Each reads a
 per-query value already computed in the run frame. A query with no relevant document (or a 0-shot
-FBERT of 0) has NaN, which the evaluator has warned about: ir_measures' own aggregation
-(``ir_measures.calc_aggregate``) skips it, while ``pt.Experiment`` averages per-query values itself
-and so reports NaN, visibly; restrict the topics with
-:func:`pyterrier_utility.datasets.answerable_topics` to average over answerable queries.
+FBERT of 0) has NaN, which the evaluator has warned about. The mean is one definition everywhere:
+the plain mean over queries, as ``pt.Experiment`` computes it, so ``pt.Experiment`` and
+``ir_measures.calc_aggregate`` agree, and a NaN query makes the mean NaN, visibly. Restrict the
+topics with :func:`pyterrier_utility.datasets.answerable_topics` to average over answerable
+queries; :func:`pyterrier_utility.experiment.table1` reports means over the finite values with
+their count.
 """
-import math
 from typing import Optional
 
 import ir_measures
 import numpy as np
 import pandas as pd
-from ir_measures.measures.base import Agg
 
 from .errors import SettingError
-
-
-class NanMeanAgg(Agg):
-    """Mean of the values that are not NaN (NaN when there are none)."""
-
-    def __init__(self):
-        self.sum = 0.0
-        self.count = 0
-
-    def add(self, value):
-        if not math.isnan(value):
-            self.sum += value
-            self.count += 1
-
-    def result(self):
-        return self.sum / self.count if self.count else float('nan')
 
 
 def _column_measure(column: str, name: str, desc: str):
@@ -44,9 +28,6 @@ def _column_measure(column: str, name: str, desc: str):
 
     class ColumnMeasure(base):
         __doc__ = desc
-
-        def aggregator(self):
-            return NanMeanAgg()
 
     return ColumnMeasure()
 
@@ -121,7 +102,7 @@ def erag_measure(name: str, threshold: Optional[float] = None):
     order of the same labels is this project's extension (eRAG supports only P and Hit on
     non-integer labels); R, MAP and MRR need a threshold. The labelled list is the ranking itself,
     so R@k is the share of its relevant documents in the top k.
-    Queries with a NaN label get NaN, skipped by ir_measures' aggregation.
+    Queries with a NaN label get NaN (and so does the mean over queries, as for the other measures).
     """
     if name not in ERAG_MEASURES:
         raise SettingError(f'erag_measure: name must be one of {ERAG_MEASURES}, got {name!r}')
@@ -140,9 +121,6 @@ def erag_measure(name: str, threshold: Optional[float] = None):
             for qid, frame in run.groupby('query_id', sort=False):
                 value = _aggregate(name, _ranked_labels(frame), self.params.get('cutoff'), threshold)
                 yield ir_measures.Metric(qid, self, value)
-
-        def aggregator(self):
-            return NanMeanAgg()
 
     return ERAGMeasure()
 

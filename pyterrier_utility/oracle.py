@@ -47,6 +47,7 @@ class OracleSampler(pt.Transformer):
         check_int('OracleSampler', 'num_results', num_results, 1)
         check_int('OracleSampler', 'seed', seed, 0)
         labels = check_labels('OracleSampler', labels)
+        self.qrels = qrels
         self.texts = texts
         self.relevant = relevant
         self.labels = labels
@@ -110,5 +111,7 @@ class OracleSampler(pt.Transformer):
         return pd.DataFrame(rows, columns=['qid', 'query', 'docno', 'text', 'score', 'rank'])
 
     def __repr__(self):
-        kind = 'Rel' if self.relevant else 'NRel'
-        return f'OracleSampler({kind}, seed={self.seed})'
+        from .fbert import describe_labels
+        kind = (f'Rel, {describe_labels(self.labels)}' if self.relevant else
+                f'NRel, label<={self.nonrelevant_max_label}' + (', unjudged filled' if self.fill_unjudged else ''))
+        return f'OracleSampler({kind}, num_results={self.num_results}, seed={self.seed})'

@@ -18,6 +18,9 @@ class ReverseOrder(pt.Transformer):
         bm25_r = dataset.bm25() % 5 >> ReverseOrder() >> reader
     """
 
+    def __init__(self):
+        super().__init__()
+
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'docno'])
         if inp.empty:
@@ -28,3 +31,6 @@ class ReverseOrder(pt.Transformer):
         size = frame.groupby('qid', sort=False)['qid'].transform('size')
         frame = frame.assign(score=(size - rank).astype(float), rank=rank)
         return frame.reset_index(drop=True)
+
+    def __repr__(self):
+        return 'ReverseOrder()'

@@ -3,9 +3,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 import pyterrier as pt
+import pyterrier_alpha as pta
+from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
-from ._util import check, check_int, normalise_frame, stop_sequences, validate_columns, warn_qids
+from ._util import check, check_int, normalise_frame, stop_sequences, warn_qids
 from .cache import GenerationCache, warn_unseeded
 from .errors import FrameError
 
@@ -175,8 +177,16 @@ class Reader(pt.Transformer):
         return prompts
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        zero_shot = 'docno' not in inp.columns
-        validate_columns(self, inp, ['qid', 'query'] if zero_shot else ['qid', 'query', 'docno', 'text'])
+        try:
+            with pta.validate.any(inp) as v:
+                v.result_frame(extra_columns=['query', 'text'], mode='k-shot')
+                v.query_frame(extra_columns=['query'], mode='0-shot')
+        except InputValidationError as e:
+            mode = next(m for m in e.modes if m.mode_name == ('k-shot' if 'docno' in inp.columns else '0-shot'))
+            missing = ', '.join(repr(c) for c in mode.missing_columns)
+            raise InputValidationError(f'{self!r}: input has no column {missing} (a {mode.mode_name} input: '
+                                       'a result frame with qid, query, docno, text, or a query frame with qid, '
+                                       f'query; has {list(inp.columns)})', e.modes) from None
         inp = normalise_frame(repr(self), inp, missing_docno_ok=True)
         prompts = self.prompts(inp)
         answers = self.answer(list(prompts.values()))

@@ -111,6 +111,8 @@ class LLMRetEval(pt.Transformer):
         check(all(f in judge_prompt for f in ('{query}', '{golds}', '{answer}')), 'LLMRetEval',
               'judge_prompt must contain {query}, {golds} and {answer}')
         self.reader = reader
+        self.qrels = qrels
+        self.gold_samples, self.gold_temperature = gold_samples, gold_temperature
         self.labels = check_labels('LLMRetEval', labels)
         graded = normalise_frame('LLMRetEval qrels', qrels).sort_values(['qid', 'label', 'docno'],
                                                                         ascending=[True, False, True])

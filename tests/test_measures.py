@@ -19,7 +19,7 @@ def run_with(values):
     return pd.DataFrame(rows)
 
 
-def test_measures_in_experiment_read_columns_and_skip_nan():
+def test_measures_in_experiment_read_columns_with_one_mean_everywhere():
     run = run_with({'q1': (0.6, 0.4, 0.5), 'q2': (0.3, 0.5, -0.4), 'q3': (np.nan, 0.5, np.nan)})
     topics = pd.DataFrame({'qid': ['q1', 'q2', 'q3'], 'query': ['q1', 'q2', 'q3']})
     system = pt.Transformer.from_df(run)
@@ -35,7 +35,11 @@ def test_measures_in_experiment_read_columns_and_skip_nan():
     import ir_measures
     agg = ir_measures.calc_aggregate([pu.Utility], pt.model.to_ir_measures(QRELS.rename(columns={'label': 'relevance'})),
                                      pt.model.to_ir_measures(run))
-    assert agg[pu.Utility] == pytest.approx(0.05)
+    assert np.isnan(agg[pu.Utility])  # the same mean as pt.Experiment's
+    answerable = (pt.model.to_ir_measures(QRELS[QRELS.qid != 'q3'].rename(columns={'label': 'relevance'})),
+                  pt.model.to_ir_measures(run[run.qid != 'q3']))
+    agg = ir_measures.calc_aggregate([pu.Utility, pu.FBERT], *answerable)
+    assert agg[pu.Utility] == pytest.approx(res['Utility'][0]) and agg[pu.FBERT] == pytest.approx(res['FBERT'][0])
     two = QRELS[QRELS.qid != 'q3'].rename(columns={'label': 'relevance'})
     expected_ndcg = ir_measures.calc_aggregate([ir_measures.nDCG @ 2], pt.model.to_ir_measures(two),
                                                pt.model.to_ir_measures(run[run.qid != 'q3']))[ir_measures.nDCG @ 2]

@@ -1,4 +1,5 @@
 """The k-sweep: every system's contexts at every k, answered once, scored once per label set."""
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Union
@@ -85,6 +86,20 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     corr = pd.concat([stats.correlations(per_query, m) for m in ('pearson', 'spearman', 'kendall')], ignore_index=True)
     corr.to_csv(paths['correlations.csv'], index=False)
     return paths
+
+
+class _Phases:
+    """One line per phase of a study, with its time (when verbose)."""
+
+    def __init__(self, verbose: bool):
+        self.verbose = verbose
+        self.start = time.perf_counter()
+
+    def done(self, what: str) -> None:
+        if self.verbose:
+            now = time.perf_counter()
+            pt.tqdm.write(f'{what} ({now - self.start:.1f} s)')
+            self.start = now
 
 
 def system_names(systems: Sequence[str], reverse: Sequence[str]) -> List[str]:
@@ -190,6 +205,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
               f'{sorted(qrels["label"].unique().tolist())}): nothing could be scored')
     irm_qrels = qrels.rename(columns={'qid': 'query_id', 'docno': 'doc_id', 'label': 'relevance'})
 
+    clock = _Phases(verbose)
     # Contexts: each system once, each (system, k) a prefix, reversals of the prefix.
     zero = {qid: reader.build_prompt(query) for qid, query in queries.items()}
     cells = []  # (system, k, qid, docnos, prompt)
@@ -211,6 +227,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
                         for q, g in contexts.groupby('qid', sort=False)}
                 cells += [(label, k, qid, docs.get(qid, []), prompts.get(qid, zero[qid])) for qid in queries]
 
+    clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
     # Answers: every distinct prompt once, batched.
     prompts = list(dict.fromkeys(list(zero.values()) + [c[4] for c in cells]))
     before = reader.backend.generated
@@ -220,6 +237,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     answer_rows = [('0-shot', 0, qid, j, answered[p][j]) for qid, p in zero.items() for j in seeds]
     answer_rows += [(s, k, qid, j, answered[p][j]) for s, k, qid, _, p in cells for j in seeds]
     answers = pd.DataFrame(answer_rows, columns=['system', 'k', 'qid', 'sample', 'qanswer'])
+    clock.done(f'generation: {len(prompts)} distinct prompts x {reader.n_samples} samples, {generated} generated')
 
     # Answer quality per label set; U from mean P over samples.
     if not isinstance(bertscore, BertScore):
@@ -243,6 +261,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         rows.insert(0, 'labels', describe_labels(labels))
         frames.append(rows)
     per_query = pd.concat(frames, ignore_index=True)
+    clock.done(f'scoring: {answers["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
     rank = {'labels': [describe_labels(x) for x in label_sets], 'system': system_names(list(systems), reverse)}
     per_query = per_query.sort_values(
         ['labels', 'k', 'system'], kind='stable',

@@ -1,0 +1,92 @@
+"""PyTerrier citizenship: every public transformer inspects, prints, pickles and fuses like the core's."""
+import pickle
+
+import pandas as pd
+import pyterrier as pt
+import pytest
+from pandas.testing import assert_frame_equal
+
+import pyterrier_utility as pu
+from conftest import CountingBackend
+
+QRELS = pd.DataFrame({'qid': ['1', '1', '2'], 'docno': ['12', '13', '14'], 'label': [3, 0, 2]})
+
+
+@pytest.fixture(scope='module')
+def transformers(cranfield, minilm, tmp_path_factory):
+    reader = pu.Reader(pu.GenerationCache(CountingBackend(), tmp_path_factory.mktemp('g') / 'g.sqlite'))
+    scorer = pu.FBertScorer(QRELS, cranfield.texts, model_type=minilm)
+    gold = pu.Reader(CountingBackend(), n_samples=3)
+    return {
+        'Reader': reader, 'ReverseOrder': pu.ReverseOrder(), 'OracleSampler': pu.OracleSampler(QRELS, cranfield.texts),
+        'FBertScorer': scorer, 'UtilityEvaluator': pu.UtilityEvaluator(reader, scorer),
+        'ERAGLabeller': pu.ERAGLabeller(reader, scorer), 'LLMRetEval': pu.LLMRetEval(reader, QRELS, cranfield.texts,
+                                                                                       bertscore=minilm, gold_reader=gold),
+        'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.backend,
+    }
+
+
+@pytest.mark.parametrize('name', ['Reader', 'ReverseOrder', 'OracleSampler', 'FBertScorer', 'UtilityEvaluator',
+                                  'ERAGLabeller', 'LLMRetEval', 'TextLoader', 'GenerationCache'])
+def test_every_public_transformer_has_inspectable_attributes_and_a_telling_repr(name, transformers):
+    transformer = transformers[name]
+    attributes = pt.inspect.transformer_attributes(transformer)  # raises for an argument not kept under its name
+    assert all(a.value is not pt.inspect.TransformerAttribute.MISSING for a in attributes)
+    assert ' object at 0x' not in repr(transformer).replace('CountingBackend object at', '')
+
+
+def test_reprs_tell_different_instances_apart(cranfield):
+    texts = cranfield.texts
+    assert repr(pu.OracleSampler(QRELS, texts, seed=1)) != repr(pu.OracleSampler(QRELS, texts, seed=2))
+    assert repr(pu.OracleSampler(QRELS, texts, labels=2)) != repr(pu.OracleSampler(QRELS, texts, labels=3))
+    assert repr(pu.OracleSampler(QRELS, texts, num_results=5)) != repr(pu.OracleSampler(QRELS, texts))
+    backend = CountingBackend()
+    assert repr(pu.Reader(backend, seed=1)) != repr(pu.Reader(backend, seed=2))
+    assert repr(pu.Reader(backend, stop=['STOP'])) != repr(pu.Reader(backend, stop=['\n']))
+    assert repr(pu.ReverseOrder()) == 'ReverseOrder()'
+
+
+def test_the_reader_declares_both_modes():
+    assert pt.inspect.transformer_inputs(pu.Reader(CountingBackend())) == [['qid', 'docno', 'query', 'text'],
+                                                                           ['qid', 'query']]
+
+
+def test_a_whole_pipeline_pickles_and_gives_the_same_frame(cranfield, minilm, tmp_path):
+    qrels = cranfield.get_qrels()
+    reader = pu.Reader(pu.GenerationCache(CountingBackend(), tmp_path / 'g.sqlite'), n_samples=2)
+    evaluate = pu.UtilityEvaluator(reader, pu.FBertScorer(qrels, cranfield.texts, model_type=minilm))
+    pipeline = cranfield.bm25(num_results=20) % 3 >> reader >> evaluate
+    topics = cranfield.get_topics().head(2)
+    before = pipeline(topics)
+    clone = pickle.loads(pickle.dumps(pipeline))
+    assert_frame_equal(clone(topics), before)
+    assert clone[-1].reader.backend.backend.calls == reader.backend.backend.calls  # nothing generated again
+
+
+def test_the_embedded_collection_is_a_pyterrier_dataset_with_a_text_loader(cranfield):
+    dataset = pt.get_dataset('utility:cranfield')
+    assert isinstance(dataset, pt.datasets.Dataset) and len(dataset.get_topics()) == 225
+    out = pt.text.get_text(cranfield, 'text')(pd.DataFrame({'qid': ['1'], 'docno': ['1']}))
+    assert out['text'].iloc[0] == cranfield.texts['1']
+    with pytest.raises(pu.errors.SettingError, match="provides the field 'text'"):
+        cranfield.text_loader(['title', 'author'])
+
+
+def test_seeding_leaves_torch_and_the_callers_tokenizer_as_they_were(gemma):
+    import torch
+    from pyterrier_rag.backend import Backend, BackendOutput
+
+    class Unseeded(Backend):
+        def generate(self, inps, **kw):
+            return [BackendOutput(text=str(torch.rand(1).item())) for _ in inps]
+
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    pu.GenerationCache(Unseeded('u')).generate(['a', 'b'], seeds=[5, 6])
+    assert torch.rand(1) == expected  # the global generator is where the caller left it
+    side = gemma.tokenizer.padding_side
+    gemma.tokenizer.padding_side = 'right'
+    pu.backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='g')
+    assert gemma.tokenizer.padding_side == 'right'
+    gemma.tokenizer.padding_side = side
