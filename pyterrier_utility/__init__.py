@@ -3,7 +3,7 @@
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
 """
-from . import backends, datasets, errors, experiment, reader
+from . import backends, cosmix, datasets, errors, experiment, reader
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .erag import ERAGLabeller, rank_correlation
@@ -20,4 +20,4 @@ __version__ = '0.1.0'
 
 __all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
            'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator',
-           'backends', 'datasets', 'erag_measure', 'errors', 'experiment', 'rank_correlation', 'reader']
+           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'rank_correlation', 'reader']

@@ -281,25 +281,31 @@ def parse_run(text: str):
 
 
 def study(args) -> int:
+    import pandas as pd
+
     import pyterrier_utility as pu
     from pyterrier_utility import experiment as ex
     from pyterrier_utility.errors import SettingError
     start = time.time()
     out = Path(args.out)
     settings = resolve(args, {'queries': 5, 'max_new_tokens': 32, 'labels': [2, 3], 'k': [1, 3, 5]})
-    unknown = sorted(set(args.systems) - set(ex.SYSTEMS))
+    choices = list(ex.SYSTEMS) + ['COSMix']
+    unknown = sorted(set(args.systems) - set(choices))
     if unknown:
-        raise SettingError(f'unknown systems {unknown}; choose from {list(ex.SYSTEMS)}')
+        raise SettingError(f'unknown systems {unknown}; choose from {choices}')
     runs = dict(args.run or [])
     clash = sorted(set(runs) & set(ex.SYSTEMS))
     if clash:
         raise SettingError(f'--run names {clash} are built-in systems; name the runs otherwise')
     collections, bertscore, reader = _setup(args, settings, out)
     _announce('study', settings, out, reader)
-    results = []
+    results, cosmix_branches = [], []
     for name, (dataset, qrels, topics) in collections.items():
         systems = ex.default_systems(dataset, qrels, neural=settings['neural'], labels=settings['rel_labels'],
                                      seed=settings['seed'], index=args.index, bm25=args.bm25)
+        if 'COSMix' in args.systems:
+            systems['COSMix'] = pu.cosmix.cosmix_system(dataset, reader, threshold=args.cosmix_threshold,
+                                                        reranker=settings['neural'])
         systems = {s: systems[s] for s in args.systems}
         for run_name, path in runs.items():
             run = pu.RunFile(path, dataset.texts)
@@ -309,12 +315,22 @@ def study(args) -> int:
                 print(f'{name}: run {run_name} ranks none of its queries; left out', flush=True)
         reverse = [] if args.no_reverse else [s for s in systems if s in ex.REVERSED_SYSTEMS or s in runs]
         print(f'{name}: {len(topics)} queries, systems {list(systems)}', flush=True)
-        results.append(ex.run_study(topics, qrels, systems, reader, dataset.texts, ks=settings['k'],
+        result = ex.run_study(topics, qrels, systems, reader, dataset.texts, ks=settings['k'],
                                     label_sets=settings['labels'], reverse=reverse, bertscore=bertscore,
                                     baseline='Rel' if 'Rel' in systems else None,
-                                    ndcg_order=settings['ndcg_order'], dataset=name if len(collections) > 1 else None))
+                                    ndcg_order=settings['ndcg_order'], dataset=name if len(collections) > 1 else None)
+        results.append(result)
+        if 'COSMix' in systems:
+            branches = systems['COSMix'].branches().assign(dataset=name)
+            cosmix_branches.append(branches)
+            share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())
+            print(f'{name}: COS-Mix fell back to the sparse documents for '
+                  + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index), flush=True)
     results = ex.StudyResults.concat(results)
     paths = results.save(out, correction=args.correction)
+    if cosmix_branches:
+        paths['cosmix_branches.csv'] = out / 'cosmix_branches.csv'
+        pd.concat(cosmix_branches, ignore_index=True).to_csv(paths['cosmix_branches.csv'], index=False)
     fig4_k = args.fig4_k if args.fig4_k in settings['k'] else max(settings['k'])
     figures = ex.draw_figures(results.per_query, out, fig4_k, ndcg_order=settings['ndcg_order'])
     print()
@@ -420,7 +436,10 @@ def main(argv=None) -> int:
     _common(st, {'queries': 5, 'max_new_tokens': 32, 'labels': '2 3', 'k': '1 3 5'})
     st.add_argument('-k', type=_int_at_least(1), nargs='+', help='context sizes (default: 1 3 5; the paper: 2 5 10 15)')
     st.add_argument('--systems', nargs='+', default=['BM25', 'Neural', 'Rel', 'NRel'],
-                    help='among BM25, Neural, Rel, NRel; BM25 and Neural are also run reversed (-r)')
+                    help='among BM25, Neural, Rel, NRel and COSMix; BM25 and Neural are also run reversed (-r)')
+    st.add_argument('--cosmix-threshold', type=float, default=0.65,
+                    help="COSMix: the cosine similarity to a document's nearest other document at or above "
+                         'which its information is not sparse')
     st.add_argument('--no-reverse', action='store_true', help='leave out the reversed orderings')
     st.add_argument('--fig4-k', type=_int_at_least(1), default=5, help='the k of the nDCG@k vs utility scatter')
     st.add_argument('--run', type=parse_run, action='append', metavar='NAME=PATH',

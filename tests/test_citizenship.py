@@ -4,10 +4,10 @@ import pickle
 import pandas as pd
 import pyterrier as pt
 import pytest
+from conftest import CountingBackend
 from pandas.testing import assert_frame_equal
 
 import pyterrier_utility as pu
-from conftest import CountingBackend
 
 QRELS = pd.DataFrame({'qid': ['1', '1', '2'], 'docno': ['12', '13', '14'], 'label': [3, 0, 2]})
 

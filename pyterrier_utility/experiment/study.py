@@ -143,7 +143,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
 
     Each system runs once, to depth ``max(ks)``; the contexts at a smaller k are its top k (every
-    system here gives nested prefixes: retrievers, re-rankers, :class:`OracleSampler`). Systems
+    system here gives nested prefixes: retrievers, re-rankers, :class:`OracleSampler`), except a
+    system with ``cutoff_changes_contexts`` (COS-Mix), which runs once per k as ``system % k``. Systems
     named in ``reverse`` are also reported reversed (``name-r``). All prompts of the study — one
     0-shot prompt per query, one prompt per system, k and query — are answered in one batched call,
     each distinct prompt and seed once (so k=1 and its reversal, or an oracle with fewer documents
@@ -210,13 +211,21 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     zero = {qid: reader.build_prompt(query) for qid, query in queries.items()}
     cells = []  # (system, k, qid, docnos, prompt)
     ndcg: Dict[tuple, Dict[str, float]] = {}
-    for name, system in pt.tqdm(systems.items(), desc='systems', disable=not verbose):
+    def run(name, system):
         ranking = system(topics)
         validate_columns(f'run_study system {name!r}', ranking, ['qid', 'query', 'docno', 'text'])
         ranking = _ranked(ranking.astype({'qid': str}))
         warn_qids(f'{name} retrieved nothing; answered with the 0-shot prompt (empty context)',
                   set(queries) - set(ranking['qid']))
+        return ranking
+
+    for name, system in pt.tqdm(systems.items(), desc='systems', disable=not verbose):
+        # A system whose contexts at k are not the top k of a deeper run (COS-Mix) runs once per k.
+        per_k = getattr(system, 'cutoff_changes_contexts', False)
+        ranking = None if per_k else run(name, system)
         for k in ks:
+            if per_k:
+                ranking = run(name, system.fuse_rank_cutoff(k))
             for reverse_it in ([False, True] if name in reverse else [False]):
                 label = name + (REVERSED if reverse_it else '')
                 contexts = _contexts(ranking, k, reverse_it)
