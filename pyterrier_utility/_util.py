@@ -1,9 +1,11 @@
 """Small helpers shared by the modules of the package."""
+import contextlib
 import hashlib
 import json
 import math
 import numbers
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Iterable, List, Sequence, Union
@@ -22,6 +24,29 @@ def cache_dir() -> Path:
         os.path.expanduser('~'), '.cache', 'pyterrier_utility')
     Path(path).mkdir(parents=True, exist_ok=True)
     return Path(path)
+
+
+@contextlib.contextmanager
+def native_output_silenced(silence: bool = True):
+    """Sends what native code writes to stdout and stderr (PISA's indexing log) to /dev/null."""
+    if not silence:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(os.devnull, 'w') as null:
+            os.dup2(null.fileno(), 1)
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 def stable_hash(*parts) -> str:

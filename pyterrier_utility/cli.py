@@ -302,7 +302,8 @@ def study(args) -> int:
     results, cosmix_branches = [], []
     for name, (dataset, qrels, topics) in collections.items():
         systems = ex.default_systems(dataset, qrels, neural=settings['neural'], labels=settings['rel_labels'],
-                                     seed=settings['seed'], index=args.index, bm25=args.bm25)
+                                     seed=settings['seed'], index=args.index, bm25=args.bm25,
+                                     verbose=args.verbose)
         if 'COSMix' in args.systems:
             systems['COSMix'] = pu.cosmix.cosmix_system(dataset, reader, threshold=args.cosmix_threshold,
                                                         reranker=settings['neural'])

@@ -15,7 +15,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 import pandas as pd
 import pyterrier as pt
 
-from ._util import cache_dir
+from ._util import cache_dir, native_output_silenced
 from .errors import SettingError
 
 #: Cleverdon's relevance codes (1 = complete answer ... 4 = minimum interest, -1 = no interest)
@@ -155,9 +155,10 @@ class PisaBM25(pt.Transformer):
         bm25 = PisaBM25(str(dataset.pisa_index().path), num_results=100)
     """
 
-    def __init__(self, index: str, num_results: int = 100):
+    def __init__(self, index: str, num_results: int = 100, verbose: bool = False):
         self.index = str(index)
         self.num_results = num_results
+        self.verbose = verbose
         self._retriever = None
 
     def __getstate__(self):
@@ -166,11 +167,13 @@ class PisaBM25(pt.Transformer):
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         if self._retriever is None:
             from pyterrier_pisa import PisaIndex
-            self._retriever = PisaIndex(self.index).bm25(num_results=self.num_results)
+            # The first retriever over an index compresses its scores: a flood of progress lines.
+            with native_output_silenced(not self.verbose):
+                self._retriever = PisaIndex(self.index).bm25(num_results=self.num_results)
         return self._retriever(inp)
 
     def fuse_rank_cutoff(self, k: int) -> 'PisaBM25':
-        return self if k >= self.num_results else PisaBM25(self.index, num_results=k)
+        return self if k >= self.num_results else PisaBM25(self.index, num_results=k, verbose=self.verbose)
 
     def __repr__(self):
         return f'PisaBM25({self.index!r}, num_results={self.num_results})'
@@ -216,19 +219,19 @@ class Dataset(pt.datasets.Dataset):
         index = pyterrier_pisa.PisaIndex(str(path), text_field='text', stemmer='porter2',
                                          threads=threads or os.cpu_count() or 1)
         if not index.built():
-            pyterrier_pisa.log_level(verbose)
-            try:
+            with native_output_silenced(not verbose):
                 index.index(self.get_corpus_iter())
-            finally:
-                pyterrier_pisa.log_level(True)
         return index
 
-    def bm25(self, num_results: int = 100, index: Optional[str] = None, engine: str = 'pisa') -> pt.Transformer:
+    def bm25(self, num_results: int = 100, index: Optional[str] = None, engine: str = 'pisa',
+             verbose: bool = False) -> pt.Transformer:
         """BM25 returning ``num_results`` documents with their text: over a PISA index (Porter2
         stemming; ``index`` an existing one, else built in the cache folder), or ``engine='terrier'``
-        over a Terrier index (``index`` its path; needs Java), PyTerrier's own BM25 as the paper used."""
+        over a Terrier index (``index`` its path; needs Java), PyTerrier's own BM25 as the paper used.
+        PISA's log and progress lines only when ``verbose``."""
         if engine == 'pisa':
-            return PisaBM25(str(self.pisa_index(index).path), num_results=num_results) >> self.text_loader()
+            index = self.pisa_index(index, verbose=verbose)
+            return PisaBM25(str(index.path), num_results=num_results, verbose=verbose) >> self.text_loader()
         if engine != 'terrier':
             raise SettingError(f"bm25: engine must be 'pisa' or 'terrier', got {engine!r}")
         if index is None:

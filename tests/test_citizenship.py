@@ -17,22 +17,32 @@ def transformers(cranfield, minilm, tmp_path_factory):
     reader = pu.Reader(pu.GenerationCache(CountingBackend(), tmp_path_factory.mktemp('g') / 'g.sqlite'))
     scorer = pu.FBertScorer(QRELS, cranfield.texts, model_type=minilm)
     gold = pu.Reader(CountingBackend(), n_samples=3)
+    run = tmp_path_factory.mktemp('run') / 'run.txt'
+    run.write_text('1 Q0 12 0 2.0 r\n1 Q0 13 1 1.0 r\n')
+    embeddings = pu.cosmix.CorpusEmbeddings({'12': cranfield.texts['12'], '13': cranfield.texts['13']})
+    dense = pu.cosmix.DenseRetriever(embeddings, cranfield.texts)
+    hybrid = pu.cosmix.HybridRetriever(cranfield.bm25(num_results=5), dense)
     return {
         'Reader': reader, 'ReverseOrder': pu.ReverseOrder(), 'OracleSampler': pu.OracleSampler(QRELS, cranfield.texts),
         'FBertScorer': scorer, 'UtilityEvaluator': pu.UtilityEvaluator(reader, scorer),
         'ERAGLabeller': pu.ERAGLabeller(reader, scorer), 'LLMRetEval': pu.LLMRetEval(reader, QRELS, cranfield.texts,
                                                                                        bertscore=minilm, gold_reader=gold),
         'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.backend,
+        'PisaBM25': cranfield.bm25(num_results=5)[0], 'RunFile': pu.RunFile(run, cranfield.texts),
+        'DenseRetriever': dense, 'HybridRetriever': hybrid,
+        'COSMix': pu.cosmix.COSMix(reader, pu.cosmix.Validator(CountingBackend()), hybrid, dense, k=2),
     }
 
 
 @pytest.mark.parametrize('name', ['Reader', 'ReverseOrder', 'OracleSampler', 'FBertScorer', 'UtilityEvaluator',
-                                  'ERAGLabeller', 'LLMRetEval', 'TextLoader', 'GenerationCache'])
+                                  'ERAGLabeller', 'LLMRetEval', 'TextLoader', 'GenerationCache', 'PisaBM25', 'RunFile',
+                                  'DenseRetriever', 'HybridRetriever', 'COSMix'])
 def test_every_public_transformer_has_inspectable_attributes_and_a_telling_repr(name, transformers):
     transformer = transformers[name]
     attributes = pt.inspect.transformer_attributes(transformer)  # raises for an argument not kept under its name
     assert all(a.value is not pt.inspect.TransformerAttribute.MISSING for a in attributes)
     assert ' object at 0x' not in repr(transformer).replace('CountingBackend object at', '')
+    assert pickle.loads(pickle.dumps(transformer)) is not None
 
 
 def test_reprs_tell_different_instances_apart(cranfield):

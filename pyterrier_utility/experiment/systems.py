@@ -15,7 +15,7 @@ REVERSED_SYSTEMS = ('BM25', 'Neural')
 
 def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: Labels = 2,
                     seed: int = 0, depth: int = 100, index: Optional[str] = None,
-                    bm25: str = 'pisa') -> Dict[str, pt.Transformer]:
+                    bm25: str = 'pisa', verbose: bool = False) -> Dict[str, pt.Transformer]:
     """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
 
     Args:
@@ -28,6 +28,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         depth: documents each system returns (BM25's top ``depth`` are re-ranked).
         index: an existing index for BM25 (PISA, or Terrier with ``bm25='terrier'``).
         bm25: BM25's engine, ``'pisa'`` or ``'terrier'``.
+        verbose: keep the engines' own logs.
 
     Example::
 
@@ -35,7 +36,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         results = run_study(topics, d.get_qrels(), systems, reader, d.texts, reverse=['BM25', 'Neural'])
     """
     from .. import backends
-    bm25 = dataset.bm25(num_results=depth, index=index, engine=bm25)
+    bm25 = dataset.bm25(num_results=depth, index=index, engine=bm25, verbose=verbose)
     if neural == 'dense':
         reranker = backends.minilm_reranker()
     elif neural == 'monot5':
