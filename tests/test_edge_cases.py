@@ -253,7 +253,7 @@ def test_a_label_set_with_no_relevant_document_stops_the_study_first():
     (['--reader', 'bogus'], "error: unknown reader 'bogus'; choose from gemma3-270m, smollm2-135m, huggingface:MODEL"),
     (['--scorer', 'bogus'], "error: --scorer 'bogus' cannot be loaded"),
     (['--reader', 'gemma3-270m', '--concurrency', '4'], "error: the reader 'gemma3-270m' cannot honour --concurrency"),
-    (['--systems', 'BM25', 'Dense'], "error: unknown systems ['Dense']; choose from ['BM25', 'Neural', 'Rel', 'NRel']"),
+    (['--systems', 'BM25', 'Dense'], "error: unknown systems ['Dense']; choose from ['BM25', 'Neural', 'Rel', 'NRel', 'COSMix']"),
 ])
 def test_cli_errors_are_one_line_and_come_before_any_model_loads(argv, message, tmp_path, monkeypatch, capsys):
     import pyterrier_utility as pu
