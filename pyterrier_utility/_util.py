@@ -1,5 +1,6 @@
 """Small helpers shared by the modules of the package."""
 import contextlib
+import copy
 import hashlib
 import json
 import math
@@ -47,6 +48,16 @@ def native_output_silenced(silence: bool = True):
         os.dup2(saved[1], 2)
         for fd in saved:
             os.close(fd)
+
+
+def with_fewer_results(transformer, k: int):
+    """``transformer`` itself when it returns at most ``k`` documents, else a copy returning ``k``: the
+    ``fuse_rank_cutoff`` of transformers whose top k is exactly what ``num_results=k`` gives."""
+    if k >= transformer.num_results:
+        return transformer
+    fused = copy.copy(transformer)
+    fused.num_results = k
+    return fused
 
 
 def stable_hash(*parts) -> str:

@@ -1,12 +1,11 @@
 """Oracle contexts: k sampled relevant (Rel) or non-relevant (NRel) documents per query."""
-import copy
 from typing import List, Mapping, Optional
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids
+from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids, with_fewer_results
 from .datasets import texts_of
 from .fbert import Labels, check_labels, relevant_docnos
 
@@ -87,11 +86,7 @@ class OracleSampler(pt.Transformer):
 
     def fuse_rank_cutoff(self, k: int) -> 'OracleSampler':
         """``sampler % k`` samples k documents: samples are prefixes of larger ones, so this is exact."""
-        if k >= self.num_results:
-            return self
-        fused = copy.copy(self)
-        fused.num_results = k
-        return fused
+        return with_fewer_results(self, k)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])

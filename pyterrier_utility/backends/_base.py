@@ -11,6 +11,11 @@ class DecodingSettings:
     """Mixin: ``with_settings(temperature=0.5)`` gives a copy sharing the model (or servers) whose
     decoding settings differ; its answers are cached under their own key."""
 
+    @property
+    def deterministic(self) -> bool:
+        """True when answers do not depend on the seed (greedy decoding)."""
+        return self.temperature == 0
+
     def with_settings(self, **changes) -> 'DecodingSettings':
         """A copy with other decoding settings (``temperature``, ``top_k``, ...), the model shared.
 
@@ -28,6 +33,13 @@ class DecodingSettings:
                        repetition_penalty=getattr(clone, 'repetition_penalty', None))
         clone._copied()
         return clone
+
+    def _call(self, inps, seeds, return_logprobs: bool, num_responses: int, stop_sequences):
+        """The seeds (0 for every prompt when none are given) and stop sequences of a ``generate``
+        call, which asks one answer per prompt and no logprobs."""
+        if return_logprobs or num_responses != 1:
+            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
+        return (list(seeds) if seeds is not None else [0] * len(inps)), list(stop_sequences or [])
 
     def _copied(self) -> None:
         """Resets what a copy must not share (connections, locks)."""

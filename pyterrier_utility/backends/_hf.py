@@ -100,11 +100,6 @@ class CausalLMBackend(DecodingSettings, Backend):
         return cls(model, tokenizer, model_id=model_id, **kwargs)
 
     @property
-    def deterministic(self) -> bool:
-        """True when answers do not depend on the seed (greedy decoding)."""
-        return self.temperature == 0
-
-    @property
     def generation_key(self) -> Dict[str, object]:
         """Everything besides prompt and seed that determines an answer."""
         return {'backend': type(self).__name__, 'model': self.model_id,
@@ -122,10 +117,7 @@ class CausalLMBackend(DecodingSettings, Backend):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        if return_logprobs or num_responses != 1:
-            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        if seeds is None:
-            seeds = [0] * len(inps)
+        seeds, _ = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
         order = sorted(range(len(inps)), key=lambda i: len(inps[i]))
         texts = [None] * len(inps)
         for start in range(0, len(order), self.batch_size):

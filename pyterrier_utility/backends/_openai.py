@@ -142,10 +142,6 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
         return 4 * self.concurrency
 
     @property
-    def deterministic(self) -> bool:
-        return self.temperature == 0
-
-    @property
     def generation_key(self) -> Dict[str, object]:
         return {'backend': 'OpenAICompatibleBackend', 'model': self.model_id, 'endpoint': self.endpoint,
                 'temperature': self.temperature, 'top_k': self.top_k, 'top_p': self.top_p,
@@ -248,10 +244,7 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        if return_logprobs or num_responses != 1:
-            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        stop = list(stop_sequences or [])
+        seeds, stop = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
         bodies = [self._body(p, s, max_new_tokens or self.max_new_tokens, stop) for p, s in zip(inps, seeds)]
         texts: Dict[int, str] = {}
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(bodies))))

@@ -63,10 +63,6 @@ class VLLMBackend(DecodingSettings, Backend):
         self.llm_kwargs = {k: v for k, v in llm_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
 
     @property
-    def deterministic(self) -> bool:
-        return self.temperature == 0
-
-    @property
     def generation_key(self) -> Dict[str, object]:
         # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
         return {'backend': 'VLLMBackend', 'model': self.model_id, 'temperature': self.temperature,
@@ -95,10 +91,7 @@ class VLLMBackend(DecodingSettings, Backend):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        if return_logprobs or num_responses != 1:
-            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        stop = list(stop_sequences or [])
+        seeds, stop = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
         params = [self.sampling_params(s, max_new_tokens or self.max_new_tokens, stop) for s in seeds]
         outputs = self.llm.generate([self._format(p) for p in inps], params, use_tqdm=self.verbose)
         if len(outputs) != len(inps):

@@ -1,12 +1,11 @@
 """Retrieval over a subset of the corpus: dense (cosine) retrieval, and BM25 fused with it (hybrid)."""
-import copy
 from typing import Collection, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check_int, validate_columns
+from .._util import check_int, validate_columns, with_fewer_results
 from ..datasets import texts_of
 from .partition import CorpusEmbeddings
 
@@ -48,11 +47,7 @@ class DenseRetriever(pt.Transformer):
         self._rows = np.asarray(keep, dtype=int)
 
     def fuse_rank_cutoff(self, k: int) -> 'DenseRetriever':
-        if k >= self.num_results:
-            return self
-        fused = copy.copy(self)
-        fused.num_results = k
-        return fused
+        return with_fewer_results(self, k)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
@@ -99,11 +94,7 @@ class HybridRetriever(pt.Transformer):
         self.rrf_k = rrf_k
 
     def fuse_rank_cutoff(self, k: int) -> 'HybridRetriever':
-        if k >= self.num_results:
-            return self
-        fused = copy.copy(self)
-        fused.num_results = k
-        return fused
+        return with_fewer_results(self, k)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
