@@ -61,7 +61,8 @@ def retrieved_answers(frame: pd.DataFrame) -> Dict[str, List[str]]:
     if 'sample' in frame.columns:
         rows = frame.sort_values('sample', kind='stable').drop_duplicates(['qid', 'sample'])
         return {q: [str(a) for a in g['qanswer']] for q, g in rows.groupby('qid', sort=False)}
-    return {q: [str(a)] for q, a in zip(frame.drop_duplicates('qid')['qid'], frame.drop_duplicates('qid')['qanswer'])}
+    firsts = frame.drop_duplicates('qid')
+    return {q: [str(a)] for q, a in zip(firsts['qid'], firsts['qanswer'])}
 
 
 class LLMRetEval(pt.Transformer):
