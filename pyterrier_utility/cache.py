@@ -64,6 +64,24 @@ def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
     return texts
 
 
+def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int]) -> List[List[int]]:
+    """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
+    ``prompt_order`` (:class:`~pyterrier_utility.backends.CausalLMBackend`: prompts sharing a prefix
+    together), else by length (batches of similar lengths pad little); each group holds about the
+    backend's ``batch_size`` answers (``answers[i]`` for prompt ``i``), never splitting a prompt's."""
+    size = max(1, int(getattr(backend, 'batch_size', 8) or 8))
+    order_key = getattr(backend, 'prompt_order', len)
+    order = sorted(range(len(prompts)), key=lambda i: order_key(prompts[i]))
+    groups, rows = [], 0
+    for i in order:
+        if not groups or rows + answers[i] > size:
+            groups.append([])
+            rows = 0
+        groups[-1].append(i)
+        rows += answers[i]
+    return groups
+
+
 def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
                     max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[str]:
     """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
@@ -235,26 +253,25 @@ class GenerationCache(Backend):
         keys = [self.key(p, s, max_new_tokens, stop_sequences) for p, s in zip(inps, seeds)]
         with self._lock:
             found = self._lookup(list(dict.fromkeys(keys)))
-            todo = {}
+            todo: Dict[str, Dict[str, int]] = {}  # prompt -> key -> seed, for keys not found
             for k, p, s in zip(keys, inps, seeds):
                 if k not in found:
-                    todo.setdefault(k, (p, s))
-            batch_size = max(1, int(getattr(self.backend, 'batch_size', 8) or 8))
-            todo_keys = sorted(todo, key=lambda k: len(todo[k][0]))  # similar lengths batch together
-            for start in range(0, len(todo_keys), batch_size):
-                chunk = todo_keys[start:start + batch_size]
+                    todo.setdefault(p, {}).setdefault(k, s)
+            pending = list(todo)
+            for group in work_batches(self.backend, pending, [len(todo[p]) for p in pending]):
+                chunk = [(k, pending[i], s) for i in group for k, s in todo[pending[i]].items()]
                 try:
-                    answers = generate_seeded(self.backend, [todo[k][0] for k in chunk],
-                                              [todo[k][1] for k in chunk], max_new_tokens, stop_sequences)
+                    answers = generate_seeded(self.backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
+                                              max_new_tokens, stop_sequences)
                 except BackendError as e:
-                    kept = {chunk[i]: t for i, t in e.completed.items()
+                    kept = {chunk[i][0]: t for i, t in e.completed.items()
                             if 0 <= i < len(chunk) and isinstance(t, str) and not t.startswith(ERROR_MARKERS)}
                     self._store(kept)
                     self.generated += len(kept)
                     raise BackendError(f'{e} [{len(kept)} answers of the failed batch and all earlier batches '
                                        'are in the cache; a re-run generates only what is missing]') from e
                 self.generated += len(chunk)
-                new = dict(zip(chunk, answers))
+                new = {k: a for (k, _, _), a in zip(chunk, answers)}
                 self._store(new)
                 found.update(new)
         return [BackendOutput(text=found[k]) for k in keys]

@@ -8,7 +8,7 @@ from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
 from ._util import check, check_int, normalise_frame, stop_sequences, warn_qids
-from .cache import GenerationCache, warn_unseeded
+from .cache import GenerationCache, warn_unseeded, work_batches
 from .errors import FrameError
 
 #: The k-shot prompt of the study; ``{contexts}`` holds one formatted context per line.
@@ -202,22 +202,18 @@ class Reader(pt.Transformer):
     def answer(self, prompts: List[str]) -> List[List[str]]:
         """Answers for each prompt, one per sample."""
         seeds = self.seeds()
-        flat_prompts = [p for p in prompts for _ in seeds]
-        flat_seeds = [s for _ in prompts for s in seeds]
-        # Prompts of similar length share batches, so little compute goes to padding.
-        order = sorted(range(len(flat_prompts)), key=lambda i: len(flat_prompts[i]))
-        outs = [None] * len(flat_prompts)
-        step = max(1, int(getattr(self.backend.backend, 'batch_size', 8) or 8))
-        with pt.tqdm(total=len(order), desc='answers', unit='answer',
-                     disable=not self.verbose or len(order) <= step) as progress:
-            for start in range(0, len(order), step):
-                idx = order[start:start + step]
-                answers = self.backend.generate([flat_prompts[i] for i in idx], seeds=[flat_seeds[i] for i in idx],
+        outs: List[List[str]] = [None] * len(prompts)
+        groups = work_batches(self.backend.backend, prompts, [len(seeds)] * len(prompts))
+        total = len(prompts) * len(seeds)
+        with pt.tqdm(total=total, desc='answers', unit='answer',
+                     disable=not self.verbose or len(groups) <= 1) as progress:
+            for group in groups:
+                answers = self.backend.generate([prompts[i] for i in group for _ in seeds], seeds=seeds * len(group),
                                                 max_new_tokens=self.max_new_tokens, stop_sequences=self.stop)
-                for i, answer in zip(idx, answers):
-                    outs[i] = answer.text
-                progress.update(len(idx))
-        return [outs[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(prompts))]
+                for n, i in enumerate(group):
+                    outs[i] = [a.text for a in answers[n * len(seeds):(n + 1) * len(seeds)]]
+                progress.update(len(group) * len(seeds))
+        return outs
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
         """0-shot answers for a query frame (``qid``, ``query``), one row per query and sample."""

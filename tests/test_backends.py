@@ -54,3 +54,62 @@ def test_generation_key_names_settings(gemma):
 def test_get_backend_names():
     with pytest.raises(ValueError):
         backends.get_backend('nonsense:model-x')
+
+
+#: Nested prompts as a k-sweep makes them: each context a line of more than a chunk's tokens.
+CONTEXTS = ['a sigmet is a weather advisory that contains meteorological information concerning the safety '
+            'of all aircraft, issued for thunderstorms, icing and turbulence over a region.',
+            'the lift of a wing grows with the angle of attack until the flow separates from the upper '
+            'surface and the wing stalls, at which point lift falls sharply.',
+            'heat conduction in composite slabs is solved by separating variables in each layer and '
+            'matching temperature and flux at the interfaces between the layers.']
+
+
+def nested_prompts(gemma):
+    from pyterrier_utility import Reader
+    reader = Reader(gemma)
+    return [reader.build_prompt('what is a sigmet?', CONTEXTS[:k]) for k in (1, 2, 3)]
+
+
+def test_samples_of_a_prompt_prefill_once_and_equal_separate_prefills(gemma):
+    backend = sampler(gemma, prefix_cache_mb=0)
+    prompt = PROMPTS[1]
+    shared = [o.text for o in backend.generate([prompt] * 3, seeds=[1, 2, 3])]
+    n = len(backend.tokenizer(prompt)['input_ids'])
+    assert backend.prefilled_tokens == n and backend.prompt_tokens == 3 * n
+    separate = [backend.generate([prompt], seeds=[s])[0].text for s in (1, 2, 3)]
+    assert backend.prefilled_tokens == 4 * n
+    assert shared == separate and len(set(shared)) > 1
+
+
+def test_prefix_reuse_gives_the_answers_of_no_reuse_in_any_order(gemma):
+    prompts = nested_prompts(gemma)
+    fresh = sampler(gemma, prefix_cache_mb=0)
+    expected = [fresh.generate([p], seeds=[5])[0].text for p in prompts]
+    assert fresh.prefilled_tokens == fresh.prompt_tokens
+
+    growing = sampler(gemma)
+    assert [growing.generate([p], seeds=[5])[0].text for p in prompts] == expected
+    assert growing.prefilled_tokens < 0.7 * growing.prompt_tokens  # contexts of a smaller k were reused
+    shrinking = sampler(gemma)
+    assert [shrinking.generate([p], seeds=[5])[0].text for p in prompts[::-1]][::-1] == expected
+    together = sampler(gemma)
+    assert [o.text for o in together.generate(prompts[::-1], seeds=[5] * 3)][::-1] == expected
+
+
+def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
+    from pyterrier_utility.backends import _hf
+    monkeypatch.setattr(_hf, 'cpu_has_fast_bf16', lambda: True)
+    assert _hf.resolve_dtype('auto', 'cpu') == _hf.torch.bfloat16
+    assert _hf.resolve_dtype('auto', 'cuda') is None  # the model's own dtype
+    monkeypatch.setattr(_hf, 'cpu_has_fast_bf16', lambda: False)
+    assert _hf.resolve_dtype('auto', 'cpu') == _hf.torch.float32
+    assert _hf.resolve_dtype('bfloat16', 'cpu') == _hf.torch.bfloat16
+    with pytest.raises(ValueError, match="dtype must be 'auto'"):
+        _hf.resolve_dtype('int8', 'cpu')
+    other = 'float32' if gemma.dtype == _hf.torch.bfloat16 else 'bfloat16'
+    converted = sampler(gemma, dtype=other)
+    assert converted.model.dtype == _hf.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
+    same = sampler(gemma, dtype=gemma.dtype)
+    assert GenerationCache(converted).key('p', 1, 8, None) != GenerationCache(same).key('p', 1, 8, None)
+    assert same.generation_key['dtype'] == str(gemma.dtype).replace('torch.', '')

@@ -12,7 +12,7 @@ def test_each_prompt_and_seed_generated_once(counting_backend):
     cache = GenerationCache(counting_backend)
     out = cache.generate(['a', 'b', 'a', 'a'], seeds=[0, 0, 0, 1])
     assert [o.text for o in out][0] == [o.text for o in out][2]
-    assert counting_backend.calls == ['a', 'b', 'a']
+    assert counting_backend.calls == ['a', 'a', 'b']  # the seeds of a prompt are asked together
     cache.generate(['b', 'a'], seeds=[0, 1])
     assert cache.generated == 3
 
@@ -122,3 +122,13 @@ def test_cache_pickles_closes_and_reopens(tmp_path, counting_backend):
     clone = pickle.loads(pickle.dumps(cache))
     assert len(clone) == 1 and clone.generate(['a'], seeds=[0])[0].text == 'no context (seed 0, 0 contexts)'
     assert counting_backend.calls == ['a']
+
+
+def test_samples_of_a_prompt_are_never_split_across_backend_calls(counting_backend):
+    from pyterrier_utility import Reader
+    calls = []
+    generate = counting_backend.generate
+    counting_backend.generate = lambda inps, **kw: calls.append(list(inps)) or generate(inps, **kw)
+    Reader(GenerationCache(counting_backend), n_samples=3).answer(['a', 'bb', 'ccc'])
+    # batch_size 4 holds one prompt's 3 samples, not two prompts' 6
+    assert calls == [['a'] * 3, ['bb'] * 3, ['ccc'] * 3]

@@ -1,60 +1,99 @@
-"""A seeded, batched Hugging Face causal LM in this process.
+"""A seeded Hugging Face causal LM in this process, prefilling each prompt once.
 
-Adds what the study needs to a plain ``generate``: per-prompt seeds (the same prompt and seed give
-the same answer whatever else is in the batch), explicit sampling parameters, and left padding so
-batched prompts generate correctly.
+Adds what the study needs to a plain forward pass: per-prompt seeds (the same prompt and seed give
+the same answer whatever else is asked with it), explicit sampling parameters, bfloat16 on CPUs
+with bf16 matrix instructions, one prefill shared by all samples of a prompt, and reuse of the KV
+cache of prefixes across prompts (the nested prompts of a k-sweep).
 """
 import copy
-import warnings
-from typing import Dict, List, Optional, Sequence
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from .._util import check_int, check_sampling
+from .._util import check, check_int, check_sampling
 from ._base import DecodingSettings
+from ._prefix import PrefixCache, line_chunks
+
+#: dtypes a backend can be asked for by name.
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when this CPU has bfloat16 matrix instructions (AMX-BF16 or AVX512-BF16), which torch
+    uses for bf16 matmuls (several times fp32's speed); read from ``/proc/cpuinfo`` (Linux)."""
+    try:
+        flags = Path('/proc/cpuinfo').read_text()
+    except OSError:
+        return False
+    return re.search(r'\b(amx_bf16|avx512_bf16)\b', flags) is not None
+
+
+def resolve_dtype(dtype: Union[str, torch.dtype, None], device: Union[str, torch.device, None]) -> torch.dtype:
+    """The dtype a model runs in: ``'auto'`` is bfloat16 on a CPU with fast bf16 and float32 on
+    other CPUs; on an accelerator, the model's own dtype (``None`` here: left as loaded)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, 'auto'):
+        if device is not None and torch.device(device).type != 'cpu':
+            return None
+        return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
+    check(dtype in DTYPES, 'CausalLMBackend', f"dtype must be 'auto', one of {list(DTYPES)} or a torch.dtype, "
+                                              f'got {dtype!r}')
+    return DTYPES[dtype]
 
 
 class _SeededSampling:
-    """Samples each row with its own ``torch.Generator`` and returns logits that force that token.
-
-    Running ``generate`` greedily over these logits gives sampling whose randomness belongs to the
-    row (its seed), not to the batch, so answers do not depend on which prompts share a batch.
-    """
+    """Samples each row with its own ``torch.Generator``, so that the randomness of an answer
+    belongs to its seed, not to the rows it is generated with."""
 
     def __init__(self, seeds: Sequence[int], temperature: float, top_k: int):
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self.temperature = temperature
         self.top_k = top_k
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def next_tokens(self, scores: torch.Tensor) -> torch.Tensor:
         scores = scores.float() / self.temperature
         if self.top_k and self.top_k < scores.shape[-1]:
             kth = torch.topk(scores, self.top_k, dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float('-inf'))
-        probs = torch.softmax(scores, dim=-1)
-        forced = torch.full_like(scores, float('-inf'))
-        for row, generator in enumerate(self.generators):
-            token = torch.multinomial(probs[row], 1, generator=generator)
-            forced[row, token] = 0.0
-        return forced
+        probs = torch.softmax(scores, dim=-1).cpu()
+        return torch.cat([torch.multinomial(probs[row], 1, generator=generator)
+                          for row, generator in enumerate(self.generators)])
 
 
 class CausalLMBackend(DecodingSettings, Backend):
-    """Generates answers with a Hugging Face causal LM: left-padded batches, per-prompt seeds.
+    """Generates answers with a Hugging Face causal LM: one prefill per prompt, per-prompt seeds.
+
+    Each distinct prompt is prefilled once, in chunks that end at line boundaries; its samples
+    decode together from that prefill, each with its own seed. The KV cache after each chunk is
+    kept (``prefix_cache_mb``, least recently used evicted), so prompts that start with the same
+    lines (the instructions; the contexts of a smaller k) skip them. Chunks depend only on the
+    prompt, so an answer is the same whether its prefix was cached or not, and whichever other
+    prompts or seeds are asked with it.
 
     Args:
-        model: a loaded ``AutoModelForCausalLM``.
-        tokenizer: its tokenizer.
+        model: a loaded ``AutoModelForCausalLM``; when it is not in ``dtype``, a converted copy is
+            used (the caller's model is left as it is).
+        tokenizer: its tokenizer (a fast one gives line chunks; a slow one prefills whole prompts).
         model_id: a name for the model, part of every generation cache key.
         temperature: sampling temperature; ``0`` decodes greedily (seeds are then irrelevant).
             The defaults (0.3, top-k 50, 300 new tokens) are the paper's.
         top_k: sample among the ``top_k`` most likely tokens (``0``: all).
         max_new_tokens: the most tokens generated per answer.
         repetition_penalty: Hugging Face's repetition penalty (``1.0``: none).
-        batch_size: prompts generated together.
+        batch_size: answers the callers (the reader, the generation cache) ask for at a time; the
+            samples of a prompt are never split.
         chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
         max_input_length: the most prompt tokens (defaults to the model's context size).
+        dtype: ``'auto'`` (bfloat16 on CPUs with bf16 matrix instructions, float32 on other CPUs,
+            the model's own dtype on an accelerator), ``'float32'``, ``'bfloat16'``, ``'float16'``
+            or a ``torch.dtype``. Part of the generation cache key.
+        prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse).
+        min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
+            boundary after them). Part of the generation cache key.
 
     Example::
 
@@ -66,38 +105,51 @@ class CausalLMBackend(DecodingSettings, Backend):
     def __init__(self, model, tokenizer, *, model_id: str, temperature: float = 0.3, top_k: int = 50,
                  max_new_tokens: int = 300, repetition_penalty: float = 1.0, batch_size: int = 8,
                  chat_template: bool = False, max_input_length: Optional[int] = None,
-                 verbose: bool = False):
-        check_sampling(f'CausalLMBackend({model_id!r})', temperature=temperature, top_k=top_k,
+                 dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
+                 min_chunk_tokens: int = 32, verbose: bool = False):
+        name = f'CausalLMBackend({model_id!r})'
+        check_sampling(name, temperature=temperature, top_k=top_k,
                        max_new_tokens=max_new_tokens, repetition_penalty=repetition_penalty)
-        check_int(f'CausalLMBackend({model_id!r})', 'batch_size', batch_size, 1)
+        check_int(name, 'batch_size', batch_size, 1)
+        check_int(name, 'prefix_cache_mb', prefix_cache_mb, 0)
+        check_int(name, 'min_chunk_tokens', min_chunk_tokens, 1)
         model_limit = getattr(model.config, 'max_position_embeddings', None) or 2048
         super().__init__(model_id, max_new_tokens=max_new_tokens, verbose=verbose,
                          max_input_length=max_input_length or model_limit)
+        self.dtype = resolve_dtype(dtype, model.device) or model.dtype
+        if model.dtype != self.dtype:
+            model = copy.deepcopy(model).to(self.dtype)
         self.model = model.eval()
-        # A copy: padding and truncation sides are set for this backend, not for the caller's tokenizer.
+        # A copy: the padding token is set for this backend, not for the caller's tokenizer.
         self.tokenizer = copy.copy(tokenizer)
-        self.tokenizer.padding_side = 'left'
-        # A last resort after the Reader's even truncation of documents: the question is at the end.
-        self.tokenizer.truncation_side = 'left'
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        eos = model.generation_config.eos_token_id
+        self.eos_token_ids = set([eos] if isinstance(eos, int) else eos or [self.tokenizer.eos_token_id])
         self.temperature = float(temperature)
         self.top_k = int(top_k)
         self.repetition_penalty = float(repetition_penalty)
         self.batch_size = batch_size
         self.chat_template = chat_template
+        self.min_chunk_tokens = min_chunk_tokens
+        self.prefixes = PrefixCache(prefix_cache_mb * 2**20)
         self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.prefilled_tokens = 0
 
     @classmethod
-    def from_pretrained(cls, model_id: str, *, trust_remote_code: bool = False,
-                        device: Optional[str] = None, **kwargs) -> 'CausalLMBackend':
-        """Loads any Hugging Face causal LM by id or path (remote code only when opted in)."""
+    def from_pretrained(cls, path: str, *, trust_remote_code: bool = False, device: Optional[str] = None,
+                        dtype: Union[str, torch.dtype] = 'auto', **kwargs) -> 'CausalLMBackend':
+        """Loads any Hugging Face causal LM by id or path (remote code only when opted in), in the
+        dtype it will run in; ``model_id`` defaults to ``path``."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(model_id, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
+                                                     dtype=resolve_dtype(dtype, device) or 'auto')
         if device:
             model = model.to(device)
-        return cls(model, tokenizer, model_id=model_id, **kwargs)
+        kwargs.setdefault('model_id', path)
+        return cls(model, tokenizer, dtype=model.dtype, **kwargs)
 
     @property
     def generation_key(self) -> Dict[str, object]:
@@ -105,7 +157,14 @@ class CausalLMBackend(DecodingSettings, Backend):
         return {'backend': type(self).__name__, 'model': self.model_id,
                 'temperature': self.temperature, 'top_k': self.top_k,
                 'repetition_penalty': self.repetition_penalty, 'chat_template': self.chat_template,
-                'max_input_length': self.max_input_length}
+                'max_input_length': self.max_input_length, 'dtype': str(self.dtype).replace('torch.', ''),
+                'prefill_chunks': f'lines, >= {self.min_chunk_tokens} tokens'}
+
+    @staticmethod
+    def prompt_order(prompt: str) -> str:
+        """The order prompts are best answered in: alphabetical, so that prompts sharing a prefix
+        come one after the other while its KV cache is at hand."""
+        return prompt
 
     def _format(self, prompt: str) -> str:
         if not self.chat_template:
@@ -118,37 +177,89 @@ class CausalLMBackend(DecodingSettings, Backend):
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
         seeds, _ = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
-        order = sorted(range(len(inps)), key=lambda i: len(inps[i]))
+        rows: Dict[str, List[int]] = {}
+        for i, prompt in enumerate(inps):
+            rows.setdefault(prompt, []).append(i)
         texts = [None] * len(inps)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
-            answers = self._generate_batch([inps[i] for i in batch], [seeds[i] for i in batch],
-                                           max_new_tokens or self.max_new_tokens, stop_sequences)
-            for i, answer in zip(batch, answers):
+        for prompt in sorted(rows, key=self.prompt_order):
+            answers = self._answer(prompt, [seeds[i] for i in rows[prompt]],
+                                   max_new_tokens or self.max_new_tokens, stop_sequences)
+            for i, answer in zip(rows[prompt], answers):
                 texts[i] = answer
         return [BackendOutput(text=t) for t in texts]
 
-    def _generate_batch(self, prompts, seeds, max_new_tokens, stop_sequences):
-        from transformers import LogitsProcessorList
-        enc = self.tokenizer([self._format(p) for p in prompts], return_tensors='pt', padding=True,
-                             truncation=True, max_length=self.max_input_length,
-                             add_special_tokens=not self.chat_template)
-        enc = {k: v.to(self.model.device) for k, v in enc.items()}
-        kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                      pad_token_id=self.tokenizer.pad_token_id,
-                      repetition_penalty=self.repetition_penalty)
-        if not self.deterministic:
-            kwargs['logits_processor'] = LogitsProcessorList(
-                [_SeededSampling(seeds, self.temperature, self.top_k)])
-        if stop_sequences:
-            kwargs.update(stop_strings=list(stop_sequences), tokenizer=self.tokenizer)
-        with warnings.catch_warnings():
-            warnings.filterwarnings('ignore', message='.*generation flags are not valid.*')
-            out = self.model.generate(**enc, **kwargs)
-        new_tokens = out[:, enc['input_ids'].shape[1]:]
-        self.generated_tokens += int((new_tokens != self.tokenizer.pad_token_id).sum())
-        texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-        return [cut_at_stop(t, stop_sequences) for t in texts]
+    def _tokenize(self, prompt: str):
+        """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""
+        text = self._format(prompt)
+        fast = getattr(self.tokenizer, 'is_fast', False)
+        enc = self.tokenizer(text, add_special_tokens=not self.chat_template, return_offsets_mapping=fast)
+        ids = torch.tensor(enc['input_ids'][-self.max_input_length:], dtype=torch.long)
+        check(len(ids) > 0, repr(self), f'the prompt {prompt!r} has no tokens')
+        if not fast:
+            return ids, [len(ids)]
+        return ids, line_chunks(text, enc['offset_mapping'][-self.max_input_length:], self.min_chunk_tokens)
+
+    def _prefill(self, ids: torch.Tensor, ends: List[int]):
+        """The KV cache of the whole prompt and the logits after its last token."""
+        start, cache = self.prefixes.longest(ids, ends)
+        self.prefilled_tokens += len(ids) - start
+        device = self.model.device
+        for end in ends:
+            if end <= start:
+                continue
+            chunk = ids[None, start:end].to(device)
+            if end < len(ids):
+                # The decoder alone: a chunk before the last needs no logits.
+                out = self.model.get_decoder()(input_ids=chunk, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                self.prefixes.put(ids, end, cache)
+            else:
+                out = self.model(input_ids=chunk, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+            start = end
+        return cache, out.logits[:, -1].float()
+
+    def _answer(self, prompt: str, seeds: List[int], max_new_tokens: int,
+                stop_sequences: Optional[Sequence[str]]) -> List[str]:
+        """The answers to one prompt, one per seed, decoded together from one prefill."""
+        from transformers import RepetitionPenaltyLogitsProcessor
+        ids, ends = self._tokenize(prompt)
+        self.prompt_tokens += len(ids) * len(seeds)
+        cache, scores = self._prefill(ids, ends)
+        n = 1 if self.deterministic else len(seeds)
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+        scores = scores.repeat(n, 1)
+        sampler = None if self.deterministic else _SeededSampling(seeds, self.temperature, self.top_k)
+        penalty = (RepetitionPenaltyLogitsProcessor(self.repetition_penalty)
+                   if self.repetition_penalty != 1.0 else None)
+        history = ids[None].repeat(n, 1).to(scores.device)
+        tokens: List[List[int]] = [[] for _ in range(n)]
+        done = [False] * n
+        pad = self.tokenizer.pad_token_id
+        for step in range(max_new_tokens):
+            if penalty is not None:
+                scores = penalty(history, scores)
+            chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores)
+            for row, token in enumerate(chosen.tolist()):
+                if done[row]:
+                    chosen[row] = pad
+                    continue
+                if token in self.eos_token_ids:
+                    done[row] = True
+                    continue
+                tokens[row].append(token)
+                if stop_sequences and any(s in self.tokenizer.decode(tokens[row][-64:]) for s in stop_sequences):
+                    done[row] = True
+            if all(done) or step == max_new_tokens - 1:
+                break
+            chosen = chosen.to(history.device)
+            history = torch.cat([history, chosen[:, None]], dim=1)
+            out = self.model(input_ids=chosen[:, None], past_key_values=cache, use_cache=True)
+            cache, scores = out.past_key_values, out.logits[:, -1].float()
+        self.generated_tokens += sum(map(len, tokens))
+        texts = [cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences) for t in tokens]
+        return texts * len(seeds) if n == 1 and len(seeds) > 1 else texts
 
     def __repr__(self):
         return f'CausalLMBackend({self.model_id!r}, temperature={self.temperature}, top_k={self.top_k})'

