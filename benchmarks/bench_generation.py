@@ -1,30 +1,98 @@
-"""Generation throughput: the project's reader path vs pyterrier-rag's HuggingFaceBackend.
+"""Generation on a paper-shaped grid: the project's reader path against the fp32 path it replaced
+and against llama.cpp, measured in the same run.
 
-Both generate greedily with the same model (the offline Gemma 3 270M) on the same study-shaped
-prompts (0-shot and k = 1, 3, 5 contexts from BM25 on Cranfield, in study order) with the same stop
-sequences and token limit. pyterrier-rag's backend is driven as its text generator does (batches of
-4, in the given order) and one prompt at a time; the project's :class:`GenerationCache` over
-:class:`CausalLMBackend` batches 8 prompts of similar length together. Throughput counts the tokens
-of the answers (text before the first stop sequence) per second of wall time.
+The grid is the study's: Cranfield queries, contexts at k = 1..10 from six systems (BM25, the
+MiniLM re-ranker, their reversals, Rel, NRel) plus the 0-shot prompt, several samples per prompt
+(temperature 0.3, top-k 50, repetition penalty 1.2, the offline Gemma 3 270M, the base-model stop
+sequences). Three ways of answering it:
 
-Usage: python benchmarks/bench_generation.py [--queries 8] [--max-new-tokens 32] [--shots 0 1 3 5]
+- **project**: ``Reader`` over ``GenerationCache(CausalLMBackend)`` as the study runs it (bfloat16
+  on CPUs with bf16 instructions, one prefill per prompt for all its samples, prefix KV reuse);
+- **fp32 reference**: the path the project used before (Hugging Face ``generate`` in float32, one
+  row per (prompt, seed), left-padded batches of 8 of similar length, per-row seeded sampling);
+- **llama.cpp**: llama-cpp-python on the same GGUF, one prompt at a time (when installed).
+
+The references are slow, so they answer a random sample of the grid's (prompt, seed) pairs and
+their time is scaled to the whole grid (said so in the output); the project answers the whole
+grid. Agreement: answers identical to the fp32 reference's on the sample, for the project as run
+and for the project's path forced to float32 (what the path changes, apart from the dtype).
+
+Usage: python benchmarks/bench_generation.py [--queries 2] [--samples 5] [--reference-answers 24]
 """
 import argparse
+import random
 import time
 
 import torch
 
 
-def prompts_for(reader, queries: int, shots):
+def grid_prompts(queries: int, ks, depth: int):
+    """The distinct prompts of the grid (0-shot first), as ``run_study`` builds them."""
     import pyterrier_utility as pu
+    from pyterrier_utility.experiment import default_systems
     d = pu.datasets.cranfield()
-    topics = pu.datasets.answerable_topics(d.get_topics(), d.get_qrels(), 2).head(queries)
-    ranking = d.bm25(num_results=max(shots) or 1)(topics)
-    prompts = []
-    for qid, query in zip(topics['qid'], topics['query']):
-        texts = list(ranking[ranking['qid'] == qid].sort_values('rank')['text'])
-        prompts += [reader.build_prompt(query, texts[:k]) for k in shots]
-    return prompts
+    qrels = d.get_qrels()
+    topics = pu.datasets.answerable_topics(d.get_topics(), qrels, 2).head(queries)
+    reader = pu.Reader(pu.backends.gemma3_270m())
+    prompts = [reader.build_prompt(q) for q in topics['query']]
+    for name, system in default_systems(d, qrels, depth=depth).items():
+        ranking = system(topics).sort_values(['qid', 'rank'])
+        for k in ks:
+            top = ranking[ranking['rank'] < k]
+            prompts += list(reader.prompts(top).values())
+            if name in ('BM25', 'Neural'):
+                prompts += list(reader.prompts(pu.ReverseOrder()(top)).values())
+    return list(dict.fromkeys(prompts))
+
+
+class _Forced:
+    """A logits processor that makes ``generate`` take the tokens of a seeded per-row sampler."""
+
+    def __init__(self, sampling):
+        self.sampling = sampling
+
+    def __call__(self, input_ids, scores):
+        tokens = self.sampling.next_tokens(scores)
+        forced = torch.full_like(scores, float('-inf'))
+        forced[torch.arange(len(tokens)), tokens] = 0.0
+        return forced
+
+
+def fp32_reference(rows, args, stop):
+    """The replaced path: HF generate, float32, left-padded length-sorted batches of 8 rows."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+
+    from pyterrier_utility.backends import cut_at_stop, gemma3_270m_path
+    from pyterrier_utility.backends._hf import _SeededSampling
+    path = gemma3_270m_path()
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side='left')
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    answers = {}
+    order = sorted(rows, key=lambda r: len(r[0]))
+    for start in range(0, len(order), 8):
+        batch = order[start:start + 8]
+        enc = tokenizer([p for p, _ in batch], return_tensors='pt', padding=True)
+        sampling = _SeededSampling([s for _, s in batch], args.temperature, args.top_k)
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=args.max_new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id, repetition_penalty=args.repetition_penalty,
+                                 logits_processor=LogitsProcessorList([_Forced(sampling)]),
+                                 stop_strings=stop, tokenizer=tokenizer)
+        texts = tokenizer.batch_decode(out[:, enc['input_ids'].shape[1]:], skip_special_tokens=True)
+        answers.update({row: cut_at_stop(t, stop) for row, t in zip(batch, texts)})
+    return [answers[r] for r in rows]
+
+
+def llama_cpp_answers(rows, args, stop):
+    """llama-cpp-python on the GGUF the offline Gemma comes from, one prompt at a time."""
+    from llama_cpp import Llama
+
+    from pyterrier_utility.backends import cut_at_stop
+    from pyterrier_utility.backends._offline import _gemma_gguf
+    llm = Llama(str(_gemma_gguf()), n_ctx=8192, n_threads=torch.get_num_threads(), verbose=False)
+    return [cut_at_stop(llm(p, max_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                            repeat_penalty=args.repetition_penalty, stop=stop, seed=s)['choices'][0]['text'], stop)
+            for p, s in rows]
 
 
 def timed(fn):
@@ -35,52 +103,62 @@ def timed(fn):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--queries', type=int, default=8)
+    parser.add_argument('--queries', type=int, default=2)
+    parser.add_argument('--k-max', type=int, default=10)
+    parser.add_argument('--samples', type=int, default=5)
     parser.add_argument('--max-new-tokens', type=int, default=32)
-    parser.add_argument('--shots', type=int, nargs='+', default=[0, 1, 3, 5],
-                        help='context sizes of the prompts (0: the 0-shot prompt)')
-    parser.add_argument('--batch-size', type=int, default=8, help="the project's batch size")
-    parser.add_argument('--reference-batches', type=int, nargs='+', default=[1, 4],
-                        help="pyterrier-rag's batch sizes (1: one prompt at a time; 4: its text generator's)")
+    parser.add_argument('--temperature', type=float, default=0.3)
+    parser.add_argument('--top-k', type=int, default=50)
+    parser.add_argument('--repetition-penalty', type=float, default=1.2)
+    parser.add_argument('--depth', type=int, default=20, help='documents the neural system re-ranks')
+    parser.add_argument('--reference-answers', type=int, default=24,
+                        help='(prompt, seed) pairs the references answer, drawn at random from the grid')
     args = parser.parse_args()
-    torch.manual_seed(0)
-
-    from pyterrier_rag.backend import HuggingFaceBackend
 
     import pyterrier_utility as pu
-    from pyterrier_utility.backends import cut_at_stop
     stop = list(pu.reader.BASE_MODEL_STOP)
-    ours = pu.backends.gemma3_270m(temperature=0, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
-    prompts = prompts_for(pu.Reader(ours), args.queries, args.shots)
-    path = ours.model.name_or_path  # the converted model's folder
-    theirs = HuggingFaceBackend(path, max_new_tokens=args.max_new_tokens, device='cpu')
-    tokens = lambda answers: sum(len(ours.tokenizer(a, add_special_tokens=False)['input_ids']) for a in answers)
-    print(f'{len(prompts)} prompts ({args.queries} queries x k={args.shots}), Gemma 3 270M, greedy, '
-          f'at most {args.max_new_tokens} new tokens, {torch.get_num_threads()} threads')
+    prompts = grid_prompts(args.queries, range(1, args.k_max + 1), args.depth)
+    seeds = list(range(args.samples))
+    rows = [(p, s) for p in prompts for s in seeds]
+    sample = random.Random(0).sample(rows, min(args.reference_answers, len(rows)))
+    print(f'grid: {args.queries} queries x k=1..{args.k_max} x 6 systems + 0-shot = {len(prompts)} distinct prompts '
+          f'x {args.samples} samples = {len(rows)} answers; Gemma 3 270M, temperature {args.temperature}, '
+          f'top-k {args.top_k}, <= {args.max_new_tokens} new tokens, {torch.get_num_threads()} threads')
 
-    def reference(batch):
-        out = []
-        for start in range(0, len(prompts), batch):
-            out += [cut_at_stop(o.text, stop) for o in theirs.generate(
-                prompts[start:start + batch], max_new_tokens=args.max_new_tokens, stop_sequences=stop)]
-        return out
+    def project(**options):
+        backend = pu.backends.gemma3_270m(temperature=args.temperature, top_k=args.top_k,
+                                          max_new_tokens=args.max_new_tokens,
+                                          repetition_penalty=args.repetition_penalty, **options)
+        return backend, pu.Reader(pu.GenerationCache(backend), n_samples=args.samples, stop=stop)
 
-    runs = {}
-    for batch in args.reference_batches:
-        name = 'pyterrier-rag HuggingFaceBackend, ' + ('one prompt at a time' if batch == 1 else f'batches of {batch}')
-        answers, seconds = timed(lambda: reference(batch))
-        runs[name] = (answers, seconds, tokens(answers) / seconds)
-    cache = pu.GenerationCache(ours)
-    answers, seconds = timed(lambda: [o.text for o in cache.generate(prompts, max_new_tokens=args.max_new_tokens,
-                                                                     stop_sequences=stop)])
-    ours_name = f'project CausalLMBackend, length-sorted batches of {args.batch_size}'
-    runs[ours_name] = (answers, seconds, tokens(answers) / seconds)
-    for name, (answers, seconds, rate) in runs.items():
-        same = sum(a == b for a, b in zip(answers, runs[ours_name][0]))
-        print(f'{name:55s} {seconds:7.1f} s  {rate:6.1f} answer tokens/s  '
-              f'(answers identical to the project\'s: {same}/{len(prompts)})')
-    for name in list(runs)[:-1]:
-        print(f'throughput ratio vs {name}: {runs[ours_name][2] / runs[name][2]:.2f}x')
+    backend, reader = project()
+    answers, ours = timed(lambda: reader.answer(prompts))
+    by_row = {(p, s): a for p, row in zip(prompts, answers) for s, a in zip(seeds, row)}
+    print(f'project ({str(backend.dtype).replace("torch.", "")}, whole grid): {ours:8.1f} s; prompt tokens '
+          f'{backend.prompt_tokens} asked, {backend.prefilled_tokens} prefilled '
+          f'({backend.prompt_tokens / backend.prefilled_tokens:.1f}x fewer); prefix KV kept at the end '
+          f'{backend.prefixes.bytes / 2**20:.0f} MiB in {len(backend.prefixes)} prefixes')
+
+    reference, seconds = timed(lambda: fp32_reference(sample, args, stop))
+    scaled = seconds * len(rows) / len(sample)
+    same = sum(by_row[r] == a for r, a in zip(sample, reference))
+    print(f'fp32 reference ({len(sample)} answers): {seconds:8.1f} s -> {scaled:8.1f} s for the grid (scaled); '
+          f'project is {scaled / ours:.1f}x faster; answers identical to the reference: {same}/{len(sample)}')
+    fp32_backend, _ = project(dtype='float32')
+    outs = fp32_backend.generate([p for p, _ in sample], seeds=[s for _, s in sample], stop_sequences=stop)
+    fp32_answers = dict(zip(sample, (o.text for o in outs)))
+    same32 = sum(fp32_answers[r] == a for r, a in zip(sample, reference))
+    print(f'project path forced to float32: answers identical to the reference: {same32}/{len(sample)}')
+
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print('llama.cpp: llama-cpp-python is not installed; not measured')
+        return
+    theirs, seconds = timed(lambda: llama_cpp_answers(sample, args, stop))
+    scaled = seconds * len(rows) / len(sample)
+    print(f'llama.cpp Q4_K_M, one prompt at a time ({len(sample)} answers): {seconds:8.1f} s -> {scaled:8.1f} s '
+          f'for the grid (scaled); project is {scaled / ours:.1f}x faster')
 
 
 if __name__ == '__main__':
