@@ -11,7 +11,7 @@ PROMPTS = ['Question: what is the lift of a wing?\nAnswer:',
 def sampler(gemma, **kwargs):
     return backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test',
                                     temperature=kwargs.pop('temperature', 1.0), top_k=50,
-                                    max_new_tokens=8, **kwargs)
+                                    **{'max_new_tokens': 8, **kwargs})
 
 
 def test_batched_greedy_equals_one_at_a_time(gemma):
@@ -113,3 +113,20 @@ def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
     same = sampler(gemma, dtype=gemma.dtype)
     assert GenerationCache(converted).key('p', 1, 8, None) != GenerationCache(same).key('p', 1, 8, None)
     assert same.generation_key['dtype'] == str(gemma.dtype).replace('torch.', '')
+
+
+def test_prompts_past_the_sliding_window_decode_together_as_alone(gemma):
+    from pyterrier_utility import Reader
+    # Gemma 3 keeps 512 tokens in its sliding-window layers: rows of different lengths on both sides
+    # of it are padded into one batch, which must leave each row's answer as it is alone.
+    reader = Reader(gemma)
+    long_contexts = [f'{c} It was reported in study number {i}.' for i, c in enumerate(CONTEXTS * 12)]
+    # in prompt order (lexicographic) a shorter prompt comes first
+    prompts = [reader.build_prompt('what is a sigmet?', long_contexts[start:k]) for start, k in
+               ((1, 19), (1, 13), (0, 8), (0, 1))]
+    backend = sampler(gemma, temperature=0, prefix_cache_mb=0, max_new_tokens=24)
+    lengths = [len(backend.tokenizer(p)['input_ids']) for p in prompts]
+    assert lengths[0] > lengths[1] > 512 > lengths[2] > lengths[3]
+    alone = [backend.generate([p])[0].text for p in prompts]
+    assert [o.text for o in backend.generate(prompts)] == alone
+    assert all(alone)

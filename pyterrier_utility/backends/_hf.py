@@ -54,14 +54,16 @@ class _SeededSampling:
         self.temperature = temperature
         self.top_k = top_k
 
-    def next_tokens(self, scores: torch.Tensor) -> torch.Tensor:
+    def next_tokens(self, scores: torch.Tensor, rows: Optional[Sequence[int]] = None) -> torch.Tensor:
+        """One token per row of ``scores``; ``rows`` says whose generator each row uses (default: all, in order)."""
+        rows = range(len(self.generators)) if rows is None else rows
         scores = scores.float() / self.temperature
         if self.top_k and self.top_k < scores.shape[-1]:
             kth = torch.topk(scores, self.top_k, dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float('-inf'))
         probs = torch.softmax(scores, dim=-1).cpu()
-        return torch.cat([torch.multinomial(probs[row], 1, generator=generator)
-                          for row, generator in enumerate(self.generators)])
+        return torch.cat([torch.multinomial(probs[i], 1, generator=self.generators[row])
+                          for i, row in enumerate(rows)])
 
 
 class CausalLMBackend(DecodingSettings, Backend):
@@ -71,8 +73,12 @@ class CausalLMBackend(DecodingSettings, Backend):
     decode together from that prefill, each with its own seed. The KV cache after each chunk is
     kept (``prefix_cache_mb``, least recently used evicted), so prompts that start with the same
     lines (the instructions; the contexts of a smaller k) skip them. Chunks depend only on the
-    prompt, so an answer is the same whether its prefix was cached or not, and whichever other
-    prompts or seeds are asked with it.
+    prompt, so an answer is the same whether its prefix was cached or not.
+
+    Consecutive prompts (in :meth:`prompt_order`) decode together, up to ``batch_size`` answers,
+    their caches padded on the left. A row's answer does not depend on its batch mates beyond the
+    rounding of batched matrix products (in bfloat16 or float32 that can, rarely, change a token);
+    batches are formed the same way on every run, so a killed run resumes to the same answers.
 
     Args:
         model: a loaded ``AutoModelForCausalLM``; when it is not in ``dtype``, a converted copy is
@@ -84,8 +90,8 @@ class CausalLMBackend(DecodingSettings, Backend):
         top_k: sample among the ``top_k`` most likely tokens (``0``: all).
         max_new_tokens: the most tokens generated per answer.
         repetition_penalty: Hugging Face's repetition penalty (``1.0``: none).
-        batch_size: answers the callers (the reader, the generation cache) ask for at a time; the
-            samples of a prompt are never split.
+        batch_size: the most answers decoded together (and asked for at a time by the reader and
+            the generation cache); the samples of a prompt are never split.
         chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
         max_input_length: the most prompt tokens (defaults to the model's context size).
         dtype: ``'auto'`` (bfloat16 on CPUs with bf16 matrix instructions, float32 on other CPUs,
@@ -103,7 +109,7 @@ class CausalLMBackend(DecodingSettings, Backend):
     supports_seeds = True
 
     def __init__(self, model, tokenizer, *, model_id: str, temperature: float = 0.3, top_k: int = 50,
-                 max_new_tokens: int = 300, repetition_penalty: float = 1.0, batch_size: int = 8,
+                 max_new_tokens: int = 300, repetition_penalty: float = 1.0, batch_size: int = 32,
                  chat_template: bool = False, max_input_length: Optional[int] = None,
                  dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
                  min_chunk_tokens: int = 32, verbose: bool = False):
@@ -180,12 +186,23 @@ class CausalLMBackend(DecodingSettings, Backend):
         rows: Dict[str, List[int]] = {}
         for i, prompt in enumerate(inps):
             rows.setdefault(prompt, []).append(i)
-        texts = [None] * len(inps)
+        # Decoded together: consecutive prompts (in prompt order) up to batch_size answers.
+        groups: List[List[str]] = []
+        size = 0
         for prompt in sorted(rows, key=self.prompt_order):
-            answers = self._answer(prompt, [seeds[i] for i in rows[prompt]],
+            n = 1 if self.deterministic else len(rows[prompt])
+            if not groups or size + n > self.batch_size:
+                groups.append([])
+                size = 0
+            groups[-1].append(prompt)
+            size += n
+        texts = [None] * len(inps)
+        for group in groups:
+            answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group],
                                    max_new_tokens or self.max_new_tokens, stop_sequences)
-            for i, answer in zip(rows[prompt], answers):
-                texts[i] = answer
+            for prompt, per_seed in zip(group, answers):
+                for i, answer in zip(rows[prompt], per_seed):
+                    texts[i] = answer
         return [BackendOutput(text=t) for t in texts]
 
     def _tokenize(self, prompt: str):
@@ -219,47 +236,86 @@ class CausalLMBackend(DecodingSettings, Backend):
             start = end
         return cache, out.logits[:, -1].float()
 
-    def _answer(self, prompt: str, seeds: List[int], max_new_tokens: int,
-                stop_sequences: Optional[Sequence[str]]) -> List[str]:
-        """The answers to one prompt, one per seed, decoded together from one prefill."""
+    def _merge(self, prefills):
+        """One batch from the prefills of several prompts, each repeated for its rows: caches padded
+        on the left, with the attention mask, positions and repetition-penalty history that go with
+        them (a prompt alone gets no padding)."""
+        longest = max(len(ids) for ids, _, _, _ in prefills)
+        caches = [cache for _, cache, _, _ in prefills]
+        merged = caches[0]
+        for layer, parts in zip(merged.layers, zip(*(c.layers for c in caches))):
+            for name in ('keys', 'values'):
+                tensors = [getattr(part, name) for part in parts]
+                size = max(t.shape[-2] for t in tensors)
+                setattr(layer, name, torch.cat([torch.nn.functional.pad(t, (0, 0, size - t.shape[-2], 0))
+                                                for t in tensors]))
+            if hasattr(layer, 'cumulative_length'):
+                layer.cumulative_length = longest
+        device = self.model.device
+        mask, history, positions = [], [], []
+        for ids, _, _, n in prefills:
+            pad = longest - len(ids)
+            mask += [torch.cat([torch.zeros(pad, dtype=torch.long), torch.ones(len(ids), dtype=torch.long)])] * n
+            # Padded with the prompt's own first token, which the penalty already counts.
+            history += [torch.cat([ids[:1].repeat(pad), ids])] * n
+            positions += [len(ids)] * n
+        scores = torch.cat([logits.repeat(n, 1) for _, _, logits, n in prefills])
+        return (merged, torch.stack(mask).to(device), torch.stack(history).to(device),
+                torch.tensor(positions, device=device), scores)
+
+    def _answer(self, items: List[tuple], max_new_tokens: int,
+                stop_sequences: Optional[Sequence[str]]) -> List[List[str]]:
+        """The answers to ``(prompt, seeds)`` items, one per seed: each prompt prefilled once, all
+        rows decoded together (finished rows leave the batch)."""
         from transformers import RepetitionPenaltyLogitsProcessor
-        ids, ends = self._tokenize(prompt)
-        self.prompt_tokens += len(ids) * len(seeds)
-        cache, scores = self._prefill(ids, ends)
-        n = 1 if self.deterministic else len(seeds)
-        if n > 1:
-            cache.batch_repeat_interleave(n)
-        scores = scores.repeat(n, 1)
-        sampler = None if self.deterministic else _SeededSampling(seeds, self.temperature, self.top_k)
+        prefills, row_seeds = [], []
+        for prompt, seeds in items:
+            ids, ends = self._tokenize(prompt)
+            self.prompt_tokens += len(ids) * len(seeds)
+            cache, logits = self._prefill(ids, ends)
+            n = 1 if self.deterministic else len(seeds)
+            if n > 1:
+                cache.batch_repeat_interleave(n)
+            prefills.append((ids, cache, logits, n))
+            row_seeds += seeds[:n]
+        cache, mask, history, positions, scores = self._merge(prefills)
+        sampler = None if self.deterministic else _SeededSampling(row_seeds, self.temperature, self.top_k)
         penalty = (RepetitionPenaltyLogitsProcessor(self.repetition_penalty)
                    if self.repetition_penalty != 1.0 else None)
-        history = ids[None].repeat(n, 1).to(scores.device)
-        tokens: List[List[int]] = [[] for _ in range(n)]
-        done = [False] * n
-        pad = self.tokenizer.pad_token_id
+        tokens: List[List[int]] = [[] for _ in row_seeds]
+        active = list(range(len(row_seeds)))
         for step in range(max_new_tokens):
             if penalty is not None:
                 scores = penalty(history, scores)
-            chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores)
-            for row, token in enumerate(chosen.tolist()):
-                if done[row]:
-                    chosen[row] = pad
-                    continue
+            chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores, active)
+            keep = []
+            for j, (row, token) in enumerate(zip(active, chosen.tolist())):
                 if token in self.eos_token_ids:
-                    done[row] = True
                     continue
                 tokens[row].append(token)
-                if stop_sequences and any(s in self.tokenizer.decode(tokens[row][-64:]) for s in stop_sequences):
-                    done[row] = True
-            if all(done) or step == max_new_tokens - 1:
+                if not (stop_sequences and any(s in self.tokenizer.decode(tokens[row][-64:]) for s in stop_sequences)):
+                    keep.append(j)
+            if not keep or step == max_new_tokens - 1:
                 break
-            chosen = chosen.to(history.device)
-            history = torch.cat([history, chosen[:, None]], dim=1)
-            out = self.model(input_ids=chosen[:, None], past_key_values=cache, use_cache=True)
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=mask.device)
+                cache.batch_select_indices(index)
+                mask, history, positions = mask[index], history[index], positions[index]
+                active, chosen = [active[j] for j in keep], chosen[keep]
+            chosen = chosen.to(mask.device)[:, None]
+            history = torch.cat([history, chosen], dim=1)
+            mask = torch.cat([mask, torch.ones_like(chosen)], dim=1)
+            out = self.model(input_ids=chosen, attention_mask=mask, position_ids=positions[:, None],
+                             past_key_values=cache, use_cache=True)
+            positions = positions + 1
             cache, scores = out.past_key_values, out.logits[:, -1].float()
         self.generated_tokens += sum(map(len, tokens))
         texts = [cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences) for t in tokens]
-        return texts * len(seeds) if n == 1 and len(seeds) > 1 else texts
+        answers, row = [], 0
+        for (_, seeds), (_, _, _, n) in zip(items, prefills):
+            answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))
+            row += n
+        return answers
 
     def __repr__(self):
         return f'CausalLMBackend({self.model_id!r}, temperature={self.temperature}, top_k={self.top_k})'

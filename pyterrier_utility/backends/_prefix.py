@@ -34,6 +34,21 @@ def _digest(ids: torch.Tensor) -> bytes:
     return hashlib.blake2b(ids.to(torch.int64).cpu().numpy().tobytes(), digest_size=16).digest()
 
 
+def _copy(cache):
+    """A copy of a KV cache whose tensors are compact: a sliding-window layer's tensors are views of
+    a larger one, which a deep copy would keep whole."""
+    kept = copy.copy(cache)
+    kept.layers = []
+    for layer in cache.layers:
+        layer = copy.copy(layer)
+        for name in ('keys', 'values'):
+            tensor = getattr(layer, name, None)
+            if isinstance(tensor, torch.Tensor):
+                setattr(layer, name, tensor.clone())
+        kept.layers.append(layer)
+    return kept
+
+
 def _nbytes(cache) -> int:
     total = 0
     for layer in getattr(cache, 'layers', ()):
@@ -71,7 +86,7 @@ class PrefixCache:
             key = _digest(ids[:end])
             if key in self._entries:
                 self._entries.move_to_end(key)
-                return end, copy.deepcopy(self._entries[key][0])
+                return end, _copy(self._entries[key][0])
         return 0, None
 
     def put(self, ids: torch.Tensor, end: int, cache) -> None:
@@ -85,5 +100,5 @@ class PrefixCache:
         while self._entries and self.bytes + size > self.max_bytes:
             _, (_, dropped) = self._entries.popitem(last=False)
             self.bytes -= dropped
-        self._entries[key] = (copy.deepcopy(cache), size)
+        self._entries[key] = (_copy(cache), size)
         self.bytes += size
