@@ -288,7 +288,7 @@ def study(args) -> int:
     from pyterrier_utility.errors import SettingError
     start = time.time()
     out = Path(args.out)
-    settings = resolve(args, {'queries': 5, 'max_new_tokens': 32, 'labels': [2, 3], 'k': [1, 3, 5]})
+    settings = resolve(args, {'queries': 10, 'samples': 5, 'max_new_tokens': 32, 'labels': [2, 3], 'k': [1, 3, 5]})
     choices = list(ex.SYSTEMS) + ['COSMix']
     unknown = sorted(set(args.systems) - set(choices))
     if unknown:
@@ -434,7 +434,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog='pyterrier-utility', description=__doc__.split('\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
     st = sub.add_parser('study', help='the k-sweep: Table 1 with significance marks, Figures 3-5, per-query CSV')
-    _common(st, {'queries': 5, 'max_new_tokens': 32, 'labels': '2 3', 'k': '1 3 5'})
+    _common(st, {'queries': 10, 'samples': 5, 'max_new_tokens': 32, 'labels': '2 3', 'k': '1 3 5'})
     st.add_argument('-k', type=_int_at_least(1), nargs='+', help='context sizes (default: 1 3 5; the paper: 2 5 10 15)')
     st.add_argument('--systems', nargs='+', default=['BM25', 'Neural', 'Rel', 'NRel'],
                     help='among BM25, Neural, Rel, NRel and COSMix; BM25 and Neural are also run reversed (-r)')

@@ -107,7 +107,7 @@ def test_cli_study_over_a_pool_of_two_servers_writes_the_settings_asked_for(serv
     out = tmp_path / 'study'
     code = cli.main(['study', '--reader', f'openai:{servers[0].model}', '--base-url', servers[0].url, servers[1].url,
                      '--concurrency', '2', '--temperature', '0', '--top-k', 'none', '--max-new-tokens', '6',
-                     '--seed', '3', '--systems', 'Rel', 'NRel', '--queries', '2', '-k', '1', '--labels', '2',
+                     '--seed', '3', '--samples', '1', '--systems', 'Rel', 'NRel', '--queries', '2', '-k', '1', '--labels', '2',
                      '--out', str(out)])
     assert code == 0
     settings = json.loads((out / 'settings.json').read_text())
