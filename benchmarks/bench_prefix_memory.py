@@ -11,7 +11,6 @@ Usage: python benchmarks/bench_prefix_memory.py [--queries 2] [--k-max 10]
 import argparse
 
 import torch
-
 from bench_generation import grid_prompts
 
 
