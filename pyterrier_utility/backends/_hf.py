@@ -1,7 +1,7 @@
 """A seeded Hugging Face causal LM in this process, prefilling each prompt once.
 
-Adds what the study needs to a plain forward pass: per-prompt seeds (the same prompt and seed give
-the same answer whatever else is asked with it), explicit sampling parameters, bfloat16 on CPUs
+Adds what the study needs to a plain forward pass: per-prompt seeds (each answer sampled with its
+own seed's generator), explicit sampling parameters, bfloat16 on CPUs
 with bf16 matrix instructions, one prefill shared by all samples of a prompt, and reuse of the KV
 cache of prefixes across prompts (the nested prompts of a k-sweep).
 """
@@ -14,6 +14,7 @@ import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check, check_int, check_sampling
+from ..cache import work_batches
 from ._base import DecodingSettings
 from ._prefix import PrefixCache, line_chunks
 
@@ -187,15 +188,9 @@ class CausalLMBackend(DecodingSettings, Backend):
         for i, prompt in enumerate(inps):
             rows.setdefault(prompt, []).append(i)
         # Decoded together: consecutive prompts (in prompt order) up to batch_size answers.
-        groups: List[List[str]] = []
-        size = 0
-        for prompt in sorted(rows, key=self.prompt_order):
-            n = 1 if self.deterministic else len(rows[prompt])
-            if not groups or size + n > self.batch_size:
-                groups.append([])
-                size = 0
-            groups[-1].append(prompt)
-            size += n
+        prompts = list(rows)
+        groups = [[prompts[i] for i in group] for group in
+                  work_batches(self, prompts, [1 if self.deterministic else len(rows[p]) for p in prompts])]
         texts = [None] * len(inps)
         for group in groups:
             answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group],
