@@ -3,7 +3,7 @@
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
 """
-from . import backends, cosmix, datasets, errors, experiment, reader
+from . import backends, cosmix, datasets, errors, experiment, models, protocols, reader, settings
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .erag import ERAGLabeller, rank_correlation
@@ -14,10 +14,12 @@ from .order import ReverseOrder
 from .reader import Reader
 from .reteval import LLMRetEval
 from .runs import RunFile
+from .settings import Decoding, LabelSet
 from .utility import UtilityEvaluator
 
-__version__ = '0.1.0'
+from ._version import __version__  # noqa: E402
 
 __all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
            'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator',
-           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'rank_correlation', 'reader']
+           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'models', 'protocols',
+           'rank_correlation', 'reader', 'settings', 'Decoding', 'LabelSet']

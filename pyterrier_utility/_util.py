@@ -3,13 +3,12 @@ import contextlib
 import copy
 import hashlib
 import json
-import math
 import numbers
 import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable
 
 import pandas as pd
 
@@ -98,45 +97,10 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def check_int(owner: str, name: str, value, minimum: int) -> int:
     """``value`` as an int, or a :class:`SettingError` naming ``name`` unless it is an integer >= ``minimum``."""
     check(_is_int(value) and value >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
     return int(value)
-
-
-def check_sampling(owner: str, *, temperature, top_k, max_new_tokens, top_p=None,
-                   repetition_penalty=None) -> None:
-    """Validates decoding settings where they are given: temperature >= 0 (0: greedy), top-k >= 0
-    (0: all tokens; ``None``: the engine's default), at least one new token, 0 < top-p <= 1,
-    repetition penalty > 0."""
-    check(_is_number(temperature) and temperature >= 0, owner,
-          f'temperature must be a number >= 0 (0 decodes greedily), got {temperature!r}')
-    check(top_k is None or (_is_int(top_k) and top_k >= 0), owner,
-          f'top_k must be an integer >= 0 (0: all tokens), got {top_k!r}')
-    check_int(owner, 'max_new_tokens', max_new_tokens, 1)
-    check(top_p is None or (_is_number(top_p) and 0 < top_p <= 1), owner,
-          f'top_p must be in (0, 1], got {top_p!r}')
-    check(repetition_penalty is None or (_is_number(repetition_penalty) and repetition_penalty > 0), owner,
-          f'repetition_penalty must be a number > 0 (1: none), got {repetition_penalty!r}')
-
-
-def stop_sequences(owner: str, stop: Union[None, str, Sequence[str]]) -> List[str]:
-    """Stop sequences as a list: a single string is one stop sequence (never split into characters)."""
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        stop = [stop]
-    try:
-        stop = list(stop)
-    except TypeError:
-        stop = None
-    check(stop is not None and all(isinstance(s, str) and s for s in stop), owner,
-          f'stop must be a string or a sequence of non-empty strings, got {stop!r}')
-    return stop
 
 
 def _as_strings(owner: str, frame: pd.DataFrame, column: str, allow_missing: bool = False) -> pd.Series:

@@ -49,7 +49,7 @@ class BertScore:
                  cache_path: Optional[Union[str, Path]] = None):
         from bert_score.utils import get_idf_dict, get_model, get_tokenizer, model2layers
         if model_type == OFFLINE_MODEL:
-            from .backends import minilm_path
+            from .models import minilm_path
             model_type, num_layers = minilm_path(), num_layers or 6
         if num_layers is None:
             if model_type not in model2layers:

@@ -3,21 +3,21 @@
 It is also the one place where answers enter the project: what a backend returns is checked here
 (one text per prompt, a string, not an error marker) before anything is stored or returned.
 """
+import json
 import sqlite3
 import threading
 import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
-import torch
+import pyterrier as pt
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from ._util import stable_hash
+from .backends._base import ERROR_MARKERS, generate_seeded, work_batches
 from .errors import BackendError, CacheError
+from .protocols import DecodingBackend, KeyedBackend, deterministic, supports_seeds
 
-#: Texts that third-party backends return in place of an answer when a request failed
-#: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
-ERROR_MARKERS = ('ERROR::',)
 #: The format a cache file declares in its ``meta`` table.
 CACHE_FORMAT = 'pyterrier_utility.generations/1'
 
@@ -25,11 +25,11 @@ CACHE_FORMAT = 'pyterrier_utility.generations/1'
 def backend_key(backend: Backend) -> object:
     """What, besides prompt and seed, determines a backend's answers.
 
-    A backend's own ``generation_key`` when it has one (every backend of this package); for
-    pyterrier-rag's backends, their generation arguments (``generation_args`` or
+    A :class:`~pyterrier_utility.protocols.KeyedBackend`'s ``generation_key`` (every backend of this
+    package); for pyterrier-rag's backends, their generation arguments (``generation_args`` or
     ``_generation_args``), model and limits.
     """
-    if hasattr(backend, 'generation_key'):
+    if isinstance(backend, KeyedBackend):
         return backend.generation_key
     args = getattr(backend, 'generation_args', None)
     if args is None:
@@ -40,79 +40,27 @@ def backend_key(backend: Backend) -> object:
             'max_input_length': getattr(backend, 'max_input_length', None)}
 
 
-def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
-    """The answer texts of a backend's outputs for ``count`` prompts, or a :class:`BackendError`
-    when they are not one string per prompt, or a text is an error marker."""
-    try:
-        outputs = list(outputs)
-    except TypeError:
-        raise BackendError(f'{backend!r} returned {type(outputs).__name__} for {count} prompts, '
-                           'not a list of outputs; nothing was stored') from None
-    if len(outputs) != count:
-        raise BackendError(f'{backend!r} returned {len(outputs)} outputs for {count} prompts; '
-                           'answers cannot be matched to prompts, nothing was stored')
-    texts = []
-    for i, out in enumerate(outputs):
-        text = getattr(out, 'text', out)
-        if not isinstance(text, str):
-            raise BackendError(f'{backend!r} returned {type(text).__name__} as the answer to prompt {i} of '
-                               f'{count}, not a string; nothing was stored')
-        if text.startswith(ERROR_MARKERS):
-            raise BackendError(f'{backend!r} returned the error marker {text!r} for prompt {i} of {count} '
-                               '(its request failed); nothing was stored')
-        texts.append(text)
-    return texts
-
-
-def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int]) -> List[List[int]]:
-    """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
-    ``prompt_order`` (:class:`~pyterrier_utility.backends.CausalLMBackend`: prompts sharing a prefix
-    together), else by length (batches of similar lengths pad little); each group holds about the
-    backend's ``batch_size`` answers (``answers[i]`` for prompt ``i``), never splitting a prompt's."""
-    size = max(1, int(getattr(backend, 'batch_size', 8) or 8))
-    order_key = getattr(backend, 'prompt_order', len)
-    order = sorted(range(len(prompts)), key=lambda i: order_key(prompts[i]))
-    groups, rows = [], 0
-    for i in order:
-        if not groups or rows + answers[i] > size:
-            groups.append([])
-            rows = 0
-        groups[-1].append(i)
-        rows += answers[i]
-    return groups
-
-
-def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
-                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[str]:
-    """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
-
-    Backends with ``supports_seeds`` take the seeds directly. For others, torch's generator is
-    seeded once per group of prompts sharing a seed, inside a forked random state (the caller's is
-    left as it was): reproducible for local backends, a best effort for remote ones.
-    """
-    if getattr(backend, 'supports_seeds', False):
-        outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
-                                stop_sequences=stop_sequences)
-        return checked_texts(backend, outs, len(prompts))
-    from .backends import cut_at_stop
-    answers = [None] * len(prompts)
-    for seed in sorted(set(seeds)):
-        idx = [i for i, s in enumerate(seeds) if s == seed]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            outs = backend.generate([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
-                                    stop_sequences=stop_sequences)
-        for i, text in zip(idx, checked_texts(backend, outs, len(idx))):
-            answers[i] = cut_at_stop(text, stop_sequences)
-    return answers
+def settings_key(backend: Backend, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]) -> dict:
+    """Everything but prompt and seed that determines the answers of ``backend.generate(...,
+    max_new_tokens, stop_sequences)``: for a backend holding a :class:`~pyterrier_utility.settings.Decoding`,
+    its key with the decoding the call actually uses; for others, their key and the call's limits."""
+    if isinstance(backend, DecodingBackend):
+        changes = {'max_new_tokens': max_new_tokens, 'stop': stop_sequences}
+        decoding = backend.decoding.replace(**{k: v for k, v in changes.items() if v is not None})
+        return dict(backend.generation_key, decoding=decoding.as_dict())
+    return {'backend': backend_key(backend), 'max_new_tokens': max_new_tokens, 'stop': list(stop_sequences or [])}
 
 
 class GenerationCache(Backend):
     """Wraps a backend so that each distinct prompt and seed is generated once, optionally on disk.
 
-    Keys hash the wrapped backend's settings (:func:`backend_key`), ``max_new_tokens``, the stop
-    sequences, the prompt and the seed (dropped for greedy backends, whose answers ignore it).
-    With a ``path``, answers go to SQLite as each batch completes, so a killed run loses at most
+    An answer's key hashes the settings it was generated with (:func:`settings_key`: for the
+    backends of this package, the model, the whole :class:`~pyterrier_utility.settings.Decoding` as
+    the call uses it, and the engine fields), the prompt and the seed (dropped for greedy decoding,
+    whose answers ignore it). Answers asked with other settings are therefore other entries: a
+    second run with another ``max_new_tokens`` or ``stop`` generates afresh and leaves the first
+    run's answers in place. The file also records the definition of every setting it holds
+    (:meth:`settings`), as pyterrier-caching records its key definition. With a ``path``, answers go to SQLite as each batch completes, so a killed run loses at most
     the batch in flight and a re-run generates only what is missing. The file holds plain text.
 
     Only answers are stored: a backend output that is not one string per prompt, or an error
@@ -139,6 +87,7 @@ class GenerationCache(Backend):
         self.path = None if path is None else Path(path)
         self.generated = 0
         self._memory: Dict[str, str] = {}
+        self._settings: Dict[str, str] = {}
         self._lock = threading.Lock()
         self._db = None
         if self.path is not None:
@@ -169,7 +118,7 @@ class GenerationCache(Backend):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path), check_same_thread=False)
             tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables - {'answers', 'meta'}:
+            if tables - {'answers', 'meta', 'settings'}:
                 raise sqlite3.DatabaseError(f'it has tables {sorted(tables)}, not a generation cache\'s')
             if 'answers' in tables:
                 columns = [row[1] for row in db.execute('PRAGMA table_info(answers)')]
@@ -179,8 +128,9 @@ class GenerationCache(Backend):
                 fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if fmt is not None and fmt[0] != CACHE_FORMAT:
                     raise sqlite3.DatabaseError(f'it declares format {fmt[0]!r}, not {CACHE_FORMAT!r}')
-            if tables != {'answers', 'meta'}:
+            if tables != {'answers', 'meta', 'settings'}:
                 db.execute('PRAGMA journal_mode=WAL')
+                db.execute('CREATE TABLE IF NOT EXISTS settings (id TEXT PRIMARY KEY, definition TEXT NOT NULL)')
                 db.execute('CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)')
                 db.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (CACHE_FORMAT,))
@@ -204,16 +154,43 @@ class GenerationCache(Backend):
 
     @property
     def deterministic(self) -> bool:
-        return getattr(self.backend, 'deterministic', False)
+        return deterministic(self.backend)
 
     @property
     def generation_key(self):
         return backend_key(self.backend)
 
+    def settings_id(self, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]) -> str:
+        """The id of the settings a call generates with; their definition is recorded in the file."""
+        definition = json.dumps(settings_key(self.backend, max_new_tokens, stop_sequences), sort_keys=True,
+                                default=str)
+        sid = stable_hash(definition)
+        if sid not in self._settings:
+            self._settings[sid] = definition
+            if self.path is not None:
+                db = self._connect()
+                try:
+                    db.execute('INSERT OR IGNORE INTO settings VALUES (?, ?)', (sid, definition))
+                    db.commit()
+                except sqlite3.Error as e:
+                    db.rollback()
+                    raise self._fail(e, 'writing') from None
+        return sid
+
+    def settings(self) -> List[dict]:
+        """The definitions of the settings the cache holds answers for (or was asked with)."""
+        stored = dict(self._settings)
+        if self.path is not None:
+            try:
+                stored.update(self._connect().execute('SELECT id, definition FROM settings'))
+            except sqlite3.Error as e:
+                raise self._fail(e, 'reading') from None
+        return [json.loads(d) for d in stored.values()]
+
     def key(self, prompt: str, seed: int, max_new_tokens: Optional[int],
             stop_sequences: Optional[Sequence[str]]) -> str:
-        return stable_hash(backend_key(self.backend), max_new_tokens, list(stop_sequences or []),
-                           prompt, None if self.deterministic else int(seed))
+        return stable_hash(self.settings_id(max_new_tokens, stop_sequences), prompt,
+                           None if self.deterministic else int(seed))
 
     def _lookup(self, keys: List[str]) -> Dict[str, str]:
         found = {k: self._memory[k] for k in keys if k in self._memory}
@@ -250,7 +227,28 @@ class GenerationCache(Backend):
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
         if len(seeds) != len(inps):
             raise ValueError(f'GenerationCache: {len(seeds)} seeds for {len(inps)} prompts')
-        keys = [self.key(p, s, max_new_tokens, stop_sequences) for p, s in zip(inps, seeds)]
+        sid = self.settings_id(max_new_tokens, stop_sequences)
+        greedy = self.deterministic
+        keys = [stable_hash(sid, p, None if greedy else int(s)) for p, s in zip(inps, seeds)]
+        found = self._answers(keys, inps, seeds, max_new_tokens, stop_sequences)
+        return [BackendOutput(text=found[k]) for k in keys]
+
+    def answer(self, prompts: Sequence[str], seeds: Sequence[int], *, max_new_tokens: Optional[int] = None,
+               stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[str]]:
+        """Each prompt's answers, one per seed: what is cached is read, the rest generated in the
+        backend's batches (with a progress bar counting answers when ``verbose``)."""
+        seeds = [int(s) for s in seeds]
+        sid = self.settings_id(max_new_tokens, stop_sequences)
+        greedy = self.deterministic
+        keys = [[stable_hash(sid, p, None if greedy else s) for s in seeds] for p in prompts]
+        found = self._answers([k for row in keys for k in row], [p for p in prompts for _ in seeds],
+                              seeds * len(prompts), max_new_tokens, stop_sequences, verbose)
+        return [[found[k] for k in row] for row in keys]
+
+    def _answers(self, keys: List[str], inps: Sequence[str], seeds: Sequence[int], max_new_tokens, stop_sequences,
+                 verbose: bool = False) -> Dict[str, str]:
+        """key -> answer for every key: those not cached are generated, grouped by :func:`work_batches`
+        (the one place prompts are batched), and stored as each batch completes."""
         with self._lock:
             found = self._lookup(list(dict.fromkeys(keys)))
             todo: Dict[str, Dict[str, int]] = {}  # prompt -> key -> seed, for keys not found
@@ -258,23 +256,31 @@ class GenerationCache(Backend):
                 if k not in found:
                     todo.setdefault(p, {}).setdefault(k, s)
             pending = list(todo)
-            for group in work_batches(self.backend, pending, [len(todo[p]) for p in pending]):
-                chunk = [(k, pending[i], s) for i in group for k, s in todo[pending[i]].items()]
-                try:
-                    answers = generate_seeded(self.backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
-                                              max_new_tokens, stop_sequences)
-                except BackendError as e:
-                    kept = {chunk[i][0]: t for i, t in e.completed.items()
-                            if 0 <= i < len(chunk) and isinstance(t, str) and not t.startswith(ERROR_MARKERS)}
-                    self._store(kept)
-                    self.generated += len(kept)
-                    raise BackendError(f'{e} [{len(kept)} answers of the failed batch and all earlier batches '
-                                       'are in the cache; a re-run generates only what is missing]') from e
-                self.generated += len(chunk)
-                new = {k: a for (k, _, _), a in zip(chunk, answers)}
-                self._store(new)
-                found.update(new)
-        return [BackendOutput(text=found[k]) for k in keys]
+            total = sum(len(t) for t in todo.values())
+            with pt.tqdm(total=total, desc='answers', unit='answer', disable=not verbose or not total) as progress:
+                for group in work_batches(self.backend, pending, [len(todo[p]) for p in pending]):
+                    chunk = [(k, pending[i], s) for i in group for k, s in todo[pending[i]].items()]
+                    found.update(self._generate_batch(chunk, max_new_tokens, stop_sequences))
+                    progress.update(len(chunk))
+        return found
+
+    def _generate_batch(self, chunk: List[tuple], max_new_tokens, stop_sequences) -> Dict[str, str]:
+        """Generates one batch of ``(key, prompt, seed)`` and stores it; on a failure, the answers the
+        backend completed are stored before the error goes on."""
+        try:
+            answers = generate_seeded(self.backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
+                                      max_new_tokens, stop_sequences)
+        except BackendError as e:
+            kept = {chunk[i][0]: t for i, t in e.completed.items()
+                    if 0 <= i < len(chunk) and isinstance(t, str) and not t.startswith(ERROR_MARKERS)}
+            self._store(kept)
+            self.generated += len(kept)
+            raise BackendError(f'{e} [{len(kept)} answers of the failed batch and all earlier batches '
+                               'are in the cache; a re-run generates only what is missing]') from e
+        self.generated += len(chunk)
+        new = {k: a for (k, _, _), a in zip(chunk, answers)}
+        self._store(new)
+        return new
 
     def __len__(self) -> int:
         if self.path is not None:
@@ -290,7 +296,7 @@ class GenerationCache(Backend):
 
 def warn_unseeded(backend: Backend, n_samples: int) -> None:
     """Warns when several samples are asked of a sampling backend that takes no seeds."""
-    if n_samples > 1 and not getattr(backend, 'supports_seeds', False) and not getattr(backend, 'deterministic', False):
+    if n_samples > 1 and not supports_seeds(backend) and not deterministic(backend):
         warnings.warn(f'{backend!r} takes no seeds: its {n_samples} samples per prompt are seeded through torch '
                       'only, which does not reach remote servers or vLLM; use pyterrier_utility.backends.'
                       'OpenAICompatibleBackend or VLLMBackend for reproducible samples', stacklevel=3)

@@ -17,6 +17,7 @@ import pyterrier as pt
 
 from ._util import cache_dir, native_output_silenced
 from .errors import SettingError
+from .settings import LabelSet
 
 #: Cleverdon's relevance codes (1 = complete answer ... 4 = minimum interest, -1 = no interest)
 #: mapped to labels where larger is more relevant, as nDCG and the relevance thresholds expect.
@@ -351,9 +352,7 @@ def answerable_topics(topics: pd.DataFrame, qrels: pd.DataFrame, labels=2) -> pd
 
     Answer quality is undefined for the others, so the study averages over these.
     """
-    from .fbert import relevant_docnos
-    keep = set(relevant_docnos(qrels, labels))
-    return topics[topics['qid'].astype(str).isin(keep)].reset_index(drop=True)
+    return LabelSet.parse(labels).answerable(topics, qrels)
 
 
 class UtilityDatasetProvider(pt.datasets.DatasetProvider):

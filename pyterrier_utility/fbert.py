@@ -1,47 +1,15 @@
 """FBERT: the quality of an answer as its best BERTScore F1 against the query's relevant documents."""
 import warnings
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import check, validate_columns, warn_qids
+from ._util import validate_columns, warn_qids
 from .bertscore import PAPER_MODEL, BertScore
-
-Labels = Union[int, Iterable[int]]
-
-
-def check_labels(owner: str, labels: Labels) -> Labels:
-    """``labels`` as given, if it is a minimum label (an int) or a non-empty set of ints."""
-    if isinstance(labels, (int, np.integer)) and not isinstance(labels, bool):
-        return labels
-    try:
-        values = list(labels)
-    except TypeError:
-        values = None
-    check(bool(values) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values), owner,
-          f'labels must be a minimum label (e.g. 2) or a non-empty set of labels (e.g. {{2, 3}}), got {labels!r}')
-    return set(int(v) for v in values)
-
-
-def relevant_docnos(qrels: pd.DataFrame, labels: Labels) -> Dict[str, List[str]]:
-    """qid -> docnos judged relevant. ``labels``: a minimum label (int) or a set of labels."""
-    validate_columns('qrels', qrels, ['qid', 'docno', 'label'])
-    labels = check_labels('relevant_docnos', labels)
-    if isinstance(labels, (int, np.integer)):
-        keep = qrels['label'] >= labels
-    else:
-        keep = qrels['label'].isin(list(labels))
-    rel = qrels[keep]
-    return {str(q): list(g['docno'].astype(str)) for q, g in rel.groupby('qid', sort=False)}
-
-
-def describe_labels(labels: Labels) -> str:
-    if isinstance(labels, (int, np.integer)):
-        return f'label>={labels}'
-    return 'label in {' + ','.join(str(x) for x in sorted(labels)) + '}'
-
+from .datasets import texts_of
+from .settings import LabelSet, LabelsLike
 
 class FBertScorer(pt.Transformer):
     """Adds ``fbert``: P(a) = max over the query's relevant documents of BERTScore F1(a, document).
@@ -55,7 +23,8 @@ class FBertScorer(pt.Transformer):
     Args:
         qrels: ``qid``, ``docno``, ``label``.
         texts: docno -> text of (at least) the relevant documents.
-        labels: the relevant labels: a minimum (``2``: labels 2 and up) or a set (``{2, 3}``).
+        labels: the relevant labels, a :class:`~pyterrier_utility.settings.LabelSet` or any of its
+            spellings: a minimum (``2``: labels 2 and up) or a set (``{2, 3}``).
         model_type: BERTScore model (paper: ``bert-large-uncased``; offline: ``'minilm'``), or a
             ready :class:`~pyterrier_utility.bertscore.BertScore` to share its embedding cache.
         num_layers, idf, batch_size, device: as in bert_score. With ``idf``, idf is computed over
@@ -69,7 +38,7 @@ class FBertScorer(pt.Transformer):
         (dataset.bm25() % 5 >> reader >> scorer)(topics)
     """
 
-    def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, labels: Labels = 2,
+    def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, labels: LabelsLike = 2,
                  model_type: Union[str, BertScore] = PAPER_MODEL, num_layers: Optional[int] = None,
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
                  answer_column: str = 'qanswer', output_column: str = 'fbert'):
@@ -77,10 +46,10 @@ class FBertScorer(pt.Transformer):
         self.texts = texts
         self.model_type, self.num_layers, self.idf = model_type, num_layers, idf
         self.batch_size, self.device = batch_size, device
-        self.labels = check_labels('FBertScorer', labels)
-        self.relevant = relevant_docnos(qrels, self.labels)
+        validate_columns('FBertScorer qrels', qrels, ['qid', 'docno', 'label'])
+        self.labels = LabelSet.parse(labels)
+        self.relevant = self.labels.relevant_docnos(qrels)
         self.judged_qids = set(qrels['qid'].astype(str))
-        from .datasets import texts_of
         needed = list(dict.fromkeys(d for docs in self.relevant.values() for d in docs))
         self.ref_texts = texts_of(texts, needed)
         missing = [d for d in needed if d not in self.ref_texts]
@@ -102,14 +71,20 @@ class FBertScorer(pt.Transformer):
 
     def score(self, qids: Sequence, answers: Sequence[str]) -> np.ndarray:
         """FBERT of each (qid, answer) pair; NaN where the query has no relevant document."""
+        return self.score_with_reference(qids, answers)[0]
+
+    def score_with_reference(self, qids: Sequence, answers: Sequence[str]) -> Tuple[np.ndarray, List[Optional[str]]]:
+        """FBERT of each (qid, answer) pair and the relevant docno that gave the maximum (``None``
+        where the score is NaN)."""
         qids = [str(q) for q in qids]
         answers = ['' if a is None or (isinstance(a, float) and np.isnan(a)) else str(a) for a in answers]
         out = np.full(len(qids), np.nan)
+        best_docno: List[Optional[str]] = [None] * len(qids)
         unjudged = {q for q in qids if q not in self.relevant}
         if unjudged:
             why = {q: 'not in the qrels' if q not in self.judged_qids else 'no relevant document' for q in unjudged}
             for reason in sorted(set(why.values())):
-                warn_qids(f'FBERT is NaN ({reason}, {describe_labels(self.labels)})',
+                warn_qids(f'FBERT is NaN ({reason}, {self.labels})',
                           [q for q, r in why.items() if r == reason])
         empty = {q for q, a in zip(qids, answers) if not a.strip() and q in self.relevant}
         warn_qids('empty answer scored FBERT 0', empty)
@@ -122,14 +97,16 @@ class FBertScorer(pt.Transformer):
         for q, rows in by_qid.items():
             distinct = list(dict.fromkeys(answers[i] for i in rows))
             refs = [self.ref_texts[d] for d in self.relevant[q]]
-            best = dict(zip(distinct, self.bertscore.f1_matrix(distinct, refs).max(axis=1)))
+            f1 = self.bertscore.f1_matrix(distinct, refs)
+            best = dict(zip(distinct, zip(f1.max(axis=1), f1.argmax(axis=1))))
             for i in rows:
-                out[i] = best[answers[i]]
-        return out
+                value, ref = best[answers[i]]
+                out[i], best_docno[i] = value, self.relevant[q][ref]
+        return out, best_docno
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', self.answer_column])
         return inp.assign(**{self.output_column: self.score(inp['qid'], inp[self.answer_column])})
 
     def __repr__(self):
-        return f'FBertScorer({self.bertscore.name!r}, {describe_labels(self.labels)})'
+        return f'FBertScorer({self.bertscore.name!r}, {self.labels})'

@@ -7,7 +7,7 @@ import pyterrier as pt
 
 from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids, with_fewer_results
 from .datasets import texts_of
-from .fbert import Labels, check_labels, relevant_docnos
+from .settings import LabelSet, LabelsLike
 
 
 class OracleSampler(pt.Transformer):
@@ -40,12 +40,12 @@ class OracleSampler(pt.Transformer):
     """
 
     def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, relevant: bool = True,
-                 labels: Labels = 2, nonrelevant_max_label: int = 0, fill_unjudged: bool = False,
+                 labels: LabelsLike = 2, nonrelevant_max_label: int = 0, fill_unjudged: bool = False,
                  num_results: int = 1000, seed: int = 0):
         validate_columns('OracleSampler qrels', qrels, ['qid', 'docno', 'label'])
         check_int('OracleSampler', 'num_results', num_results, 1)
         check_int('OracleSampler', 'seed', seed, 0)
-        labels = check_labels('OracleSampler', labels)
+        labels = LabelSet.parse(labels)
         self.qrels = qrels
         self.texts = texts
         self.relevant = relevant
@@ -56,7 +56,7 @@ class OracleSampler(pt.Transformer):
         self.seed = seed
         qrels = normalise_frame('OracleSampler qrels', qrels)
         if relevant:
-            self.pools = relevant_docnos(qrels, labels)
+            self.pools = labels.relevant_docnos(qrels)
         else:
             nonrel = qrels[qrels['label'] <= nonrelevant_max_label]
             self.pools = {q: list(g['docno']) for q, g in nonrel.groupby('qid', sort=False)}
@@ -106,7 +106,6 @@ class OracleSampler(pt.Transformer):
         return pd.DataFrame(rows, columns=['qid', 'query', 'docno', 'text', 'score', 'rank'])
 
     def __repr__(self):
-        from .fbert import describe_labels
-        kind = (f'Rel, {describe_labels(self.labels)}' if self.relevant else
+        kind = (f'Rel, {self.labels}' if self.relevant else
                 f'NRel, label<={self.nonrelevant_max_label}' + (', unjudged filled' if self.fill_unjudged else ''))
         return f'OracleSampler({kind}, num_results={self.num_results}, seed={self.seed})'

@@ -1,5 +1,5 @@
 """The reader: one answer per query (and sample) from a k-shot or 0-shot prompt."""
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -7,9 +7,11 @@ import pyterrier_alpha as pta
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
-from ._util import check, check_int, normalise_frame, stop_sequences, warn_qids
-from .cache import GenerationCache, warn_unseeded, work_batches
+from ._util import check, check_int, normalise_frame, warn_qids
+from .cache import GenerationCache, warn_unseeded
 from .errors import FrameError
+from .protocols import DecodingBackend, TokenizingBackend
+from .settings import BASE_MODEL_STOP, STOP, Decoding
 
 #: The k-shot prompt of the study; ``{contexts}`` holds one formatted context per line.
 KSHOT_PROMPT = ('You are an expert at answering questions based on your own knowledge and related '
@@ -20,9 +22,7 @@ ZEROSHOT_PROMPT = ('You are an expert at answering questions based on your own k
                    'answer this question. End your answer with STOP.\nQuestion: {query}\n'
                    'Now start your answer. Answer:')
 CONTEXT_FORMAT = 'Context {i}: {text}'
-#: Stop sequences for base (non-instruction) models, which ignore "STOP" and go on to invent the
-#: next "Question:" or "Context": the answer is what comes before.
-BASE_MODEL_STOP = ('STOP', '\nQuestion:', '\nContext')
+__all__ = ['BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'Reader', 'ZEROSHOT_PROMPT']
 
 
 class Reader(pt.Transformer):
@@ -54,8 +54,10 @@ class Reader(pt.Transformer):
             or ``pyterrier_rag.backend.OpenAIBackend(...)``. Sampling settings live in the backend.
         n_samples: answers per query (the study uses 5).
         seed: the seed of sample 0.
-        max_new_tokens: the most tokens per answer (``None``: the backend's own limit).
-        stop: stop sequences, removed from the answer.
+        max_new_tokens: the most tokens per answer (``None``: the backend's own limit, which for
+            the backends of this package is their :class:`~pyterrier_utility.settings.Decoding`'s).
+        stop: stop sequences, removed from the answer (``None``: the backend's decoding's, else
+            ``'STOP'``).
         prompt: the k-shot template, with ``{contexts}`` and ``{query}``.
         zero_shot_prompt: the 0-shot template, with ``{query}``.
         context_format: one context line, with ``{i}`` (1-based) and ``{text}``.
@@ -70,7 +72,7 @@ class Reader(pt.Transformer):
     """
 
     def __init__(self, backend: Backend, *, n_samples: int = 1, seed: int = 0,
-                 max_new_tokens: Optional[int] = None, stop: Sequence[str] = ('STOP',),
+                 max_new_tokens: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
                  prompt: str = KSHOT_PROMPT, zero_shot_prompt: str = ZEROSHOT_PROMPT,
                  context_format: str = CONTEXT_FORMAT, max_prompt_tokens: Optional[int] = None,
                  verbose: bool = False):
@@ -90,14 +92,17 @@ class Reader(pt.Transformer):
         self.n_samples = n_samples
         self.seed = seed
         self.max_new_tokens = max_new_tokens
-        self.stop = stop_sequences('Reader', stop)
+        inner = self.backend.backend
+        if stop is None:
+            self.stop = list(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP)
+        else:
+            self.stop = list(Decoding(stop=stop).stop)
         self.prompt = prompt
         self.zero_shot_prompt = zero_shot_prompt
         self.context_format = context_format
         self.verbose = verbose
-        inner = self.backend.backend
-        self.tokenizer = getattr(inner, 'tokenizer', None)
-        if max_prompt_tokens is None and self.tokenizer is not None and getattr(inner, 'max_input_length', None):
+        self.tokenizer = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
+        if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
             max_prompt_tokens = inner.max_input_length - (max_new_tokens or getattr(inner, 'max_new_tokens', 0) or 0)
         self.max_prompt_tokens = max_prompt_tokens
         self._warned_truncation = False
@@ -136,27 +141,35 @@ class Reader(pt.Transformer):
         return [t if len(tok) <= share else self.tokenizer.decode(tok[:share])
                 for t, tok in zip(texts, tokens)], True
 
-    def prompts(self, inp: pd.DataFrame) -> Dict[object, str]:
-        """qid -> prompt for a result frame (k-shot, documents in rank order) or a query frame (0-shot)."""
+    def prompts(self, inp: pd.DataFrame, by: Union[str, Sequence[str]] = 'qid') -> Dict[object, str]:
+        """The prompt of each group of rows (``by``: ``'qid'``, or several columns such as ``['system',
+        'k', 'qid']``, giving tuple keys): k-shot from a result frame, documents in rank order, or
+        0-shot from a query frame (or a group whose only row has no ``docno``)."""
         missing = inp.loc[inp['query'].isna(), 'qid']
         if len(missing):
             raise FrameError(f'{self!r}: no query text for qid {sorted(set(map(str, missing)))[:20]}')
+        by = [by] if isinstance(by, str) else list(by)
+        key = by[0] if len(by) == 1 else by
         if 'docno' not in inp.columns:
-            return {qid: self.build_prompt(str(q)) for qid, q in zip(inp['qid'], inp['query'])}
-        ordered = inp.sort_values(['qid', 'rank'], kind='stable') if 'rank' in inp.columns else inp
+            first = inp.drop_duplicates(by)
+            return {g: self.build_prompt(str(q)) for g, q in zip(first[key].itertuples(index=False, name=None)
+                                                                  if len(by) > 1 else first[key], first['query'])}
+        ordered = inp.sort_values(by + ['rank'], kind='stable') if 'rank' in inp.columns else inp
         found = ordered[ordered['docno'].notna()]
-        nothing = set(ordered['qid']) - set(found['qid'])
-        warn_qids(f'{self!r}: no document retrieved; answered with the 0-shot prompt', nothing)
-        dup = found.duplicated(['qid', 'docno'])
+        nothing = ordered[ordered['docno'].isna()].drop_duplicates(by)
+        warn_qids(f'{self!r}: no document retrieved; answered with the 0-shot prompt', nothing['qid'])
+        dup = found.duplicated(by + ['docno'])
         warn_qids(f'{self!r}: duplicate docno in the ranking, given once at its first rank', found.loc[dup, 'qid'])
         found = found[~dup]
         blank = found['text'].isna() | (found['text'].astype(str).str.strip() == '')
         warn_qids(f'{self!r}: missing or empty document text, given as an empty context', found.loc[blank, 'qid'])
-        prompts = {qid: self.build_prompt(str(q)) for qid, q in
-                   ordered.loc[ordered['qid'].isin(nothing)].drop_duplicates('qid')[['qid', 'query']].values}
-        queries = [(qid, str(g['query'].iloc[0]), ['' if pd.isna(t) else str(t) for t in g['text']])
-                   for qid, g in found.groupby('qid', sort=False)]
-        prompts.update(zip([q for q, _, _ in queries], self.fitted_prompts(queries)))
+        prompts = {g: self.build_prompt(str(q)) for g, q in
+                   zip(nothing[key].itertuples(index=False, name=None) if len(by) > 1 else nothing[key],
+                       nothing['query'])}
+        groups = [(g, g[by.index('qid')] if len(by) > 1 else g, str(rows['query'].iloc[0]),
+                   ['' if pd.isna(t) else str(t) for t in rows['text']])
+                  for g, rows in found.groupby(key, sort=False)]
+        prompts.update(zip([g for g, _, _, _ in groups], self.fitted_prompts([c[1:] for c in groups])))
         return prompts
 
     def fitted_prompts(self, contexts: Sequence[Tuple[object, str, Sequence[str]]]) -> List[str]:
@@ -187,33 +200,35 @@ class Reader(pt.Transformer):
             raise InputValidationError(f'{self!r}: input has no column {missing} (a {mode.mode_name} input: '
                                        'a result frame with qid, query, docno, text, or a query frame with qid, '
                                        f'query; has {list(inp.columns)})', e.modes) from None
-        inp = normalise_frame(repr(self), inp, missing_docno_ok=True)
-        prompts = self.prompts(inp)
-        answers = self.answer(list(prompts.values()))
-        per_sample = []
-        for j in range(self.n_samples):
-            by_qid = {qid: answers[i][j] for i, qid in enumerate(prompts)}
-            frame = inp.assign(qanswer=inp['qid'].map(by_qid))
-            if self.n_samples > 1:
-                frame = frame.assign(sample=j)
-            per_sample.append(frame)
-        return pd.concat(per_sample, ignore_index=True)
+        return self.answer_frame(normalise_frame(repr(self), inp, missing_docno_ok=True))
+
+    def answer_frame(self, inp: pd.DataFrame, by: Union[str, Sequence[str]] = 'qid') -> pd.DataFrame:
+        """``inp`` with ``qanswer`` on every row: each group of rows (``by``, see :meth:`prompts`) is
+        one prompt; with several samples, the rows are repeated per sample with a ``sample`` column.
+        All prompts are answered in one call (each distinct prompt and seed once)."""
+        return self.answer_frames([inp], by)[0]
+
+    def answer_frames(self, frames: Sequence[pd.DataFrame], by: Union[str, Sequence[str]] = 'qid') -> List[pd.DataFrame]:
+        """:meth:`answer_frame` of several frames (e.g. query frames for 0-shot and result frames
+        for k-shot), their prompts answered together in one call."""
+        by = [by] if isinstance(by, str) else list(by)
+        prompts = [self.prompts(frame, by) for frame in frames]
+        distinct = list(dict.fromkeys(p for group in prompts for p in group.values()))
+        answered = dict(zip(distinct, self.answer(distinct)))
+        out = []
+        for frame, group in zip(frames, prompts):
+            keys = list(frame[by].itertuples(index=False, name=None)) if len(by) > 1 else list(frame[by[0]])
+            per_sample = []
+            for j in range(self.n_samples):
+                answers = frame.assign(qanswer=[answered[group[g]][j] for g in keys])
+                per_sample.append(answers.assign(sample=j) if self.n_samples > 1 else answers)
+            out.append(pd.concat(per_sample, ignore_index=True))
+        return out
 
     def answer(self, prompts: List[str]) -> List[List[str]]:
         """Answers for each prompt, one per sample."""
-        seeds = self.seeds()
-        outs: List[List[str]] = [None] * len(prompts)
-        groups = work_batches(self.backend.backend, prompts, [len(seeds)] * len(prompts))
-        total = len(prompts) * len(seeds)
-        with pt.tqdm(total=total, desc='answers', unit='answer',
-                     disable=not self.verbose or len(groups) <= 1) as progress:
-            for group in groups:
-                answers = self.backend.generate([prompts[i] for i in group for _ in seeds], seeds=seeds * len(group),
-                                                max_new_tokens=self.max_new_tokens, stop_sequences=self.stop)
-                for n, i in enumerate(group):
-                    outs[i] = [a.text for a in answers[n * len(seeds):(n + 1) * len(seeds)]]
-                progress.update(len(group) * len(seeds))
-        return outs
+        return self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
+                                   stop_sequences=self.stop, verbose=self.verbose)
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
         """0-shot answers for a query frame (``qid``, ``query``), one row per query and sample."""

@@ -20,7 +20,8 @@ from ._util import check, check_int, normalise_frame, validate_columns, warn_qid
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .errors import SettingError
-from .fbert import Labels, check_labels, relevant_docnos
+from .protocols import DecodingBackend
+from .settings import LabelSet, LabelsLike
 from .reader import Reader
 
 #: The judge's prompt: ``{query}``, ``{golds}`` (the gold-context answers, one per line) and
@@ -41,7 +42,7 @@ def gold_reader_for(reader: Reader, samples: int = 3, temperature: float = 0.5) 
     """The reader of the gold-context answers: the same model, prompts and stop sequences, sampling
     ``samples`` answers at ``temperature`` (the paper: 3 at 0.5), cached next to the reader's."""
     backend = reader.backend.backend
-    if not hasattr(backend, 'with_settings'):
+    if not isinstance(backend, DecodingBackend):
         raise SettingError(f'LLMRetEval: {backend!r} cannot change its temperature for the gold-context answers; '
                            'give gold_reader= (a Reader sampling them as you want)')
     cache = GenerationCache(backend.with_settings(temperature=temperature), reader.backend.path)
@@ -99,7 +100,7 @@ class LLMRetEval(pt.Transformer):
         pt.Experiment([bm25 % 5 >> reader >> reteval], topics, qrels, [R@5, RetEval])
     """
 
-    def __init__(self, reader: Reader, qrels: pd.DataFrame, texts: Dict[str, str], *, labels: Labels = 2,
+    def __init__(self, reader: Reader, qrels: pd.DataFrame, texts: Dict[str, str], *, labels: LabelsLike = 2,
                  k: Optional[int] = None, judge: Optional[Backend] = None,
                  bertscore: Union[None, str, BertScore] = None, threshold: float = MINILM_MATCH_THRESHOLD,
                  judge_prompt: str = JUDGE_PROMPT, gold_reader: Optional[Reader] = None, gold_samples: int = 3,
@@ -114,10 +115,10 @@ class LLMRetEval(pt.Transformer):
         self.reader = reader
         self.qrels = qrels
         self.gold_samples, self.gold_temperature = gold_samples, gold_temperature
-        self.labels = check_labels('LLMRetEval', labels)
+        self.labels = LabelSet.parse(labels)
         graded = normalise_frame('LLMRetEval qrels', qrels).sort_values(['qid', 'label', 'docno'],
                                                                         ascending=[True, False, True])
-        self.gold = relevant_docnos(graded, self.labels)
+        self.gold = self.labels.relevant_docnos(graded)
         self.texts = texts
         self.k = k
         self.judge = None if judge is None else (judge if isinstance(judge, GenerationCache) else GenerationCache(judge))
@@ -179,7 +180,7 @@ class LLMRetEval(pt.Transformer):
 FAILURE_CASES = {'A/B': 'Recall@k', 'C': 'Recall@k', 'D': 'LLM-retEval', 'E/F': 'LLM-retEval', 'F': 'LLM-retEval'}
 
 
-def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: Labels = 2,
+def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: LabelsLike = 2,
                  correct: Optional[Callable[[str, str], bool]] = None) -> pd.DataFrame:
     """Per query: Recall@k of the retrieved documents against the gold documents, LLM-retEval, whether
     they disagree, and which failure case of the LLM-retEval paper explains a disagreement.
@@ -203,7 +204,7 @@ def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: Label
     """
     validate_columns('disagreement', frame, ['qid', 'docno', 'reteval'] + (['qanswer', 'gold_qanswers'] if correct else []))
     frame = normalise_frame('disagreement', frame, missing_docno_ok=True)
-    gold = relevant_docnos(normalise_frame('disagreement qrels', qrels), labels)
+    gold = LabelSet.parse(labels).relevant_docnos(normalise_frame('disagreement qrels', qrels))
     gold_qrels = pd.DataFrame([(q, d, 1) for q, docs in gold.items() for d in docs],
                               columns=['query_id', 'doc_id', 'relevance'])
     first = frame[frame['sample'] == frame['sample'].min()] if 'sample' in frame.columns else frame

@@ -1,9 +1,12 @@
 """Context utility: the relative gain in answer quality that a context brings over no context."""
+from typing import Sequence, Tuple
+
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from ._util import validate_columns, warn_qids
+from .errors import FrameError
 from .fbert import FBertScorer
 from .reader import Reader
 
@@ -45,10 +48,45 @@ class UtilityEvaluator(pt.Transformer):
         self.reader = reader
         self.scorer = scorer
 
-    def _per_query(self, frame: pd.DataFrame) -> pd.Series:
-        keys = frame.drop_duplicates(['qid', 'sample'])
-        keys = keys.assign(p=self.scorer.score(keys['qid'], keys['qanswer']))
-        return keys.groupby('qid', sort=False)['p'].mean()
+    def answer_scores(self, frame: pd.DataFrame, by: Sequence[str] = ('qid',)) -> pd.DataFrame:
+        """One row per group (``by``) and sample: ``qanswer``, its ``fbert`` and the relevant docno
+        that gave the maximum (``best_docno``). Each distinct answer of a query is scored once."""
+        by = list(by)
+        frame = frame if 'sample' in frame.columns else frame.assign(sample=0)
+        keys = frame.drop_duplicates(by + ['sample'])[by + ['sample', 'qanswer']].reset_index(drop=True)
+        fbert, best = self.scorer.score_with_reference(keys['qid'], keys['qanswer'])
+        return keys.assign(fbert=fbert, best_docno=best)
+
+    def evaluate(self, frame: pd.DataFrame, by: Sequence[str] = ('qid',)) -> Tuple[pd.DataFrame, pd.DataFrame]:
+        """The evaluation of a reader's output whose rows are grouped by ``by`` (``('qid',)`` in a
+        pipeline; ``('system', 'k', 'qid')`` in a study, where one frame holds every context):
+        per group ``fbert`` (P_k, the mean over samples), ``fbert_0shot`` (P_0 of its query, from
+        the reader's 0-shot answers) and ``utility``; and the per-answer scores of the k-shot and
+        0-shot answers (0-shot rows with ``system`` '0-shot' and ``k`` 0 when those are in ``by``)."""
+        by = list(by)
+        self._check_own(frame if 'sample' in frame.columns else frame.assign(sample=0), by)
+        k_shot = self.answer_scores(frame, by)
+        zero = self.answer_scores(self.reader.zero_shot(frame[['qid', 'query']]), ['qid'])
+        p_0 = zero.groupby('qid', sort=False)['fbert'].mean()
+        groups = k_shot.groupby(by, sort=False)['fbert'].mean().rename('fbert').reset_index()
+        groups['fbert_0shot'] = groups['qid'].map(p_0).astype(float)
+        groups['utility'] = utility(groups['fbert'], groups['fbert_0shot'])
+        warn_qids(f'utility is NaN because the 0-shot FBERT is 0 ({self.scorer.labels})', p_0.index[p_0 == 0])
+        zero = zero.assign(**{c: v for c, v in (('system', '0-shot'), ('k', 0)) if c in by})
+        return groups, pd.concat([zero[k_shot.columns], k_shot], ignore_index=True)
+
+    def _check_own(self, frame: pd.DataFrame, by: Sequence[str]) -> None:
+        """P_0 comes from this evaluator's reader, so P_k must too: the same samples, one answer each."""
+        samples = sorted(set(frame['sample'].tolist()))
+        if samples != list(range(self.reader.n_samples)):
+            raise FrameError(f'{self!r}: the input has samples {samples[:10]}, its reader draws '
+                             f'{self.reader.n_samples} (samples 0..{self.reader.n_samples - 1}); evaluate each '
+                             "reader's output with an evaluator of that reader")
+        answers = frame.drop_duplicates(list(by) + ['sample', 'qanswer'])
+        mixed = answers['qid'][answers.duplicated(list(by) + ['sample'])]
+        if len(mixed):
+            raise FrameError(f'{self!r}: several answers for one query and sample (qid {sorted(set(mixed))[:10]}): '
+                             "the input mixes several readers' outputs; evaluate each on its own")
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query', 'qanswer'])
@@ -57,17 +95,14 @@ class UtilityEvaluator(pt.Transformer):
             return inp.drop(columns=['sample'], errors='ignore').assign(
                 fbert=pd.Series(dtype=float), fbert_0shot=pd.Series(dtype=float),
                 utility=pd.Series(dtype=float))
-        p_k = self._per_query(frame)
-        zero = self.reader.zero_shot(frame[['qid', 'query']])
-        p_0 = self._per_query(zero if 'sample' in zero.columns else zero.assign(sample=0))
-        u = pd.Series(utility(p_k.values, p_0.reindex(p_k.index).values), index=p_k.index)
-        warn_qids('utility is NaN because the 0-shot FBERT is 0', p_0.index[p_0 == 0])
+        groups = self.evaluate(frame)[0].set_index('qid')
         first = frame[frame['sample'] == frame['sample'].min()].drop(columns=['sample'])
         if frame['sample'].nunique() > 1:
             ordered = frame.sort_values('sample', kind='stable').drop_duplicates(['qid', 'sample'])
             first = first.assign(qanswers=first['qid'].map(ordered.groupby('qid', sort=False)['qanswer'].agg(tuple)))
-        return first.assign(fbert=first['qid'].map(p_k), fbert_0shot=first['qid'].map(p_0),
-                            utility=first['qid'].map(u)).reset_index(drop=True)
+        return first.assign(fbert=first['qid'].map(groups['fbert']),
+                            fbert_0shot=first['qid'].map(groups['fbert_0shot']),
+                            utility=first['qid'].map(groups['utility'])).reset_index(drop=True)
 
     def __repr__(self):
         return f'UtilityEvaluator({self.reader!r}, {self.scorer!r})'

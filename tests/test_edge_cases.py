@@ -174,7 +174,7 @@ def test_a_stop_string_is_one_stop_sequence_not_characters():
     lambda: Reader(CountingBackend(), stop=['STOP', '']),
     lambda: Reader(CountingBackend(), prompt='{contexts} only'),
     lambda: OracleSampler(QRELS, TEXTS, num_results=-1),
-    lambda: OracleSampler(QRELS, TEXTS, labels='2'),
+    lambda: OracleSampler(QRELS, TEXTS, labels='two'),
 ])
 def test_settings_out_of_range_are_refused_where_given(make):
     from pyterrier_utility.errors import SettingError
@@ -249,11 +249,13 @@ def test_a_label_set_with_no_relevant_document_stops_the_study_first():
     (['--queries', '-1'], "argument --queries: must be an integer >= 0, got '-1'"),
     (['--temperature', '-1'], "argument --temperature: must be a number >= 0, got '-1'"),
     (['-k', '0'], "argument -k: must be an integer >= 1, got '0'"),
-    (['--labels', '99'], 'error: --labels label>=99: no document has such a label (the qrels of cranfield have labels [0, 1, 2, 3, 4])'),
+    (['--labels', '99'], 'error: label set label>=99: no document of cranfield has such a label (its labels are [0, 1, 2, 3, 4])'),
+    (['--labels', '2,3'], 'error: label set label in {2,3} leaves out label [4] of cranfield'),
     (['--reader', 'bogus'], "error: unknown reader 'bogus'; choose from gemma3-270m, smollm2-135m, huggingface:MODEL"),
     (['--scorer', 'bogus'], "error: --scorer 'bogus' cannot be loaded"),
-    (['--reader', 'gemma3-270m', '--concurrency', '4'], "error: the reader 'gemma3-270m' cannot honour --concurrency"),
-    (['--systems', 'BM25', 'Dense'], "error: unknown systems ['Dense']; choose from ['BM25', 'Neural', 'Rel', 'NRel', 'COSMix']"),
+    (['--reader', 'gemma3-270m', '--concurrency', '4'], "error: the reader 'gemma3-270m' cannot honour concurrency (--concurrency)"),
+    (['--systems', 'BM25', 'Dense'], "error: argument --systems: invalid choice: 'Dense'"),
+    (['--correction', 'nonsense'], "error: argument --correction: invalid choice: 'nonsense'"),
 ])
 def test_cli_errors_are_one_line_and_come_before_any_model_loads(argv, message, tmp_path, monkeypatch, capsys):
     import pyterrier_utility as pu

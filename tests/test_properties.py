@@ -66,9 +66,12 @@ class HashScorer:
     """A stand-in for FBERT: a fixed value in [0, 1) per (qid, answer); NaN for q3 (no relevant
     document); 0 for an empty answer."""
 
-    def score(self, qids, answers):
-        return np.array([math.nan if q == 'q3' else (0.0 if not a else (hash((q, a)) % 1000) / 1000)
-                         for q, a in zip(qids, answers)])
+    labels = 'label>=2'
+
+    def score_with_reference(self, qids, answers):
+        scores = np.array([math.nan if q == 'q3' else (0.0 if not a else (hash((q, a)) % 1000) / 1000)
+                           for q, a in zip(qids, answers)])
+        return scores, [None if q == 'q3' else 'd' for q in qids]
 
 
 def read(reader, frame):
@@ -108,9 +111,9 @@ def test_utility_is_exactly_the_relative_gain_and_nan_exactly_where_undefined(fr
     for qid, rows in out.groupby('qid'):
         k_answers = answered[answered['qid'] == qid]
         k_answers = k_answers.drop_duplicates('sample') if n_samples > 1 else k_answers.head(1)
-        p_k = scorer.score([qid] * len(k_answers), list(k_answers['qanswer'])).mean()
+        p_k = scorer.score_with_reference([qid] * len(k_answers), list(k_answers["qanswer"]))[0].mean()
         z = zero[zero['qid'] == qid]
-        p_0 = scorer.score([qid] * len(z), list(z['qanswer'])).mean()
+        p_0 = scorer.score_with_reference([qid] * len(z), list(z["qanswer"]))[0].mean()
         u = rows['utility'].iloc[0]
         if math.isnan(p_k) or math.isnan(p_0) or p_0 == 0:
             assert math.isnan(u)

@@ -12,8 +12,9 @@ from typing import Optional, Sequence, Union
 from pyterrier_rag.backend import Backend
 
 from ..errors import SettingError
-from ._hf import CausalLMBackend, cut_at_stop
-from ._offline import gemma3_270m, gemma3_270m_path, minilm_path, minilm_reranker, monot5_reranker, smollm2_135m
+from ._base import cut_at_stop
+from ._hf import CausalLMBackend
+from ._offline import gemma3_270m, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
 
@@ -73,5 +74,5 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
 
 
 __all__ = ['CausalLMBackend', 'ENGINES', 'OFFLINE_READERS', 'OpenAICompatibleBackend', 'VLLMBackend',
-           'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_path', 'get_backend', 'minilm_path', 'minilm_reranker',
-           'monot5_reranker', 'reader_names', 'smollm2_135m']
+           'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_path', 'get_backend', 'reader_names',
+           'smollm2_135m']

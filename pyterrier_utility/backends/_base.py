@@ -1,45 +1,149 @@
-"""What the backends of this package share: decoding settings that can be changed on a copy."""
+"""What the backends of this package share: a :class:`~pyterrier_utility.settings.Decoding` value
+from which the generation key is derived, and the scheduling of prompts into batches."""
 import copy
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from .._util import check, check_sampling
+import torch
+from pyterrier_rag.backend import Backend
 
-#: The decoding settings a backend may hold; those it has can be changed with ``with_settings``.
-DECODING = ('temperature', 'top_k', 'top_p', 'max_new_tokens', 'repetition_penalty')
+from ..errors import BackendError, SettingError
+from ..protocols import BatchedBackend, OrderedBackend, supports_seeds
+from ..settings import FIELDS, Decoding
+
+#: Texts that third-party backends return in place of an answer when a request failed
+#: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
+ERROR_MARKERS = ('ERROR::',)
 
 
-class DecodingSettings:
-    """Mixin: ``with_settings(temperature=0.5)`` gives a copy sharing the model (or servers) whose
-    decoding settings differ; its answers are cached under their own key."""
+def split_decoding(owner: str, decoding: Optional[Decoding], default: Decoding, kwargs: dict) -> Decoding:
+    """The decoding of a backend built with ``decoding`` and/or single fields among ``kwargs``
+    (``temperature=0``), which are taken out of ``kwargs``."""
+    changes = {name: kwargs.pop(name) for name in FIELDS if name in kwargs}
+    if decoding is not None and not isinstance(decoding, Decoding):
+        raise SettingError(f'{owner}: decoding must be a Decoding, got {decoding!r}')
+    return (decoding or default).replace(**changes)
+
+
+class DecodingBackendBase(Backend):
+    """A backend whose answers are determined by its model, its :class:`Decoding` and the engine
+    fields it names (``ENGINE_FIELDS``); its ``generation_key`` is derived from exactly these.
+
+    Subclasses declare ``DECODING_FIELDS`` (the decoding settings they honour; any other set is an
+    error when the backend is built) and ``ENGINE_FIELDS`` (attributes that change answers).
+    """
+    supports_seeds = True
+    DECODING_FIELDS = frozenset(FIELDS)
+    ENGINE_FIELDS: Tuple[str, ...] = ()
+
+    def _set_decoding(self, decoding: Decoding) -> None:
+        decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})', self.DECODING_FIELDS)
+        self.decoding = decoding
+        self.max_new_tokens = decoding.max_new_tokens
 
     @property
-    def deterministic(self) -> bool:
-        """True when answers do not depend on the seed (greedy decoding)."""
-        return self.temperature == 0
+    def generation_key(self) -> Dict[str, object]:
+        """Everything besides prompt and seed that determines an answer."""
+        key = {'backend': type(self).__name__, 'model': self.model_id, 'decoding': self.decoding.as_dict()}
+        key.update({name: getattr(self, name) for name in self.ENGINE_FIELDS})
+        return key
 
-    def with_settings(self, **changes) -> 'DecodingSettings':
-        """A copy with other decoding settings (``temperature``, ``top_k``, ...), the model shared.
+    def with_settings(self, **changes) -> 'DecodingBackendBase':
+        """A copy with other decoding settings, the model (or servers) shared; its answers are
+        cached under their own key.
 
         Example::
 
             gold_backend = backend.with_settings(temperature=0.5)
         """
-        unknown = [name for name in changes if name not in DECODING or not hasattr(self, name)]
-        check(not unknown, repr(self), f'cannot change {unknown}; its decoding settings are '
-                                       f'{[n for n in DECODING if hasattr(self, n)]}')
         clone = copy.copy(self)
-        clone.__dict__.update(changes)
-        check_sampling(repr(clone), temperature=clone.temperature, top_k=clone.top_k,
-                       max_new_tokens=clone.max_new_tokens, top_p=getattr(clone, 'top_p', None),
-                       repetition_penalty=getattr(clone, 'repetition_penalty', None))
+        clone._set_decoding(self.decoding.replace(**changes))
         clone._copied()
         return clone
 
-    def _call(self, inps, seeds, return_logprobs: bool, num_responses: int, stop_sequences):
-        """The seeds (0 for every prompt when none are given) and stop sequences of a ``generate``
-        call, which asks one answer per prompt and no logprobs."""
+    def _call(self, inps, seeds, return_logprobs: bool, num_responses: int, max_new_tokens, stop_sequences):
+        """The seeds (0 for every prompt when none are given), the new-token limit and the stop
+        sequences of a ``generate`` call (the decoding's where the call gives none)."""
         if return_logprobs or num_responses != 1:
             raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        return (list(seeds) if seeds is not None else [0] * len(inps)), list(stop_sequences or [])
+        seeds = list(seeds) if seeds is not None else [0] * len(inps)
+        stop = list(self.decoding.stop if stop_sequences is None else stop_sequences)
+        return seeds, max_new_tokens or self.decoding.max_new_tokens, stop
 
     def _copied(self) -> None:
         """Resets what a copy must not share (connections, locks)."""
+
+
+def cut_at_stop(text: str, stop_sequences: Optional[Sequence[str]]) -> str:
+    """The text before the first stop sequence, stripped."""
+    for stop in stop_sequences or ():
+        text = text.split(stop, 1)[0]
+    return text.strip()
+
+
+def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
+    """The answer texts of a backend's outputs for ``count`` prompts, or a :class:`BackendError`
+    when they are not one string per prompt, or a text is an error marker."""
+    try:
+        outputs = list(outputs)
+    except TypeError:
+        raise BackendError(f'{backend!r} returned {type(outputs).__name__} for {count} prompts, '
+                           'not a list of outputs; nothing was stored') from None
+    if len(outputs) != count:
+        raise BackendError(f'{backend!r} returned {len(outputs)} outputs for {count} prompts; '
+                           'answers cannot be matched to prompts, nothing was stored')
+    texts = []
+    for i, out in enumerate(outputs):
+        text = getattr(out, 'text', out)
+        if not isinstance(text, str):
+            raise BackendError(f'{backend!r} returned {type(text).__name__} as the answer to prompt {i} of '
+                               f'{count}, not a string; nothing was stored')
+        if text.startswith(ERROR_MARKERS):
+            raise BackendError(f'{backend!r} returned the error marker {text!r} for prompt {i} of {count} '
+                               '(its request failed); nothing was stored')
+        texts.append(text)
+    return texts
+
+
+def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int]) -> List[List[int]]:
+    """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
+    ``prompt_order`` (:class:`~pyterrier_utility.protocols.OrderedBackend`: prompts sharing a prefix
+    together), else by length (batches of similar lengths pad little); each group holds about the
+    backend's ``batch_size`` answers (:class:`~pyterrier_utility.protocols.BatchedBackend`, else 8) (``answers[i]`` for prompt ``i``), never splitting a prompt's.
+
+    The one place where prompts are grouped: the generation cache groups what it must generate, and
+    a backend called directly groups what it is given (a group from the cache stays one group)."""
+    size = max(1, int((backend.batch_size if isinstance(backend, BatchedBackend) else 8) or 8))
+    order_key = backend.prompt_order if isinstance(backend, OrderedBackend) else len
+    order = sorted(range(len(prompts)), key=lambda i: order_key(prompts[i]))
+    groups, rows = [], 0
+    for i in order:
+        if not groups or rows + answers[i] > size:
+            groups.append([])
+            rows = 0
+        groups[-1].append(i)
+        rows += answers[i]
+    return groups
+
+
+def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
+                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[str]:
+    """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
+
+    Backends that support seeds take them directly. For others, torch's generator is seeded once
+    per group of prompts sharing a seed, inside a forked random state (the caller's is left as it
+    was): reproducible for local backends, a best effort for remote ones.
+    """
+    if supports_seeds(backend):
+        outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
+                                stop_sequences=stop_sequences)
+        return checked_texts(backend, outs, len(prompts))
+    answers = [None] * len(prompts)
+    for seed in sorted(set(seeds)):
+        idx = [i for i, s in enumerate(seeds) if s == seed]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            outs = backend.generate([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
+                                    stop_sequences=stop_sequences)
+        for i, text in zip(idx, checked_texts(backend, outs, len(idx))):
+            answers[i] = cut_at_stop(text, stop_sequences)
+    return answers

@@ -13,9 +13,9 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from .._util import check, check_int, check_sampling
-from ..cache import work_batches
-from ._base import DecodingSettings
+from .._util import check, check_int
+from ..settings import FIELDS, Decoding
+from ._base import DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from ._prefix import PrefixCache, line_chunks
 
 #: dtypes a backend can be asked for by name.
@@ -67,7 +67,7 @@ class _SeededSampling:
                           for i, row in enumerate(rows)])
 
 
-class CausalLMBackend(DecodingSettings, Backend):
+class CausalLMBackend(DecodingBackendBase):
     """Generates answers with a Hugging Face causal LM: one prefill per prompt, per-prompt seeds.
 
     Each distinct prompt is prefilled once, in chunks that end at line boundaries; its samples
@@ -86,11 +86,10 @@ class CausalLMBackend(DecodingSettings, Backend):
             used (the caller's model is left as it is).
         tokenizer: its tokenizer (a fast one gives line chunks; a slow one prefills whole prompts).
         model_id: a name for the model, part of every generation cache key.
-        temperature: sampling temperature; ``0`` decodes greedily (seeds are then irrelevant).
-            The defaults (0.3, top-k 50, 300 new tokens) are the paper's.
-        top_k: sample among the ``top_k`` most likely tokens (``0``: all).
-        max_new_tokens: the most tokens generated per answer.
-        repetition_penalty: Hugging Face's repetition penalty (``1.0``: none).
+        decoding: the :class:`~pyterrier_utility.settings.Decoding` (default: the authors' 0.3,
+            top-k 50, 300 new tokens, stop at "STOP"); single fields may be given as keywords
+            (``temperature=0``). Every field but ``top_p`` is honoured; ``top_k`` 0 or ``None``
+            samples among all tokens, and the repetition penalty is Hugging Face's.
         batch_size: the most answers decoded together (and asked for at a time by the reader and
             the generation cache); the samples of a prompt are never split.
         chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
@@ -107,22 +106,23 @@ class CausalLMBackend(DecodingSettings, Backend):
         backend = CausalLMBackend.from_pretrained('google/gemma-3-1b-it', chat_template=True)
         reader = pyterrier_utility.Reader(backend)
     """
-    supports_seeds = True
+    DECODING_FIELDS = frozenset(FIELDS) - {'top_p'}
+    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks')
 
-    def __init__(self, model, tokenizer, *, model_id: str, temperature: float = 0.3, top_k: int = 50,
-                 max_new_tokens: int = 300, repetition_penalty: float = 1.0, batch_size: int = 32,
-                 chat_template: bool = False, max_input_length: Optional[int] = None,
+    def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
+                 batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
                  dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
-                 min_chunk_tokens: int = 32, verbose: bool = False):
+                 min_chunk_tokens: int = 32, verbose: bool = False, **decoding_fields):
         name = f'CausalLMBackend({model_id!r})'
-        check_sampling(name, temperature=temperature, top_k=top_k,
-                       max_new_tokens=max_new_tokens, repetition_penalty=repetition_penalty)
+        decoding = split_decoding(name, decoding, Decoding(), decoding_fields)
+        check(not decoding_fields, name, f'unknown arguments {sorted(decoding_fields)}')
         check_int(name, 'batch_size', batch_size, 1)
         check_int(name, 'prefix_cache_mb', prefix_cache_mb, 0)
         check_int(name, 'min_chunk_tokens', min_chunk_tokens, 1)
         model_limit = getattr(model.config, 'max_position_embeddings', None) or 2048
-        super().__init__(model_id, max_new_tokens=max_new_tokens, verbose=verbose,
+        super().__init__(model_id, max_new_tokens=decoding.max_new_tokens, verbose=verbose,
                          max_input_length=max_input_length or model_limit)
+        self._set_decoding(decoding)
         self.dtype = resolve_dtype(dtype, model.device) or model.dtype
         if model.dtype != self.dtype:
             model = copy.deepcopy(model).to(self.dtype)
@@ -133,9 +133,6 @@ class CausalLMBackend(DecodingSettings, Backend):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         eos = model.generation_config.eos_token_id
         self.eos_token_ids = set([eos] if isinstance(eos, int) else eos or [self.tokenizer.eos_token_id])
-        self.temperature = float(temperature)
-        self.top_k = int(top_k)
-        self.repetition_penalty = float(repetition_penalty)
         self.batch_size = batch_size
         self.chat_template = chat_template
         self.min_chunk_tokens = min_chunk_tokens
@@ -159,13 +156,13 @@ class CausalLMBackend(DecodingSettings, Backend):
         return cls(model, tokenizer, dtype=model.dtype, **kwargs)
 
     @property
-    def generation_key(self) -> Dict[str, object]:
-        """Everything besides prompt and seed that determines an answer."""
-        return {'backend': type(self).__name__, 'model': self.model_id,
-                'temperature': self.temperature, 'top_k': self.top_k,
-                'repetition_penalty': self.repetition_penalty, 'chat_template': self.chat_template,
-                'max_input_length': self.max_input_length, 'dtype': str(self.dtype).replace('torch.', ''),
-                'prefill_chunks': f'lines, >= {self.min_chunk_tokens} tokens'}
+    def dtype_name(self) -> str:
+        return str(self.dtype).replace('torch.', '')
+
+    @property
+    def prefill_chunks(self) -> str:
+        """How prompts are cut for prefilling (answers may differ by rounding with other cuts)."""
+        return f'lines, >= {self.min_chunk_tokens} tokens'
 
     @staticmethod
     def prompt_order(prompt: str) -> str:
@@ -183,18 +180,19 @@ class CausalLMBackend(DecodingSettings, Backend):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        seeds, _ = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
+        seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
+                                                 stop_sequences)
+        greedy = self.decoding.greedy
         rows: Dict[str, List[int]] = {}
         for i, prompt in enumerate(inps):
             rows.setdefault(prompt, []).append(i)
         # Decoded together: consecutive prompts (in prompt order) up to batch_size answers.
         prompts = list(rows)
         groups = [[prompts[i] for i in group] for group in
-                  work_batches(self, prompts, [1 if self.deterministic else len(rows[p]) for p in prompts])]
+                  work_batches(self, prompts, [1 if greedy else len(rows[p]) for p in prompts])]
         texts = [None] * len(inps)
         for group in groups:
-            answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group],
-                                   max_new_tokens or self.max_new_tokens, stop_sequences)
+            answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group], max_new_tokens, stop)
             for prompt, per_seed in zip(group, answers):
                 for i, answer in zip(rows[prompt], per_seed):
                     texts[i] = answer
@@ -268,15 +266,16 @@ class CausalLMBackend(DecodingSettings, Backend):
             ids, ends = self._tokenize(prompt)
             self.prompt_tokens += len(ids) * len(seeds)
             cache, logits = self._prefill(ids, ends)
-            n = 1 if self.deterministic else len(seeds)
+            n = 1 if self.decoding.greedy else len(seeds)
             if n > 1:
                 cache.batch_repeat_interleave(n)
             prefills.append((ids, cache, logits, n))
             row_seeds += seeds[:n]
         cache, mask, history, positions, scores = self._merge(prefills)
-        sampler = None if self.deterministic else _SeededSampling(row_seeds, self.temperature, self.top_k)
-        penalty = (RepetitionPenaltyLogitsProcessor(self.repetition_penalty)
-                   if self.repetition_penalty != 1.0 else None)
+        d = self.decoding
+        sampler = None if d.greedy else _SeededSampling(row_seeds, d.temperature, d.top_k or 0)
+        penalty = (RepetitionPenaltyLogitsProcessor(d.repetition_penalty)
+                   if d.repetition_penalty not in (None, 1.0) else None)
         tokens: List[List[int]] = [[] for _ in row_seeds]
         active = list(range(len(row_seeds)))
         for step in range(max_new_tokens):
@@ -313,11 +312,4 @@ class CausalLMBackend(DecodingSettings, Backend):
         return answers
 
     def __repr__(self):
-        return f'CausalLMBackend({self.model_id!r}, temperature={self.temperature}, top_k={self.top_k})'
-
-
-def cut_at_stop(text: str, stop_sequences: Optional[Sequence[str]]) -> str:
-    """The text before the first stop sequence, stripped."""
-    for stop in stop_sequences or ():
-        text = text.split(stop, 1)[0]
-    return text.strip()
+        return f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, top_k={self.decoding.top_k})'

@@ -13,10 +13,10 @@ from typing import Dict, List, Optional, Sequence, Union
 
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from .._util import check, check_int, check_sampling
+from .._util import check, check_int
 from ..errors import BackendError
-from ._base import DecodingSettings
-from ._hf import cut_at_stop
+from ..settings import Decoding
+from ._base import DecodingBackendBase, cut_at_stop, split_decoding
 
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -26,7 +26,7 @@ class _Retryable(Exception):
     pass
 
 
-class OpenAICompatibleBackend(DecodingSettings, Backend):
+class OpenAICompatibleBackend(DecodingBackendBase):
     """Answers prompts through OpenAI-compatible servers: up to ``concurrency`` requests in flight
     over a pool of endpoints, each request sent to the endpoint with the fewest in flight.
 
@@ -48,12 +48,10 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
         api_key: sent as a bearer token; default ``$OPENAI_API_KEY``, none for local servers without it.
         endpoint: ``'completions'`` (the raw prompt: the study's text exactly) or ``'chat'`` (the
             prompt as one user message, formatted by the server's chat template).
-        temperature: sampling temperature (the paper: 0.3; 0: greedy).
-        top_k: sample among the ``top_k`` most likely tokens (the paper: 50; 0: all, sent as -1;
-            ``None``: not sent).
-        top_p: nucleus sampling (``None``: not sent).
-        max_new_tokens: ``max_tokens`` of each request (the paper: 300).
-        repetition_penalty: sent when given.
+        decoding: the :class:`~pyterrier_utility.settings.Decoding`, every field sent (default: the
+            authors' 0.3, top-k 50, 300 new tokens, stop at "STOP"); single fields may be given as
+            keywords (``temperature=0``). ``top_k`` 0 is sent as -1 (all tokens) and ``None`` is not
+            sent; ``top_p`` and ``repetition_penalty`` are sent when given.
         extra_body: further fields sent with every request (e.g. ``{'min_p': 0.05}``, or llama.cpp's
             ``{'repeat_penalty': 1.1}``); part of the cache key.
         concurrency: requests in flight at once, over all endpoints.
@@ -70,22 +68,22 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
                                           ['http://gpu1:8000/v1', 'http://gpu2:8000/v1'], concurrency=64)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
-    supports_seeds = True
+    # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
+    ENGINE_FIELDS = ('endpoint', 'extra_body')
 
     def __init__(self, model: str, base_urls: Union[str, Sequence[str]] = ('http://127.0.0.1:8000/v1',), *,
-                 api_key: Optional[str] = None, endpoint: str = 'completions', temperature: float = 0.3,
-                 top_k: Optional[int] = 50, top_p: Optional[float] = None, max_new_tokens: int = 300,
-                 repetition_penalty: Optional[float] = None, extra_body: Optional[Dict[str, object]] = None,
-                 concurrency: int = 8, timeout: float = 600.0, max_retries: int = 5, backoff: float = 1.0,
-                 tokenizer=None, max_input_length: Optional[int] = None, verbose: bool = False):
+                 api_key: Optional[str] = None, endpoint: str = 'completions', decoding: Optional[Decoding] = None,
+                 extra_body: Optional[Dict[str, object]] = None, concurrency: int = 8, timeout: float = 600.0,
+                 max_retries: int = 5, backoff: float = 1.0, tokenizer=None, max_input_length: Optional[int] = None,
+                 verbose: bool = False, **decoding_fields):
         owner = f'OpenAICompatibleBackend({model!r})'
+        decoding = split_decoding(owner, decoding, Decoding(), decoding_fields)
+        check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
         check(isinstance(model, str) and bool(model), owner, f'model must be a non-empty string, got {model!r}')
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls or [])
         check(bool(urls) and all(isinstance(u, str) and u.startswith(('http://', 'https://')) for u in urls),
               owner, f'base_urls must be one or more http(s) URLs, got {base_urls!r}')
         check(endpoint in ('completions', 'chat'), owner, f"endpoint must be 'completions' or 'chat', got {endpoint!r}")
-        check_sampling(owner, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                       repetition_penalty=repetition_penalty)
         check_int(owner, 'concurrency', concurrency, 1)
         check_int(owner, 'max_retries', max_retries, 0)
         check(timeout > 0 and backoff >= 0, owner, f'timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}')
@@ -98,15 +96,12 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
         if max_input_length is None and tokenizer is not None:
             max_input_length = getattr(tokenizer, 'model_max_length', None)
             max_input_length = max_input_length if max_input_length and max_input_length < 10 ** 7 else None
-        super().__init__(model, max_input_length=max_input_length or 10 ** 9, max_new_tokens=max_new_tokens,
+        super().__init__(model, max_input_length=max_input_length or 10 ** 9, max_new_tokens=decoding.max_new_tokens,
                          verbose=verbose)
+        self._set_decoding(decoding)
         self.base_urls = [u.rstrip('/') for u in urls]
         self.api_key = api_key if api_key is not None else os.environ.get('OPENAI_API_KEY')
         self.endpoint = endpoint
-        self.temperature = float(temperature)
-        self.top_k = top_k
-        self.top_p = top_p
-        self.repetition_penalty = repetition_penalty
         self.extra_body = extra_body
         self.concurrency = concurrency
         self.timeout = float(timeout)
@@ -141,21 +136,16 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
         """Prompts handed over per call by the generation cache: enough to keep every slot busy."""
         return 4 * self.concurrency
 
-    @property
-    def generation_key(self) -> Dict[str, object]:
-        return {'backend': 'OpenAICompatibleBackend', 'model': self.model_id, 'endpoint': self.endpoint,
-                'temperature': self.temperature, 'top_k': self.top_k, 'top_p': self.top_p,
-                'repetition_penalty': self.repetition_penalty, 'extra_body': self.extra_body}
-
     def sampling_fields(self) -> Dict[str, object]:
         """The decoding fields every request carries (besides prompt, seed, stop and max_tokens)."""
-        fields = {'temperature': self.temperature}
-        if self.top_p is not None:
-            fields['top_p'] = self.top_p
-        if self.top_k is not None:
-            fields['top_k'] = self.top_k if self.top_k > 0 else -1
-        if self.repetition_penalty is not None:
-            fields['repetition_penalty'] = self.repetition_penalty
+        d = self.decoding
+        fields = {'temperature': d.temperature}
+        if d.top_p is not None:
+            fields['top_p'] = d.top_p
+        if d.top_k is not None:
+            fields['top_k'] = d.top_k if d.top_k > 0 else -1
+        if d.repetition_penalty is not None:
+            fields['repetition_penalty'] = d.repetition_penalty
         fields.update(self.extra_body)
         return fields
 
@@ -244,8 +234,9 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        seeds, stop = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
-        bodies = [self._body(p, s, max_new_tokens or self.max_new_tokens, stop) for p, s in zip(inps, seeds)]
+        seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
+                                                 stop_sequences)
+        bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
         texts: Dict[int, str] = {}
         pool = ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(bodies))))
         try:
@@ -270,4 +261,4 @@ class OpenAICompatibleBackend(DecodingSettings, Backend):
     def __repr__(self):
         urls = self.base_urls[0] if len(self.base_urls) == 1 else f'{len(self.base_urls)} endpoints'
         return (f'OpenAICompatibleBackend({self.model_id!r}, {urls}, endpoint={self.endpoint!r}, '
-                f'temperature={self.temperature}, top_k={self.top_k})')
+                f'temperature={self.decoding.temperature}, top_k={self.decoding.top_k})')

@@ -3,13 +3,13 @@ from typing import Dict, List, Optional, Sequence
 
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from .._util import check_int, check_sampling
+from .._util import check_int
 from ..errors import BackendError
-from ._base import DecodingSettings
-from ._hf import cut_at_stop
+from ..settings import Decoding
+from ._base import DecodingBackendBase, cut_at_stop, split_decoding
 
 
-class VLLMBackend(DecodingSettings, Backend):
+class VLLMBackend(DecodingBackendBase):
     """Generates with an in-process ``vllm.LLM``: every prompt of a call goes to one ``LLM.generate``,
     each with its own ``SamplingParams(seed=...)``, so sample ``j`` of a prompt is reproducible.
 
@@ -18,8 +18,9 @@ class VLLMBackend(DecodingSettings, Backend):
 
     Args:
         model: a Hugging Face model id or local folder.
-        temperature, top_k, top_p, max_new_tokens, repetition_penalty: decoding (the paper: 0.3, 50,
-            ``None``, 300, ``None``); ``top_k`` 0 means all tokens.
+        decoding: the :class:`~pyterrier_utility.settings.Decoding`, every field honoured (default:
+            the authors' 0.3, top-k 50, 300 new tokens, stop at "STOP"); single fields may be given
+            as keywords (``temperature=0``). ``top_k`` 0 or ``None`` means all tokens.
         chat_template: wrap each prompt as a user turn of the model's chat template.
         tensor_parallel_size: GPUs the model is split over.
         enable_prefix_caching: reuse the KV cache of shared prompt prefixes.
@@ -31,16 +32,14 @@ class VLLMBackend(DecodingSettings, Backend):
         backend = VLLMBackend('meta-llama/Meta-Llama-3-8B-Instruct', chat_template=True)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
-    supports_seeds = True
+    # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
+    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'llm_kwargs')
 
-    def __init__(self, model: str, *, temperature: float = 0.3, top_k: int = 50, top_p: Optional[float] = None,
-                 max_new_tokens: int = 300, repetition_penalty: Optional[float] = None,
-                 chat_template: bool = False, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
+    def __init__(self, model: str, *, decoding: Optional[Decoding] = None, chat_template: bool = False, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
                  max_input_length: Optional[int] = None, batch_size: int = 1024, verbose: bool = False,
                  **llm_kwargs):
         owner = f'VLLMBackend({model!r})'
-        check_sampling(owner, temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                       repetition_penalty=repetition_penalty)
+        decoding = split_decoding(owner, decoding, Decoding(), llm_kwargs)
         check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)
         check_int(owner, 'batch_size', batch_size, 1)
         try:
@@ -53,31 +52,21 @@ class VLLMBackend(DecodingSettings, Backend):
         self.tokenizer = self.llm.get_tokenizer()
         config = getattr(getattr(self.llm, 'llm_engine', None), 'model_config', None)
         limit = max_input_length or getattr(config, 'max_model_len', None) or 4096
-        super().__init__(model, max_input_length=limit, max_new_tokens=max_new_tokens, verbose=verbose)
-        self.temperature = float(temperature)
-        self.top_k = top_k
-        self.top_p = top_p
-        self.repetition_penalty = repetition_penalty
+        super().__init__(model, max_input_length=limit, max_new_tokens=decoding.max_new_tokens, verbose=verbose)
+        self._set_decoding(decoding)
         self.chat_template = chat_template
         self.batch_size = batch_size
         self.llm_kwargs = {k: v for k, v in llm_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
 
-    @property
-    def generation_key(self) -> Dict[str, object]:
-        # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
-        return {'backend': 'VLLMBackend', 'model': self.model_id, 'temperature': self.temperature,
-                'top_k': self.top_k, 'top_p': self.top_p, 'repetition_penalty': self.repetition_penalty,
-                'chat_template': self.chat_template, 'max_input_length': self.max_input_length,
-                'llm_kwargs': self.llm_kwargs}
-
     def sampling_params(self, seed: int, max_new_tokens: int, stop: Sequence[str]):
         """The ``vllm.SamplingParams`` of one prompt and seed."""
-        fields = {'n': 1, 'temperature': self.temperature, 'max_tokens': max_new_tokens, 'seed': int(seed),
-                  'top_k': self.top_k if self.top_k else -1}
-        if self.top_p is not None:
-            fields['top_p'] = self.top_p
-        if self.repetition_penalty is not None:
-            fields['repetition_penalty'] = self.repetition_penalty
+        d = self.decoding
+        fields = {'n': 1, 'temperature': d.temperature, 'max_tokens': max_new_tokens, 'seed': int(seed),
+                  'top_k': d.top_k if d.top_k else -1}
+        if d.top_p is not None:
+            fields['top_p'] = d.top_p
+        if d.repetition_penalty is not None:
+            fields['repetition_penalty'] = d.repetition_penalty
         if stop:
             fields['stop'] = list(stop)
         return self._sampling_params(**fields)
@@ -91,12 +80,13 @@ class VLLMBackend(DecodingSettings, Backend):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        seeds, stop = self._call(inps, seeds, return_logprobs, num_responses, stop_sequences)
-        params = [self.sampling_params(s, max_new_tokens or self.max_new_tokens, stop) for s in seeds]
+        seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
+                                                 stop_sequences)
+        params = [self.sampling_params(s, max_new_tokens, stop) for s in seeds]
         outputs = self.llm.generate([self._format(p) for p in inps], params, use_tqdm=self.verbose)
         if len(outputs) != len(inps):
             raise BackendError(f'{self!r}: vLLM returned {len(outputs)} outputs for {len(inps)} prompts')
         return [BackendOutput(text=cut_at_stop(o.outputs[0].text, stop)) for o in outputs]
 
     def __repr__(self):
-        return f'VLLMBackend({self.model_id!r}, temperature={self.temperature}, top_k={self.top_k})'
+        return f'VLLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, top_k={self.decoding.top_k})'

@@ -6,6 +6,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .._util import check_int, normalise_frame, validate_columns
+from ..models import RERANKERS
 from ..reader import Reader
 from .partition import CorpusEmbeddings, SparsePartition
 from .retrieval import DenseRetriever, HybridRetriever
@@ -97,7 +98,6 @@ def cosmix_system(dataset, reader: Reader, *, validator: Optional[Validator] = N
 
         systems = dict(default_systems(d, qrels), COSMix=cosmix_system(d, reader))
     """
-    from .. import backends
     embeddings = CorpusEmbeddings(dataset.texts)
     partition = SparsePartition(embeddings, threshold)
     bm25 = dataset.bm25(num_results=max(depth, 1000))
@@ -105,7 +105,7 @@ def cosmix_system(dataset, reader: Reader, *, validator: Optional[Validator] = N
     def hybrid(subset):
         return HybridRetriever(bm25, DenseRetriever(embeddings, dataset.texts, subset, num_results=depth), subset,
                                num_results=depth)
-    rerank = backends.minilm_reranker() if reranker == 'dense' else backends.monot5_reranker()
+    rerank = RERANKERS[reranker]()
     cosmix = COSMix(reader, validator or Validator(reader.backend), hybrid(partition.rest),
                     hybrid(partition.sparse) >> rerank, k=k)
     cosmix.partition = partition

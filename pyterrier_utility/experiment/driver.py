@@ -1,0 +1,253 @@
+"""A study from its :class:`~pyterrier_utility.experiment.config.StudyConfig`: what the command line
+runs, reachable from Python with the same config.
+
+Example::
+
+    from pyterrier_utility.experiment import StudyConfig, run, save
+    config = StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small')
+    results = run(config)
+    save(results, config)
+"""
+import json
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pandas as pd
+import pyterrier as pt
+
+from .._version import __version__
+from ..bertscore import BertScore
+from ..cache import GenerationCache, backend_key
+from ..datasets import get_dataset
+from ..errors import SettingError
+from ..order import ReverseOrder
+from ..reader import Reader
+from ..runs import RunFile
+from . import figures
+from .config import StudyConfig
+from .study import StudyResults, run_study
+from .systems import REVERSED_SYSTEMS, default_systems
+
+
+def check_out(out: Path) -> None:
+    """``out`` is (or can be made) a writable folder, or a :class:`SettingError` says why."""
+    if out.exists() and not out.is_dir():
+        raise SettingError(f'--out {out} is a file, not a folder')
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / '.write-test'
+        probe.write_text('')
+        probe.unlink()
+    except OSError as e:
+        raise SettingError(f'--out {out} cannot be written: {e.strerror or e}') from None
+
+
+def load_collection(name: str, config: StudyConfig):
+    """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
+    give NaN for the others). A label set that no document has, or that leaves out the collection's
+    top grade or labels the Rel oracle draws from, is refused: P would silently ignore documents
+    that Rel gives the reader."""
+    dataset = get_dataset(name)
+    qrels = dataset.get_qrels()
+    present = sorted(qrels['label'].unique().tolist())
+    rel_drawn = [x for x in present if config.rel_labels.contains(pd.Series([x])).iloc[0]]
+    for option, labels in [('label set', x) for x in config.label_sets] + [('Rel labels', config.rel_labels)]:
+        if not labels.relevant_docnos(qrels):
+            raise SettingError(f'{option} {labels}: no document of {name} has such a label (its labels are {present})')
+    for labels in config.label_sets:
+        dropped = [x for x in labels.excluded(present) if x == max(present) or x in rel_drawn]
+        if dropped:
+            raise SettingError(f'label set {labels} leaves out label {dropped} of {name} (its labels are {present}; '
+                               f'Rel draws from {config.rel_labels}): the references of P would miss documents '
+                               'that are more relevant than those counted. Give a minimum (e.g. 2) or include them')
+    answerable = set()
+    for labels in config.label_sets:
+        answerable |= set(labels.relevant_docnos(qrels))
+    topics = dataset.get_topics()
+    topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)
+    if config.queries:
+        topics = topics.head(config.queries)
+    return dataset, qrels, topics
+
+
+def build_reader(config: StudyConfig, cache_path: Optional[Path] = None) -> Reader:
+    """The reader of the config: its backend (every decoding setting in it) behind a generation cache."""
+    from ..backends import get_backend
+    backend = get_backend(config.reader, **config.backend_options())
+    return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
+                  verbose=True)
+
+
+def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, topics: pd.DataFrame,
+                  reader: Reader) -> Dict[str, pt.Transformer]:
+    """The systems of the config for one dataset: only those asked for are built (no index or
+    re-ranker for an oracle-only study), then the saved runs that rank some of its queries."""
+    asked = set(config.systems)
+    systems = {}
+    if asked & {'BM25', 'Neural', 'Rel', 'NRel'}:
+        built = default_systems(dataset, qrels, neural=config.neural, labels=config.rel_labels,
+                                seed=config.oracle_seed, index=config.index, bm25=config.bm25,
+                                verbose=config.verbose, retrieval=bool(asked & {'BM25', 'Neural'}),
+                                reranker='Neural' in asked)
+        systems.update({s: built[s] for s in config.systems if s in built})
+    if 'COSMix' in asked:
+        from ..cosmix import cosmix_system
+        systems['COSMix'] = cosmix_system(dataset, reader, threshold=config.cosmix_threshold, reranker=config.neural)
+    for run_name, path in config.runs:
+        run = RunFile(path, dataset.texts)
+        if run.qids() & set(topics['qid'].astype(str)):
+            systems[run_name] = run
+        else:
+            print(f'{name}: run {run_name} ranks none of its queries; left out', flush=True)
+    return {s: systems[s] for s in list(config.systems) + [r for r, _ in config.runs] if s in systems}
+
+
+def reversed_systems(config: StudyConfig, systems) -> List[str]:
+    """The systems also reported reversed: the retrievers and the saved runs."""
+    if not config.reverse:
+        return []
+    return [s for s in systems if s in REVERSED_SYSTEMS or s in dict(config.runs)]
+
+
+def announce(command: str, config: StudyConfig, reader: Reader, out: Path, argv: Optional[list] = None) -> dict:
+    """Prints the settings and writes them whole, with the backend as built, to ``settings.json``."""
+    record = dict(config.to_dict(), command=command, version=__version__,
+                  seeds=reader.seeds(), backend=backend_key(reader.backend.backend), argv=argv)
+    (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
+    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'reader', 'samples', 'seeds', 'scorer', 'neural',
+                                                   'bm25', 'ks', 'label_sets', 'rel_labels'))
+    decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
+    print(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
+          + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
+          + f'; settings in {out / "settings.json"}', flush=True)
+    return record
+
+
+def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
+    """Runs the study of ``config`` into ``config.out`` (its generation cache and settings.json);
+    returns the results and, when COS-Mix is a system, its branch per query and k."""
+    out = Path(config.out)
+    check_out(out)
+    collections = {name: load_collection(name, config) for name in config.datasets}
+    bertscore = _scorer(config.scorer)
+    reader = build_reader(config, out / 'generations.sqlite')
+    announce('study', config, reader, out, argv)
+    results, branches = [], []
+    for name, (dataset, qrels, topics) in collections.items():
+        systems = build_systems(config, name, dataset, qrels, topics, reader)
+        print(f'{name}: {len(topics)} queries, systems {list(systems)}', flush=True)
+        results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
+                                 label_sets=config.label_sets, reverse=reversed_systems(config, systems),
+                                 bertscore=bertscore, baseline='Rel' if 'Rel' in systems else None,
+                                 ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None))
+        if 'COSMix' in systems:
+            branches.append(systems['COSMix'].branches().assign(dataset=name))
+    return StudyResults.concat(results), (pd.concat(branches, ignore_index=True) if branches else None)
+
+
+def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[pd.DataFrame] = None) -> List[str]:
+    """Writes the tables, frames and figures of a study into ``config.out``; returns the file names."""
+    out = Path(config.out)
+    paths = results.save(out, correction=config.correction)
+    if cosmix_branches is not None:
+        paths['cosmix_branches.csv'] = out / 'cosmix_branches.csv'
+        cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
+    fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
+    drawn = figures.draw_figures(results.per_query, out, fig4_k, ndcg_order=config.ndcg_order)
+    return sorted(list(paths) + drawn + ['settings.json'])
+
+
+def _scorer(name: str) -> BertScore:
+    try:
+        return BertScore(name)
+    except Exception as e:  # any loading failure: the message says which model and why
+        raise SettingError(f'--scorer {name!r} cannot be loaded ({type(e).__name__}: {e})') from None
+
+
+def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
+    """The ``study`` command: runs, saves and prints Table 1 in the paper's layout."""
+    start = time.time()
+    results, branches = run(config, argv)
+    if branches is not None:
+        share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())
+        print('COS-Mix fell back to the sparse documents for '
+              + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index), flush=True)
+    written = save(results, config, branches)
+    out = Path(config.out)
+    print()
+    print((out / 'table1_paper.md').read_text())
+    print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
+          f'{results.generated} answers generated')
+    return results
+
+
+def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
+    """The ``experiment`` command: the systems at one k as pipelines in ``pt.Experiment`` (nDCG@k,
+    FBERT, FBERT0, Utility, t-tests against Rel); one dataset, one k, one label set."""
+    from pyterrier.measures import nDCG
+
+    from .. import measures
+    from ..fbert import FBertScorer
+    from ..utility import UtilityEvaluator
+    for what, values in (('dataset', config.datasets), ('k', config.ks), ('label set', config.label_sets)):
+        if len(values) > 1:
+            raise SettingError(f'experiment takes one {what}, got {len(values)} '
+                               f'({", ".join(map(str, values))}); the study command takes several')
+    start = time.time()
+    out = Path(config.out)
+    check_out(out)
+    name, k = config.datasets[0], config.ks[0]
+    dataset, qrels, topics = load_collection(name, config)
+    reader = build_reader(config, out / 'generations.sqlite')
+    announce('experiment', config, reader, out, argv)
+    evaluate = UtilityEvaluator(reader, FBertScorer(qrels, dataset.texts, labels=config.label_sets[0],
+                                                    model_type=_scorer(config.scorer)))
+    systems = build_systems(config, name, dataset, qrels, topics, reader)
+    pipelines = {}
+    for s, system in systems.items():
+        pipelines[s] = system % k
+        if s in reversed_systems(config, systems):
+            pipelines[s + '-r'] = system % k >> ReverseOrder()
+    # Each system runs once; both evaluations below read its stored output.
+    outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]
+    metrics = [nDCG @ k, measures.FBERT, measures.FBERT0, measures.Utility]
+    names = list(pipelines)
+    table = pt.Experiment(outputs, topics, qrels, metrics, names=names,
+                          baseline=names.index('Rel') if 'Rel' in names else None, round=4)
+    per_query = pt.Experiment(outputs, topics, qrels, metrics, names=names, perquery=True)
+    table.to_csv(out / 'experiment.csv', index=False)
+    per_query.to_csv(out / 'per_query.csv', index=False)
+    print(f'{name}: {len(topics)} queries, k={k}; significance vs Rel (paired t-test)')
+    print(table.to_string(index=False))
+    print(f'written to {out}/ in {time.time() - start:.0f} s ({reader.backend.generated} answers generated, '
+          f'{len(reader.backend)} cached)')
+    return table
+
+
+def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5,
+           ndcg_order: str = 'context') -> List[str]:
+    """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
+    e.g. one per dataset, make one table); nothing is generated. Returns the file names."""
+    from .study import write_tables
+    frames = []
+    for folder in folders:
+        path = Path(folder) / 'per_query.csv'
+        if not path.is_file():
+            raise SettingError(f'{path} does not exist: report reads the per_query.csv of a study folder')
+        frame = pd.read_csv(path, dtype={'qid': str})
+        if 'dataset' not in frame.columns:
+            frame.insert(0, 'dataset', Path(folder).name)
+        frames.append(frame)
+    per_query = pd.concat(frames, ignore_index=True)
+    if per_query['dataset'].nunique() == 1 and len(folders) == 1:
+        per_query = per_query.drop(columns=['dataset'])
+    check_out(out)
+    baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
+    paths = write_tables(per_query, out, baseline=baseline, correction=correction)
+    ks = sorted(set(per_query['k']))
+    drawn = figures.draw_figures(per_query, out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
+    print(paths['table1_paper.md'].read_text())
+    written = sorted(list(paths) + drawn)
+    print(f'written to {out}/ ({", ".join(written)}); nothing generated')
+    return written

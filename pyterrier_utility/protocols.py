@@ -1,0 +1,79 @@
+"""The optional abilities of the objects the study composes, declared in one place.
+
+PyTerrier declares what a transformer may do beyond ``transform`` as ``@runtime_checkable``
+protocols (``pyterrier.transformer.SupportsFuseRankCutoff``), and pyterrier-rag's backends declare
+``supports_*`` class attributes. This module does both for the abilities this package relies on;
+code asks ``isinstance(backend, KeyedBackend)`` (or the accessors below) and nothing else.
+
+Every ability is optional: any :class:`pyterrier_rag.backend.Backend` drives the Reader, with
+defaults that are always correct (one prompt order, no seeds, no prompt fitting).
+"""
+from typing import Dict, Iterable, Mapping, Protocol, runtime_checkable
+
+from .settings import Decoding
+
+
+@runtime_checkable
+class KeyedBackend(Protocol):
+    """Says what, besides the prompt and the seed, determines its answers; the generation cache keys
+    answers by it. The backends of this package derive it from their :class:`Decoding` and their
+    engine fields, so nothing that changes an answer can be left out."""
+
+    @property
+    def generation_key(self) -> Dict[str, object]: ...
+
+
+@runtime_checkable
+class DecodingBackend(KeyedBackend, Protocol):
+    """Holds its decoding settings as one :class:`Decoding` value, honours ``DECODING_FIELDS`` of
+    it, and gives copies sharing the model with other settings (``with_settings``)."""
+    decoding: Decoding
+    DECODING_FIELDS: frozenset
+
+    def with_settings(self, **changes) -> 'DecodingBackend': ...
+
+
+@runtime_checkable
+class BatchedBackend(Protocol):
+    """Answers best ``batch_size`` answers at a time (pyterrier-rag's backends have it too)."""
+    batch_size: int
+
+
+@runtime_checkable
+class OrderedBackend(Protocol):
+    """Answers best in its own prompt order (a sort key: prompts sharing a prefix together)."""
+
+    def prompt_order(self, prompt: str): ...
+
+
+@runtime_checkable
+class TokenizingBackend(Protocol):
+    """Has a tokenizer and an input limit, so the Reader can fit prompts by truncating documents."""
+    tokenizer: object
+    max_input_length: int
+
+
+@runtime_checkable
+class BatchTexts(Protocol):
+    """A docno -> text mapping that fetches many texts at once (a docstore)."""
+
+    def get_many(self, docnos: Iterable[str]) -> Mapping[str, str]: ...
+
+
+def supports_seeds(backend) -> bool:
+    """Whether ``generate(..., seeds=...)`` is honoured (the class attribute ``supports_seeds``)."""
+    return bool(getattr(type(backend), 'supports_seeds', False))
+
+
+def deterministic(backend) -> bool:
+    """Whether answers ignore the seed (greedy decoding): then one answer serves every sample."""
+    if isinstance(backend, DecodingBackend):
+        return backend.decoding.greedy
+    return bool(getattr(backend, 'deterministic', False))
+
+
+def changes_contexts_with_cutoff(system) -> bool:
+    """Whether ``system % k`` gives other documents than the top k of ``system`` (COS-Mix: its
+    validation depends on k), declared by the class attribute ``cutoff_changes_contexts``; such a
+    system runs once per k in a study."""
+    return bool(getattr(type(system), 'cutoff_changes_contexts', False))

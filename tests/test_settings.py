@@ -1,0 +1,191 @@
+"""Settings as values: Decoding and LabelSet validated once, cache keys derived from them, one
+code path for P and U, the study config, and a package without import cycles."""
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CountingBackend
+from pyterrier_rag.backend import BackendOutput
+
+import pyterrier_utility as pu
+from pyterrier_utility import Decoding, GenerationCache, LabelSet
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.experiment import config as cfg
+from pyterrier_utility.settings import BASE_MODEL_STOP
+
+PACKAGE = Path(pu.__file__).parent
+
+
+class DecodingCountingBackend(pu.backends._base.DecodingBackendBase, CountingBackend):
+    """The counting backend holding a Decoding, as the backends of this package do: its answers
+    depend on max_new_tokens and stop, so a cache that mixed them up would show it."""
+    DECODING_FIELDS = frozenset({'temperature', 'max_new_tokens', 'stop', 'top_k'})
+
+    def __init__(self, **decoding):
+        CountingBackend.__init__(self)
+        self._set_decoding(Decoding(**decoding))
+
+    def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
+        seeds, max_new_tokens, stop = self._call(inps, seeds, False, 1, max_new_tokens, stop_sequences)
+        self.calls.extend(inps)
+        return [BackendOutput(text=f'{p[:8]} seed {s} max {max_new_tokens} stop {stop}')
+                for p, s in zip(inps, seeds)]
+
+
+def test_decoding_is_validated_once_and_names_the_setting():
+    for bad, name in ((dict(temperature=-1), 'temperature'), (dict(top_k=-2), 'top_k'), (dict(top_p=0), 'top_p'),
+                      (dict(max_new_tokens=0), 'max_new_tokens'), (dict(repetition_penalty=0), 'repetition_penalty'),
+                      (dict(stop=['STOP', '']), 'stop')):
+        with pytest.raises(SettingError, match=name):
+            Decoding(**bad)
+    assert Decoding(stop='STOP').stop == ('STOP',)  # one string is one stop sequence
+    with pytest.raises(SettingError, match='no setting'):
+        Decoding().replace(beam_width=4)
+    with pytest.raises(SettingError, match=r"cannot honour top_p=0.9"):
+        pu.backends.CausalLMBackend.DECODING_FIELDS and Decoding(top_p=0.9).check_honoured(
+            'CausalLMBackend', pu.backends.CausalLMBackend.DECODING_FIELDS)
+
+
+@pytest.mark.parametrize('spelling, expected', [
+    (2, 'label>=2'), ('2', 'label>=2'), ('label>=2', 'label>=2'), ({2, 3}, 'label in {2,3}'),
+    ('2,3', 'label in {2,3}'), ('label in {2,3}', 'label in {2,3}'), ([3], 'label in {3}'), ('3,', None)])
+def test_labels_have_one_form_from_every_spelling(spelling, expected):
+    if expected is None:
+        with pytest.raises(SettingError, match='labels must be'):
+            LabelSet.parse(spelling)
+        return
+    labels = LabelSet.parse(spelling)
+    assert str(labels) == expected and LabelSet.parse(str(labels)) == labels
+
+
+def test_a_labelset_gives_relevant_documents_answerable_topics_and_what_it_leaves_out():
+    qrels = pd.DataFrame({'qid': ['1', '1', '2', '3'], 'docno': ['a', 'b', 'c', 'd'], 'label': [4, 2, 3, 0]})
+    topics = pd.DataFrame({'qid': ['1', '2', '3'], 'query': ['x', 'y', 'z']})
+    dl = LabelSet.parse('2,3')
+    assert dl.relevant_docnos(qrels) == {'1': ['b'], '2': ['c']}
+    assert list(dl.answerable(topics, qrels)['qid']) == ['1', '2']
+    assert dl.excluded([0, 1, 2, 3, 4]) == [4]
+    assert LabelSet.parse(2).excluded([0, 1, 2, 3, 4]) == []
+
+
+def test_the_cache_key_holds_every_decoding_setting(tmp_path):
+    path = tmp_path / 'answers.sqlite'
+    backend = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
+    first = GenerationCache(backend, path).generate(['q'], seeds=[0])[0].text
+    assert first == 'q seed 0 max 32 stop [\'STOP\']'
+    # The same backend built with other settings: every answer generated afresh ...
+    for changes in (dict(max_new_tokens=300), dict(stop=['STOP', '\nQuestion:']), dict(temperature=0.5)):
+        other = DecodingCountingBackend(**dict(dict(max_new_tokens=32, stop=['STOP']), **changes))
+        cache = GenerationCache(other, path)
+        assert cache.generate(['q'], seeds=[0])[0].text != first or changes == dict(temperature=0.5)
+        assert other.calls == ['q']
+    # ... and the first answers remain, and the file says which settings it holds.
+    again = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
+    assert GenerationCache(again, path).generate(['q'], seeds=[0])[0].text == first and again.calls == []
+    held = GenerationCache(again, path).settings()
+    assert sorted(d['decoding']['max_new_tokens'] for d in held) == [32, 32, 32, 300]
+    # A call's own limit is what counts, not the backend's.
+    cache = GenerationCache(DecodingCountingBackend(max_new_tokens=300, stop=['STOP']), path)
+    assert cache.generate(['q'], seeds=[0], max_new_tokens=32)[0].text == first
+
+
+def test_a_second_study_into_the_same_folder_with_other_decoding_generates_afresh(tmp_path, monkeypatch, capsys):
+    from pyterrier_utility import cli
+    backends = []
+
+    def build(spec, decoding, **kw):
+        backends.append(DecodingCountingBackend(max_new_tokens=decoding.max_new_tokens, stop=decoding.stop))
+        return backends[-1]
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    argv = ['study', '--queries', '2', '-k', '1', '--systems', 'Rel', '--samples', '1', '--out', str(tmp_path)]
+    for extra in ([], ['--max-new-tokens', '300'], ['--stop', 'STOP', '\nQ']):
+        assert cli.main(argv + extra) == 0
+        assert len(backends[-1].calls) == 4  # 2 queries x (0-shot + Rel at k=1)
+        settings = json.loads((tmp_path / 'settings.json').read_text())
+        assert settings['decoding']['max_new_tokens'] == (300 if '300' in extra else 32)
+        answers = pd.read_csv(tmp_path / 'answers.csv')
+        assert answers['qanswer'].str.contains(f"max {settings['decoding']['max_new_tokens']} ").all()
+    assert cli.main(argv) == 0 and backends[-1].calls == []  # the first settings again: all cached
+
+
+def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
+    """One code path: the study's P_k, P_0, U per query equal those of system % k >> reader >> evaluator."""
+    qrels = cranfield.get_qrels()
+    topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, 2).head(3)
+    rel = pu.OracleSampler(qrels, cranfield.texts, labels=2)
+    reader = pu.Reader(CountingBackend(), n_samples=2)
+    results = pu.experiment.run_study(topics, qrels, {'Rel': rel}, reader, cranfield.texts, ks=[2],
+                                      label_sets=[3], bertscore=minilm, verbose=False)
+    scorer = pu.FBertScorer(qrels, cranfield.texts, labels=3, model_type=minilm)
+    piped = (rel % 2 >> reader >> pu.UtilityEvaluator(reader, scorer))(topics).drop_duplicates('qid')
+    study = results.per_query.set_index('qid')
+    for column in ('fbert', 'fbert_0shot', 'utility'):
+        np.testing.assert_array_equal(study.loc[piped['qid'], column].values, piped[column].values)
+    # The recorded contexts are the documents the pipeline gave the reader, in order.
+    given = (rel % 2)(topics)
+    shown = results.contexts
+    assert list(zip(shown['qid'], shown['docno'])) == list(zip(given['qid'], given['docno']))
+    assert results.prompt(reader, 'Rel', 2, topics['qid'][0]) == reader.prompts(given)[topics['qid'][0]]
+
+
+def test_preset_and_command_line_resolve_to_one_config():
+    paper = cfg.PRESETS['paper']
+    assert paper.bm25 == 'terrier' and len(paper.datasets) == 2 and paper.decoding == Decoding()
+    offline = cfg.resolve(paper, {'reader': 'gemma3-270m', 'max_new_tokens': 32})
+    assert offline.decoding == Decoding(max_new_tokens=32, repetition_penalty=1.2, stop=BASE_MODEL_STOP)
+    named = cfg.resolve(cfg.StudyConfig(), {'reader': 'openai:m'})
+    assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
+    assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
+    with pytest.raises(SettingError, match='cannot honour top_p'):
+        cfg.StudyConfig(decoding=Decoding(top_p=0.9))
+    with pytest.raises(SettingError, match='correction must be one of'):
+        cfg.StudyConfig(correction='nonsense')
+
+
+def _imports(path: Path):
+    """The package modules ``path`` imports, at module level or in functions."""
+    module = '.'.join(path.relative_to(PACKAGE.parent).with_suffix('').parts)
+    package = module if path.name == '__init__.py' else module.rsplit('.', 1)[0]
+    if path.name == '__init__.py':
+        module = module.rsplit('.', 0)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split('.')[:len(package.split('.')) - (node.level - 1)] if node.level else []
+            target = '.'.join(base + ([node.module] if node.module else [])) if node.level else node.module
+            if not target or not target.startswith('pyterrier_utility'):
+                continue
+            for alias in node.names:
+                sub = f'{target}.{alias.name}'
+                found.add(sub if (PACKAGE.parent / sub.replace('.', '/')).with_suffix('.py').exists()
+                          or (PACKAGE.parent / sub.replace('.', '/')).is_dir() else target)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith('pyterrier_utility')}
+    return module, found
+
+
+def test_no_import_cycle_among_the_package_modules():
+    graph = dict(_imports(p) for p in PACKAGE.rglob('*.py'))
+    # A package's own __init__ gathers its modules: an import of the package from one of them is
+    # an import of the module it names, so only edges between modules count.
+    def node(name):
+        return name if name in graph else name + '.__init__' if name + '.__init__' in graph else name
+    edges = {m: {node(t) for t in ts if node(t) in graph and not node(t).endswith('__init__')}
+             for m, ts in graph.items() if not m.endswith('__init__')}
+    state, cycle = {}, []
+
+    def visit(m, path):
+        state[m] = 'open'
+        for t in sorted(edges.get(m, ())):
+            if state.get(t) == 'open':
+                cycle.append(path + [t])
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = 'done'
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    assert cycle == []
