@@ -282,37 +282,38 @@ class QueryView:
                                                                         self.rows['utility']))
         return f'QueryView(qid={first.qid!r}, {first.labels}; {cells})'
 
+    def _of_query(self, frame: pd.DataFrame, **equal) -> pd.DataFrame:
+        """The rows of ``frame`` for this query (its dataset and qid) with the ``equal`` column values."""
+        first = self.rows.iloc[0]
+        keep = (frame['dataset'] == first.dataset) & (frame['qid'] == first.qid)
+        for column, value in equal.items():
+            keep &= frame[column] == value
+        return frame[keep]
+
     def _answers(self, system: str, k) -> str:
         st = self.study
         if st.answers is None:
             return '<p class="note">answers.csv is not in the study folder.</p>'
-        first = self.rows.iloc[0]
-        cell = st.answers[(st.answers['dataset'] == first.dataset) & (st.answers['qid'] == first.qid)
-                          & (st.answers['system'] == system) & (st.answers['k'] == k)].sort_values('sample')
+        cell = self._of_query(st.answers, system=system, k=k).sort_values('sample')
         scores = {}
         if st.scores is not None:
-            s = st.scores[(st.scores['dataset'] == first.dataset) & (st.scores['qid'] == first.qid)
-                          & (st.scores['labels'] == first.labels) & (st.scores['system'] == system) & (st.scores['k'] == k)]
+            s = self._of_query(st.scores, labels=self.rows['labels'].iloc[0], system=system, k=k)
             scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['fbert'], s['best_docno'])}
         rows = [[f'{sample:g}', html.escape(answer), _number(scores.get(sample, (math.nan,))[0]),
                  html.escape(str(scores.get(sample, ('', '–'))[1]))] for sample, answer in zip(cell['sample'], cell['qanswer'])]
         return _table(['sample', 'answer', 'FBERT', 'best doc'], rows)
 
     def _contexts(self, system: str, k) -> str:
-        st = self.study
-        if st.contexts is None:
+        if self.study.contexts is None:
             return '<p class="note">contexts.csv is not in the study folder.</p>'
-        first = self.rows.iloc[0]
-        cell = st.contexts[(st.contexts['dataset'] == first.dataset) & (st.contexts['qid'] == first.qid)
-                           & (st.contexts['system'] == system) & (st.contexts['k'] == k)].sort_values('position')
+        cell = self._of_query(self.study.contexts, system=system, k=k).sort_values('position')
         rows = [[f'{p:g}', html.escape(d), 'unjudged' if not math.isfinite(lab) else f'{lab:g}', html.escape(t)]
                 for p, d, lab, t in zip(cell['position'], cell['docno'], cell['label'], cell['text'])]
         return _table(['context', 'docno', 'label', 'text'], rows)
 
     def _repr_html_(self) -> str:
         first, st = self.rows.iloc[0], self.study
-        text = '' if st.queries is None else ' '.join(st.queries.loc[(st.queries['dataset'] == first.dataset)
-                                                                       & (st.queries['qid'] == first.qid), 'query'])
+        text = '' if st.queries is None else ' '.join(self._of_query(st.queries)['query'])
         parts = [f'<h3>Query {html.escape(first.qid)}: {html.escape(text)}</h3>',
                  f'<h4>0-shot: P_0 {_number(first.fbert_0shot)} ({html.escape(first.labels)})</h4>',
                  self._answers(ZERO_SHOT, 0)]
