@@ -232,3 +232,19 @@ def test_a_ten_times_larger_report_loads(tmp_path, browser):
     assert seconds < 30
     print(f'{path.stat().st_size / 1e6:.2f} MB, loaded in {seconds:.2f} s')
     shutil.rmtree(folder)
+
+
+def test_report_of_several_datasets_keeps_their_queries_apart(tmp_path):
+    def two(frame):
+        return pd.concat([frame.assign(dataset=d)[['dataset', *frame.columns]] for d in ('dl19', 'dl20')],
+                         ignore_index=True)
+    frames = {name: two(frame) for name, frame in
+              dict(per_query=PER_QUERY, answers=ANSWERS, scores=SCORES, contexts=CONTEXTS, queries=QUERIES).items()}
+    frames['queries'].loc[frames['queries']['dataset'] == 'dl20', 'query'] += ' (dl20)'
+    data = embedded(write_report(small_study(tmp_path / 'study', **frames)))
+    assert data['named_datasets'] and data['datasets'] == ['dl19', 'dl20']
+    assert list(zip(data['queries']['dataset'], data['queries']['qid'], data['queries']['text'])) == [
+        (0, 'q1', 'what is lift'), (0, 'q2', 'why does the nose heat up'),
+        (1, 'q1', 'what is lift (dl20)'), (1, 'q2', 'why does the nose heat up (dl20)')]
+    assert [data['queries']['dataset'][q] for q in data['rows']['qid']] == data['rows']['dataset']
+    assert len(data['answers']) == 2 * len(ANSWERS.groupby(['system', 'k', 'qid']))

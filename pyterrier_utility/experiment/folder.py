@@ -147,7 +147,8 @@ def study_from_frames(frames: Mapping[str, pd.DataFrame], path: Union[str, Path]
         needed = COLUMNS[f'{name}.csv'][0]
         missing = [c for c in needed if c not in frame.columns]
         if missing:
-            raise FrameError(f'{name}: no column {", ".join(map(repr, missing))} (needs {needed}, has {list(frame.columns)})')
+            raise FrameError(f'{name}: no column {", ".join(map(repr, missing))} '
+                             f'(needs {needed}, has {list(frame.columns)})')
         if ('dataset' in frame.columns) != named:
             raise FrameError(f"{name}: {'no' if named else 'a'} column 'dataset', unlike per_query")
         frame = frame.astype({'qid': str})

@@ -300,7 +300,8 @@ class QueryView:
             s = self._of_query(st.scores, labels=self.rows['labels'].iloc[0], system=system, k=k)
             scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['fbert'], s['best_docno'])}
         rows = [[f'{sample:g}', html.escape(answer), _number(scores.get(sample, (math.nan,))[0]),
-                 html.escape(str(scores.get(sample, ('', '–'))[1]))] for sample, answer in zip(cell['sample'], cell['qanswer'])]
+                 html.escape(str(scores.get(sample, ('', '–'))[1]))]
+                for sample, answer in zip(cell['sample'], cell['qanswer'])]
         return _table(['sample', 'answer', 'FBERT', 'best doc'], rows)
 
     def _contexts(self, system: str, k) -> str:
