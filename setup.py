@@ -18,7 +18,7 @@ setup(
     long_description=(here / 'README.md').read_text(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['pyterrier_utility', 'pyterrier_utility.*']),
-    package_data={'pyterrier_utility': ['data/cranfield/*']},
+    package_data={'pyterrier_utility': ['data/cranfield/*', 'experiment/assets/*']},
     python_requires='>=3.10',
     install_requires=['torch', 'pyterrier-rag>=0.3.0'] + requirements('requirements.txt'),
     extras_require={

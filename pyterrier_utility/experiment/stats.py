@@ -201,3 +201,38 @@ def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndc
         n = int((np.isfinite(cell[x].to_numpy(float)) & np.isfinite(cell[y].to_numpy(float))).sum())
         rows.append((*key, method, r, p, n))
     return pd.DataFrame(rows, columns=keys + ['method', 'r', 'p', 'n'])
+
+
+def utility_ci(per_query: pd.DataFrame, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Mean utility per (dataset,) label set, system and k, with a percentile bootstrap confidence
+    interval over queries (as ``scipy.stats.bootstrap(method='percentile')``); queries with a NaN
+    utility are left out (``n`` counts the others).
+
+    Each cell resamples with its own generator seeded by ``seed``, so a cell's interval does not
+    depend on which other cells the frame holds.
+
+    Args:
+        per_query: :attr:`StudyResults.per_query`.
+        resamples: bootstrap resamples.
+        level: the confidence level.
+        seed: the generator's seed.
+
+    Example::
+
+        ci = utility_ci(results.per_query)
+        print(ci[['system', 'k', 'utility', 'low', 'high']])
+    """
+    if not 0 < level < 1:
+        raise SettingError(f'utility_ci: level must lie between 0 and 1, got {level!r}')
+    rows = []
+    keys, groups = _cells(per_query, 'system', 'k')
+    tails = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
+    for key, cell in groups:
+        u = cell['utility'].to_numpy(float)
+        u = u[np.isfinite(u)]
+        low = high = float('nan')
+        if len(u):
+            means = u[np.random.default_rng(seed).integers(0, len(u), (resamples, len(u)))].mean(axis=1)
+            low, high = np.percentile(means, tails)
+        rows.append((*key, len(u), u.mean() if len(u) else float('nan'), float(low), float(high)))
+    return pd.DataFrame(rows, columns=keys + ['n', 'utility', 'low', 'high'])

@@ -1,0 +1,156 @@
+"""A study folder read back: its CSV files checked column by column, the optional ones when present.
+
+The study writes (``dataset`` first only in a study over several collections):
+
+- ``per_query.csv``: labels, system, k, qid, n_docs, ndcg, fbert_0shot, fbert, utility (required);
+- ``answers.csv``: system (``'0-shot'`` with k 0 for the answers without context), k, qid, sample, qanswer;
+- ``scores.csv``: labels, system, k, qid, sample, fbert, best_docno (the FBERT of each answer);
+- ``contexts.csv``: system, k, qid, position (1-based, the reader's order), docno, label (empty:
+  unjudged), text;
+- ``queries.csv``: qid, query;
+- ``settings.json``, ``table1_paper.md``, ``correlations.csv`` and the figures ``fig*.png``.
+"""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Union
+
+import pandas as pd
+
+from ..errors import FrameError, SettingError
+
+#: Per file: its columns and which of them hold numbers (the rest are text).
+COLUMNS = {
+    'per_query.csv': (['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility'],
+                      ['k', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility']),
+    'answers.csv': (['system', 'k', 'qid', 'sample', 'qanswer'], ['k', 'sample']),
+    'scores.csv': (['labels', 'system', 'k', 'qid', 'sample', 'fbert', 'best_docno'], ['k', 'sample', 'fbert']),
+    'contexts.csv': (['system', 'k', 'qid', 'position', 'docno', 'label', 'text'], ['k', 'position', 'label']),
+    'queries.csv': (['qid', 'query'], []),
+    'correlations.csv': (['labels', 'system', 'k', 'method', 'r', 'p', 'n'], ['k', 'r', 'p', 'n']),
+}
+#: Written where a number is missing (NaN utility, an unjudged context).
+MISSING = ['', 'nan', 'NaN']
+
+
+@dataclass
+class StudyFolder:
+    """The frames and files of a study folder; an optional file that is absent is ``None``.
+
+    Attributes:
+        path: the folder.
+        per_query, answers, scores, contexts, queries, correlations: the CSV files as frames, each with
+            a ``dataset`` column ('' for a study over one collection).
+        settings: ``settings.json``.
+        table1: ``table1_paper.md``.
+        figures: file name -> PNG bytes of each ``fig*.png``.
+        named_datasets: whether the files name their dataset (a study over several collections).
+    """
+    path: Path
+    per_query: pd.DataFrame
+    answers: Optional[pd.DataFrame] = None
+    scores: Optional[pd.DataFrame] = None
+    contexts: Optional[pd.DataFrame] = None
+    queries: Optional[pd.DataFrame] = None
+    correlations: Optional[pd.DataFrame] = None
+    settings: Optional[dict] = None
+    table1: Optional[str] = None
+    figures: Dict[str, bytes] = field(default_factory=dict)
+    named_datasets: bool = False
+
+
+def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
+    """One of the study's CSV files, its columns checked: text columns as str ('' where empty),
+    number columns as float (NaN where empty); the error names the file, row and column at fault.
+
+    Args:
+        path: the file; its name selects the columns expected (see ``COLUMNS``).
+        has_dataset: whether the file must have (``True``) or must not have (``False``) a ``dataset``
+            column, as ``per_query.csv`` does; ``None``: either.
+
+    Example::
+
+        per_query = read_csv(Path('results/study/per_query.csv'))
+    """
+    needed, numbers = COLUMNS[path.name]
+    header = pd.read_csv(path, nrows=0).columns
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {needed}, has {list(header)})')
+    if has_dataset is not None and ('dataset' in header) != has_dataset:
+        raise FrameError(f"{path}: {'no' if has_dataset else 'a'} column 'dataset', unlike per_query.csv")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for column in numbers:
+        text = frame[column].str.strip()
+        values = pd.to_numeric(text.mask(text.isin(MISSING)), errors='coerce')
+        bad = values.isna() & ~text.isin(MISSING)
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise FrameError(f'{path} row {row + 2}, column {column!r}: {frame[column].iloc[row]!r} is not a number')
+        frame[column] = values.astype(float)
+    if 'dataset' not in frame.columns:
+        frame.insert(0, 'dataset', '')
+    return frame
+
+
+def read_study(folder: Union[str, Path]) -> StudyFolder:
+    """Reads a study folder: ``per_query.csv`` must exist; the other files are read when present.
+
+    Args:
+        folder: a folder written by the study (or ``pyterrier-utility report``).
+
+    Example::
+
+        study = read_study('results/study')
+        print(study.per_query.groupby('system')['utility'].mean())
+    """
+    path = Path(folder)
+    if not (path / 'per_query.csv').is_file():
+        raise SettingError(f'{path / "per_query.csv"} does not exist: a study report reads the per_query.csv '
+                           f'of a study folder')
+    has_dataset = 'dataset' in pd.read_csv(path / 'per_query.csv', nrows=0).columns
+    study = StudyFolder(path, read_csv(path / 'per_query.csv'), named_datasets=has_dataset)
+    for name in ('answers', 'scores', 'contexts', 'queries', 'correlations'):
+        if (path / f'{name}.csv').is_file():
+            setattr(study, name, read_csv(path / f'{name}.csv', has_dataset))
+    if (path / 'settings.json').is_file():
+        try:
+            study.settings = json.loads((path / 'settings.json').read_text())
+        except json.JSONDecodeError as e:
+            raise FrameError(f'{path / "settings.json"}: not JSON ({e})') from None
+    if (path / 'table1_paper.md').is_file():
+        study.table1 = (path / 'table1_paper.md').read_text()
+    study.figures = {p.name: p.read_bytes() for p in sorted(path.glob('fig*.png'))}
+    return study
+
+
+def study_from_frames(frames: Mapping[str, pd.DataFrame], path: Union[str, Path] = '.') -> StudyFolder:
+    """A :class:`StudyFolder` of frames in memory (``per_query``, and any of ``answers``, ``scores``,
+    ``contexts``, ``queries``), their columns checked as :func:`read_csv` checks the files'.
+
+    Args:
+        frames: name (without ``.csv``) -> frame, as the study writes them.
+        path: the folder the frames stand for (named in the page's title).
+
+    Example::
+
+        study = study_from_frames({'per_query': results.per_query, 'answers': results.answers})
+    """
+    if frames.get('per_query') is None:
+        raise FrameError(f'no per_query frame among {sorted(frames)}: a study view needs per_query')
+    named = 'dataset' in frames['per_query'].columns
+    study = StudyFolder(Path(path), frames['per_query'], named_datasets=named)
+    for name in ('per_query', 'answers', 'scores', 'contexts', 'queries'):
+        frame = frames.get(name)
+        if frame is None:
+            continue
+        needed = COLUMNS[f'{name}.csv'][0]
+        missing = [c for c in needed if c not in frame.columns]
+        if missing:
+            raise FrameError(f'{name}: no column {", ".join(map(repr, missing))} '
+                             f'(needs {needed}, has {list(frame.columns)})')
+        if ('dataset' in frame.columns) != named:
+            raise FrameError(f"{name}: {'no' if named else 'a'} column 'dataset', unlike per_query")
+        frame = frame.astype({'qid': str})
+        setattr(study, name, frame if named else frame.assign(dataset='')[['dataset', *frame.columns]])
+    return study

@@ -1,0 +1,362 @@
+"""A study as one self-contained HTML page: the overview (settings, Table 1, mean U with confidence
+intervals, correlations, figures) and a per-query explorer of every query's contexts, answers and
+scores; and :func:`query_view`, one query inline in Jupyter.
+
+The page needs no server and no network: styles and script are inline, figures are PNG data URIs,
+and the study's rows are one JSON blob that the script renders a page of rows at a time.
+"""
+import base64
+import dataclasses
+import html
+import json
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Union
+
+import pandas as pd
+
+from ..errors import SettingError
+from . import stats
+from .folder import StudyFolder, read_study, study_from_frames
+
+ZERO_SHOT = '0-shot'
+
+
+def _number(value, digits: int = 3) -> str:
+    return '–' if value is None or not math.isfinite(value) else f'{value:.{digits}f}'
+
+
+def _json_value(value, whole: bool = False):
+    """A CSV number as JSON: NaN as null; with ``whole`` (counts, labels), an integral value as an int."""
+    if not math.isfinite(value):
+        return None
+    return int(value) if whole and float(value).is_integer() else float(value)
+
+
+def _table(header: List[str], rows: List[List[str]], attrs: str = '', row_attrs: Optional[List[str]] = None) -> str:
+    """An HTML table of already-escaped cells."""
+    head = ''.join(f'<th>{h}</th>' for h in header)
+    body = ''.join(f'<tr{row_attrs[i] if row_attrs else ""}>' + ''.join(f'<td>{c}</td>' for c in row) + '</tr>'
+                   for i, row in enumerate(rows))
+    return f'<table{attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def markdown_html(text: str) -> str:
+    """The paragraphs and pipe tables of a Markdown text (as ``table1_paper.md``) as HTML, escaped.
+
+    Args:
+        text: Markdown with paragraphs and ``| a | b |`` tables (a ``|---:|`` line after the header).
+
+    Example::
+
+        markdown_html('Mean utility\\n\\n| k | U |\\n|---|---:|\\n| 1 | 0.2 |')
+    """
+    blocks = []
+    for block in re.split(r'\n\s*\n', text.strip()):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        if len(lines) >= 2 and all(line.startswith('|') for line in lines) and set(lines[1]) <= set('|-: '):
+            cells = [[html.escape(c.strip()) for c in line.strip('|').split('|')] for line in lines]
+            align = ['right' if c.strip().endswith(':') else 'left' for c in lines[1].strip('|').split('|')]
+            rows = [[f'<span class="{a}">{c}</span>' for a, c in zip(align, row)] for row in cells[2:]]
+            blocks.append(_table(cells[0], rows, ' class="table1"'))
+        else:
+            blocks.append(f'<p>{html.escape(" ".join(lines))}</p>')
+    return '\n'.join(blocks)
+
+
+def _settings_html(settings: dict) -> str:
+    rows = [[html.escape(str(key)), html.escape(value if isinstance(value, str) else json.dumps(value))]
+            for key, value in settings.items()]
+    return _table(['Setting', 'Value'], rows, ' class="settings"')
+
+
+def _blocks(frame: pd.DataFrame, named_datasets: bool):
+    """(title, part) per (dataset,) label set."""
+    keys = (['dataset'] if named_datasets else []) + ['labels']
+    for key, part in frame.groupby(keys, sort=False):
+        yield ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,))), part
+
+
+def _ci_html(study: StudyFolder) -> str:
+    """Mean U per system (rows) and k (columns) with a 95% bootstrap interval, a table per (dataset,) label set."""
+    ci = stats.utility_ci(study.per_query)
+    out = []
+    for title, part in _blocks(ci, study.named_datasets):
+        ks = sorted(part['k'].unique())
+        rows, attrs = [], []
+        for system, line in part.groupby('system', sort=False):
+            by_k = {k: r for k, r in zip(line['k'], line.itertuples())}
+            rows.append([html.escape(system)] + [
+                f'{_number(by_k[k].utility)} <small>[{_number(by_k[k].low)}, {_number(by_k[k].high)}] '
+                f'n={by_k[k].n}</small>' if k in by_k else '' for k in ks])
+            attrs.append(f' data-system="{html.escape(system)}"')
+        out.append(f'<h3>{html.escape(title)}</h3>'
+                   + _table(['System'] + [f'k={k:g}' for k in ks], rows, ' class="ci"', attrs))
+    return '\n'.join(out)
+
+
+def _correlations_html(corr: pd.DataFrame, named_datasets: bool) -> str:
+    keys = (['dataset'] if named_datasets else []) + ['labels', 'system', 'k']
+    methods = list(dict.fromkeys(corr['method']))
+    rows = []
+    for key, part in corr.groupby(keys, sort=False):
+        by = {m: r for m, r in zip(part['method'], part.itertuples())}
+        n = int(part['n'].max()) if part['n'].notna().any() else 0
+        rows.append([html.escape(f'{v:g}' if isinstance(v, float) else str(v)) for v in key] + [str(n)] + [
+            f'{_number(by[m].r)} <small>(p {_number(by[m].p)})</small>' if m in by else '' for m in methods])
+    return _table(keys + ['n'] + [f'{m} r' for m in methods], rows, ' class="correlations"')
+
+
+def _overview_html(study: StudyFolder) -> str:
+    """The overview's sections; an absent file leaves a note in place of its section."""
+    def missing(name):
+        return f'<p class="note">{html.escape(name)} is not in the study folder.</p>'
+
+    def section(title, body):
+        return f'<h2>{title}</h2>\n{body}'
+    figures = ''.join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
+                      f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(name)}</figcaption></figure>'
+                      for name, png in study.figures.items())
+    return '\n'.join([
+        section('Settings', _settings_html(study.settings) if study.settings is not None else missing('settings.json')),
+        section('Table 1', markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md')),
+        section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study)),
+        section('Correlation of nDCG@k and U', missing('correlations.csv') if study.correlations is None
+                else _correlations_html(study.correlations, study.named_datasets)),
+        section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png')),
+    ])
+
+
+def _relevance_rule(labels: str) -> Optional[dict]:
+    """``label>=2`` -> {'min': 2}; ``label in {2,3}`` -> {'in': [2, 3]}; other wordings: None."""
+    minimum = re.fullmatch(r'label>=(-?\d+)', labels)
+    if minimum:
+        return {'min': int(minimum.group(1))}
+    among = re.fullmatch(r'label in \{([-\d, ]+)\}', labels)
+    return {'in': [int(x) for x in among.group(1).split(',')]} if among else None
+
+
+class _Codes:
+    """Distinct values in first-seen order; ``code(value)`` is the value's index."""
+
+    def __init__(self, values=()):
+        self.values, self.index = [], {}
+        for value in values:
+            self.code(value)
+
+    def code(self, value) -> int:
+        if value not in self.index:
+            self.index[value] = len(self.values)
+            self.values.append(value)
+        return self.index[value]
+
+
+def _cells(frame: pd.DataFrame, query: Dict[tuple, int], systems: _Codes, *inner: str) -> Dict[str, list]:
+    """'query|system|k' (and ``labels`` codes in between when asked) -> the frame's rows in order of ``inner[0]``."""
+    frame = frame[[(d, q) in query for d, q in zip(frame['dataset'], frame['qid'])]].sort_values(inner[0], kind='stable')
+    cells: Dict[str, list] = {}
+    for row in frame.itertuples(index=False):
+        key = f'{query[row.dataset, row.qid]}|{systems.code(row.system)}|{int(row.k)}'
+        cells.setdefault(key, []).append(row)
+    return cells
+
+
+def report_data(study: StudyFolder) -> dict:
+    """The explorer's data, as embedded in the page: strings stored once and referred to by index.
+
+    ``rows`` holds ``per_query.csv`` column by column (``dataset``, ``labels``, ``system`` and ``query``
+    as indices into ``datasets``, ``labels``, ``systems`` and ``queries``); ``contexts``, ``answers`` and
+    ``scores`` map ``'query|system|k'`` (``scores``: ``'query|labels|system|k'``) to the cell's contexts
+    ``[doc, label]`` in position order, answers ``[sample, answer]`` and scores
+    ``[sample, fbert, best_docno]``. NaN is null.
+
+    Args:
+        study: a study folder, as :func:`read_study` reads it.
+
+    Example::
+
+        data = report_data(read_study('results/study'))
+        print(len(data['rows']['qid']))
+    """
+    pq = study.per_query
+    datasets, labels, systems = _Codes(pq['dataset']), _Codes(pq['labels']), _Codes(pq['system'])
+    keys = list(dict.fromkeys(zip(pq['dataset'], pq['qid'])))
+    query = {key: i for i, key in enumerate(keys)}
+    text = {} if study.queries is None else dict(zip(zip(study.queries['dataset'], study.queries['qid']),
+                                                     study.queries['query']))
+    data = {'named_datasets': study.named_datasets, 'datasets': datasets.values, 'labels': labels.values,
+            'relevance': [_relevance_rule(x) for x in labels.values],
+            'queries': {'dataset': [datasets.code(d) for d, _ in keys], 'qid': [q for _, q in keys],
+                        'text': [text.get(key) for key in keys]},
+            'rows': {'dataset': [datasets.code(x) for x in pq['dataset']], 'labels': [labels.code(x) for x in pq['labels']],
+                     'system': [systems.code(x) for x in pq['system']], 'k': [int(x) for x in pq['k']],
+                     'qid': [query[key] for key in zip(pq['dataset'], pq['qid'])]}}
+    for column in ('n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility'):
+        data['rows'][column] = [_json_value(x, column == 'n_docs') for x in pq[column]]
+    docs, docnos, answers = _Codes(), [], _Codes()
+    if study.contexts is not None:
+        data['contexts'] = {key: [[docs.code((r.dataset, r.docno, r.text)), _json_value(r.label, True)] for r in rows]
+                            for key, rows in _cells(study.contexts, query, systems, 'position').items()}
+        docnos = [docno for _, docno, _ in docs.values]
+    if study.answers is not None:
+        data['answers'] = {key: [[int(r.sample), answers.code(r.qanswer)] for r in rows]
+                           for key, rows in _cells(study.answers, query, systems, 'sample').items()}
+    if study.scores is not None:
+        scores = study.scores[study.scores['labels'].isin(labels.index)]
+        data['scores'] = {}
+        for label_code, part in scores.groupby(scores['labels'].map(labels.index)):
+            for key, rows in _cells(part, query, systems, 'sample').items():
+                q, rest = key.split('|', 1)
+                data['scores'][f'{q}|{label_code}|{rest}'] = [[int(r.sample), _json_value(r.fbert), r.best_docno]
+                                                             for r in rows]
+    data.update(systems=systems.values, zero_shot=systems.code(ZERO_SHOT), answer_texts=answers.values,
+                docs={'docno': docnos, 'text': [t for _, _, t in docs.values]})
+    return data
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath('assets', name).read_text(encoding='utf8')
+
+
+def report_html(study: StudyFolder) -> str:
+    """The page of a study folder as one HTML string; see :func:`write_report`."""
+    blob = json.dumps(report_data(study), separators=(',', ':'), allow_nan=False, ensure_ascii=False)
+    # '<' escaped keeps '</script>' or '<!--' in an answer from ending the script element.
+    blob = blob.replace('<', '\\u003c')
+    title = html.escape(f'Context utility study: {study.path.resolve().name}')
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link rel="icon" href="data:,"><title>{title}</title><style>{_asset("report.css")}</style></head>\n'
+            f'<body><header><h1>{title}</h1><nav><a href="#overview">Overview</a> '
+            f'<a href="#explorer">Queries</a></nav></header>\n'
+            f'<section id="overview">{_overview_html(study)}</section>\n'
+            f'<section id="explorer"><h2>Queries</h2><noscript>The query explorer needs JavaScript.</noscript>'
+            f'</section>\n<section id="query" hidden></section>\n'
+            f'<script type="application/json" id="study-data">{blob}</script>\n'
+            f'<script>{_asset("report.js")}</script>\n</body></html>\n')
+
+
+def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
+    """Writes the study in ``folder`` as one self-contained HTML page, which opens offline.
+
+    The overview shows settings.json, Table 1 (table1_paper.md), mean U per system and k with a 95%
+    bootstrap interval over queries (seeded, 1000 resamples), correlations.csv and the figures; the
+    explorer lists per_query.csv (sortable, filtered by dataset, label set, system and k, searched
+    by query text) and opens a query's contexts (contexts.csv), answers (answers.csv) and their
+    FBERT (scores.csv), beside the same query under another system or k. An optional file that is
+    absent leaves its part out, with a note.
+
+    Args:
+        folder: a study folder; it must hold per_query.csv.
+        path: where to write; ``folder/report.html`` by default.
+
+    Example::
+
+        from pyterrier_utility.experiment import write_report
+        print(write_report('results/study'))  # results/study/report.html
+    """
+    study = read_study(folder)
+    path = Path(path) if path is not None else Path(folder) / 'report.html'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(report_html(study), encoding='utf8')
+    return path
+
+
+class QueryView:
+    """One query of a study, shown inline by Jupyter: its 0-shot answers, then per system and k the
+    contexts in the reader's order (docno, label, text) and the answers with their FBERT.
+
+    Attributes:
+        study: the study the query is read from.
+        rows: the query's per_query rows shown (one label set).
+    """
+
+    def __init__(self, study: StudyFolder, rows: pd.DataFrame):
+        self.study, self.rows = study, rows
+
+    def __repr__(self) -> str:
+        first = self.rows.iloc[0]
+        cells = ', '.join(f'{s} k={k:g}: U={u:.3f}' for s, k, u in zip(self.rows['system'], self.rows['k'],
+                                                                        self.rows['utility']))
+        return f'QueryView(qid={first.qid!r}, {first.labels}; {cells})'
+
+    def _of_query(self, frame: pd.DataFrame, **equal) -> pd.DataFrame:
+        """The rows of ``frame`` for this query (its dataset and qid) with the ``equal`` column values."""
+        first = self.rows.iloc[0]
+        keep = (frame['dataset'] == first.dataset) & (frame['qid'] == first.qid)
+        for column, value in equal.items():
+            keep &= frame[column] == value
+        return frame[keep]
+
+    def _answers(self, system: str, k) -> str:
+        st = self.study
+        if st.answers is None:
+            return '<p class="note">answers.csv is not in the study folder.</p>'
+        cell = self._of_query(st.answers, system=system, k=k).sort_values('sample')
+        scores = {}
+        if st.scores is not None:
+            s = self._of_query(st.scores, labels=self.rows['labels'].iloc[0], system=system, k=k)
+            scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['fbert'], s['best_docno'])}
+        rows = [[f'{sample:g}', html.escape(answer), _number(scores.get(sample, (math.nan,))[0]),
+                 html.escape(str(scores.get(sample, ('', '–'))[1]))]
+                for sample, answer in zip(cell['sample'], cell['qanswer'])]
+        return _table(['sample', 'answer', 'FBERT', 'best doc'], rows)
+
+    def _contexts(self, system: str, k) -> str:
+        if self.study.contexts is None:
+            return '<p class="note">contexts.csv is not in the study folder.</p>'
+        cell = self._of_query(self.study.contexts, system=system, k=k).sort_values('position')
+        rows = [[f'{p:g}', html.escape(d), 'unjudged' if not math.isfinite(lab) else f'{lab:g}', html.escape(t)]
+                for p, d, lab, t in zip(cell['position'], cell['docno'], cell['label'], cell['text'])]
+        return _table(['context', 'docno', 'label', 'text'], rows)
+
+    def _repr_html_(self) -> str:
+        first, st = self.rows.iloc[0], self.study
+        text = '' if st.queries is None else ' '.join(self._of_query(st.queries)['query'])
+        parts = [f'<h3>Query {html.escape(first.qid)}: {html.escape(text)}</h3>',
+                 f'<h4>0-shot: P_0 {_number(first.fbert_0shot)} ({html.escape(first.labels)})</h4>',
+                 self._answers(ZERO_SHOT, 0)]
+        for row in self.rows.itertuples():
+            parts += [f'<h4>{html.escape(row.system)}, k={row.k:g}: nDCG@k {_number(row.ndcg)}, '
+                      f'P_k {_number(row.fbert)}, U {_number(row.utility)}</h4>',
+                      self._contexts(row.system, row.k), self._answers(row.system, row.k)]
+        return '<div class="pu-query">' + '\n'.join(parts) + '</div>'
+
+
+def query_view(source, qid: str, system: Optional[str] = None, k: Optional[int] = None,
+               labels: Optional[str] = None, dataset: Optional[str] = None) -> QueryView:
+    """One query's contexts and answers, for Jupyter (``_repr_html_``).
+
+    Args:
+        source: a study folder, or frames by name (``per_query``, ``answers``, ``scores``, ``contexts``,
+            ``queries``), or an object holding them as dataclass fields (:class:`StudyResults`).
+        qid: the query.
+        system, k: only this system / this k (default: every one).
+        labels: the label set of the scores shown (default: the study's first).
+        dataset: the dataset of the query, in a study over several.
+
+    Example::
+
+        from pyterrier_utility.experiment import query_view
+        query_view('results/study', '1', system='BM25', k=3)
+    """
+    if isinstance(source, (str, Path)):
+        study = read_study(source)
+    else:
+        frames = source if isinstance(source, Mapping) else {
+            f.name: getattr(source, f.name) for f in dataclasses.fields(source)
+            if isinstance(getattr(source, f.name), pd.DataFrame)}
+        study = study_from_frames(frames)
+    pq = study.per_query
+    labels = labels if labels is not None else pq['labels'].iloc[0]
+    keep = (pq['qid'] == str(qid)) & (pq['labels'] == labels)
+    for column, value in (('system', system), ('k', k), ('dataset', dataset)):
+        keep &= True if value is None else pq[column] == value
+    if not keep.any():
+        raise SettingError(f'query_view: no per_query row for qid {qid!r}, {labels}'
+                           + ''.join(f', {c} {v!r}' for c, v in (('system', system), ('k', k), ('dataset', dataset))
+                                     if v is not None))
+    rows = pq[keep]
+    return QueryView(study, rows[rows['dataset'] == rows['dataset'].iloc[0]])
