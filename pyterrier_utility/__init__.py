@@ -6,7 +6,8 @@ eRAG and LLM-retEval.
 from . import backends, cosmix, datasets, errors, experiment, reader
 from .bertscore import BertScore
 from .cache import GenerationCache
-from .erag import ERAGLabeller, rank_correlation
+from .correlation import rank_correlation
+from .erag import ERAGLabeller
 from .fbert import FBertScorer
 from .measures import ERAG_P, FBERT, FBERT0, ERAG_Hit, RetEval, Utility, erag_measure
 from .oracle import OracleSampler

@@ -19,6 +19,7 @@ from pyterrier_rag.backend import Backend
 from ._util import check, check_int, normalise_frame, validate_columns, warn_qids
 from .bertscore import BertScore
 from .cache import GenerationCache
+from .correlation import correlation
 from .errors import SettingError
 from .fbert import Labels, check_labels, relevant_docnos
 from .reader import Reader
@@ -239,7 +240,6 @@ def recall_correlation(table: pd.DataFrame) -> Dict[str, float]:
     """Spearman's rho between Recall@k and LLM-retEval over queries, as the paper's Table 2: on all
     queries, and on the queries without a Recall@k failure (``refined``; needs ``case`` labelled with
     ``correct=``)."""
-    from .experiment.stats import correlation
     recall = next(c for c in table.columns if c.startswith('R@'))
     rho, p = correlation(table[recall], table['reteval'], 'spearman')
     unlabelled = table['case'].isin(['missed gold, matched', 'found gold, no match']).any()
