@@ -11,7 +11,7 @@ from .erag import ERAGLabeller
 from .fbert import FBertScorer
 from .measures import ERAG_P, FBERT, FBERT0, ERAG_Hit, RetEval, Utility, erag_measure
 from .oracle import OracleSampler
-from .order import ReverseOrder
+from .order import LostInTheMiddle, Ordering, Permutation, ReverseOrder, Window, permutations
 from .reader import Reader
 from .reteval import LLMRetEval
 from .runs import RunFile
@@ -19,6 +19,8 @@ from .utility import UtilityEvaluator
 
 __version__ = '0.1.0'
 
-__all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
-           'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator',
-           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'rank_correlation', 'reader']
+__all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer',
+           'GenerationCache', 'LLMRetEval', 'LostInTheMiddle', 'OracleSampler', 'Ordering', 'Permutation',
+           'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator', 'Window',
+           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'permutations',
+           'rank_correlation', 'reader']
