@@ -17,6 +17,12 @@ class Ordering(pt.Transformer):
     becomes ``m - rank`` (``m`` documents kept for the query), so measures that rank by score, such
     as nDCG@k in ``pt.Experiment``, evaluate the ranking the reader sees. The input is ordered by
     ``rank``, or by ``score`` when it has no ``rank``. Subclasses define :meth:`positions`.
+
+    Example::
+
+        class BestLast(Ordering):
+            def positions(self, n):
+                return list(range(1, n)) + [0]
     """
 
     def __init__(self):
