@@ -6,11 +6,12 @@ eRAG and LLM-retEval.
 from . import backends, cosmix, datasets, errors, experiment, models, protocols, reader, settings
 from .bertscore import BertScore
 from .cache import GenerationCache
-from .erag import ERAGLabeller, rank_correlation
+from .correlation import rank_correlation
+from .erag import ERAGLabeller
 from .fbert import FBertScorer
 from .measures import ERAG_P, FBERT, FBERT0, ERAG_Hit, RetEval, Utility, erag_measure
 from .oracle import OracleSampler
-from .order import ReverseOrder
+from .order import LostInTheMiddle, Ordering, Permutation, ReverseOrder, Window, permutations
 from .reader import Reader
 from .reteval import LLMRetEval
 from .runs import RunFile
@@ -19,7 +20,8 @@ from .utility import UtilityEvaluator
 
 from ._version import __version__  # noqa: E402
 
-__all__ = ['BertScore', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer', 'GenerationCache',
-           'LLMRetEval', 'OracleSampler', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator',
-           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'models', 'protocols',
-           'rank_correlation', 'reader', 'settings', 'Decoding', 'LabelSet']
+__all__ = ['BertScore', 'Decoding', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer',
+           'GenerationCache', 'LLMRetEval', 'LabelSet', 'LostInTheMiddle', 'OracleSampler', 'Ordering', 'Permutation',
+           'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator', 'Window',
+           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'models', 'permutations',
+           'protocols', 'rank_correlation', 'reader', 'settings']

@@ -2,10 +2,10 @@
 
 :class:`ERAGLabeller` answers each retrieved document alone with its query and labels the document
 with that answer's score; :func:`pyterrier_utility.measures.erag_measure` aggregates the labels over
-the ranking for ``pt.Experiment``; :func:`rank_correlation` compares per-query eRAG scores with an
-end-to-end measure (utility, answer quality) across queries.
+the ranking for ``pt.Experiment``; :func:`pyterrier_utility.rank_correlation` compares per-query eRAG
+scores with an end-to-end measure (utility, answer quality) across queries, as the eRAG paper does.
 """
-from typing import Dict, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -91,13 +91,3 @@ class ERAGLabeller(pt.Transformer):
 
     def __repr__(self):
         return f'ERAGLabeller({self.reader!r}, metric={self.metric!r})'
-
-
-def rank_correlation(x: pd.Series, y: pd.Series) -> Dict[str, float]:
-    """Kendall's tau and Spearman's rho between two per-query scores (indexed by qid), e.g. eRAG
-    scores and end-to-end utility, over the queries where both are finite."""
-    from .experiment.stats import correlation
-    both = pd.concat([x.rename('x'), y.rename('y')], axis=1, join='inner').dropna()
-    tau, p_tau = correlation(both['x'], both['y'], 'kendall')
-    rho, p_rho = correlation(both['x'], both['y'], 'spearman')
-    return {'kendall_tau': tau, 'kendall_p': p_tau, 'spearman_rho': rho, 'spearman_p': p_rho, 'n': len(both)}

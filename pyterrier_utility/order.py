@@ -1,36 +1,176 @@
-"""Reversed rankings: the "-r" systems of the study."""
+"""Which of each query's ranked documents the reader sees, and in which order: the "-r" systems of the
+study, lost in the middle, any permutation, and windows of deeper ranks."""
+import itertools
+from typing import Dict, Sequence
+
+import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import validate_columns
+from ._util import check, check_int, validate_columns
 
 
-class ReverseOrder(pt.Transformer):
-    """Reverses each query's ranking: the top-ranked document becomes the last context.
+class Ordering(pt.Transformer):
+    """Rearranges each query's ranking: :meth:`positions` says which ranks the reader sees, in order.
 
     ``rank`` is renumbered from 0 in the new order, rows come out in that order, and ``score``
-    becomes ``n - rank`` (``n`` documents for the query), so measures that rank by score, such as
-    nDCG@k in ``pt.Experiment``, evaluate the reversed ranking the reader sees.
-    ``(bm25 % k) >> ReverseOrder()`` is BM25-r.
+    becomes ``m - rank`` (``m`` documents kept for the query), so measures that rank by score, such
+    as nDCG@k in ``pt.Experiment``, evaluate the ranking the reader sees. The input is ordered by
+    ``rank``, or by ``score`` when it has no ``rank``. Subclasses define :meth:`positions`.
+
+    Example::
+
+        class BestLast(Ordering):
+            def positions(self, n):
+                return list(range(1, n)) + [0]
+    """
+
+    def __init__(self):
+        super().__init__()
+
+    def positions(self, n: int) -> Sequence[int]:
+        """The 0-based ranks of a query's ``n`` documents in the order the reader sees them; ranks
+        left out are dropped."""
+        raise NotImplementedError
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        validate_columns(self, inp, ['qid', 'docno', 'rank' if 'rank' in inp.columns else 'score'])
+        if inp.empty:
+            return inp
+        frame = inp if 'rank' in inp.columns else pt.model.add_ranks(inp.copy())
+        frame = frame.sort_values(['qid', 'rank'], kind='stable')
+        place = frame.groupby('qid', sort=False).cumcount().to_numpy()
+        size = frame.groupby('qid', sort=False)['qid'].transform('size').to_numpy()
+        # new_rank[n][i]: where a query of n documents puts its rank i (-1: dropped).
+        new_rank, kept = {}, {}
+        for n in np.unique(size):
+            order = [int(p) for p in self.positions(int(n))]
+            new_rank[n] = np.full(n, -1)
+            new_rank[n][order] = np.arange(len(order))
+            kept[n] = len(order)
+        rank = np.array([new_rank[n][i] for n, i in zip(size, place)], dtype=np.int64)
+        count = np.array([kept[n] for n in size], dtype=float)
+        frame = frame.assign(score=count - rank, rank=rank)[rank >= 0]
+        return frame.sort_values(['qid', 'rank'], kind='stable').reset_index(drop=True)
+
+
+class ReverseOrder(Ordering):
+    """Reverses each query's ranking: the top-ranked document becomes the last context.
+
+    ``(bm25 % k) >> ReverseOrder()`` is BM25-r. Ranks and scores follow the new order (see :class:`Ordering`).
 
     Example::
 
         bm25_r = dataset.bm25() % 5 >> ReverseOrder() >> reader
     """
 
-    def __init__(self):
-        super().__init__()
-
-    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        validate_columns(self, inp, ['qid', 'docno'])
-        if inp.empty:
-            return inp
-        frame = inp if 'rank' in inp.columns else pt.model.add_ranks(inp.copy())
-        frame = frame.sort_values(['qid', 'rank'], ascending=[True, False], kind='stable')
-        rank = frame.groupby('qid', sort=False).cumcount()
-        size = frame.groupby('qid', sort=False)['qid'].transform('size')
-        frame = frame.assign(score=(size - rank).astype(float), rank=rank)
-        return frame.reset_index(drop=True)
+    def positions(self, n: int) -> Sequence[int]:
+        return range(n - 1, -1, -1)
 
     def __repr__(self):
         return 'ReverseOrder()'
+
+
+class LostInTheMiddle(Ordering):
+    """The best documents at both ends of the context, the worst in the middle.
+
+    Of ``n`` documents ranked 1..n, the reader sees the odd ranks from the front and the even ranks
+    from the back: 1, 3, 5, ..., then ..., 4, 2. Five documents: 1 3 5 4 2; four: 1 3 4 2. The best
+    document always comes first. LangChain's ``LongContextReorder``, which cites Liu et al. ("Lost in
+    the Middle", TACL 2024; the paper itself defines no reordering), gives the same order for odd
+    ``n`` and its mirror image for even ``n`` (2 4 3 1: the best document last).
+
+    With ``reverse=True`` the worst documents are at both ends and the best in the middle (five: 5 3 1
+    2 4), which is ``ReverseOrder() >> LostInTheMiddle()``: the placement Liu et al. find hardest
+    for a reader. Ranks and scores follow the new order (see :class:`Ordering`).
+
+    Args:
+        reverse: put the best documents in the middle instead.
+
+    Example::
+
+        bm25_lim = dataset.bm25() % 5 >> LostInTheMiddle() >> reader
+    """
+
+    def __init__(self, reverse: bool = False):
+        super().__init__()
+        self.reverse = bool(reverse)
+
+    def positions(self, n: int) -> Sequence[int]:
+        order = list(range(0, n, 2)) + list(range(1, n, 2))[::-1]
+        return [n - 1 - p for p in order] if self.reverse else order
+
+    def __repr__(self):
+        return f'LostInTheMiddle(reverse={self.reverse})'
+
+
+class Permutation(Ordering):
+    """An explicit order of the top ranks: ``order[i]`` is the rank (from 1) the reader sees at
+    position i + 1.
+
+    ``Permutation([2, 1, 3])`` swaps the first two documents. A query with fewer documents than the
+    permutation keeps the ranks it has in the permutation's order; ranks below ``len(order)`` follow
+    in their own order. Ranks and scores follow the new order (see :class:`Ordering`).
+
+    Args:
+        order: a permutation of 1..len(order).
+
+    Example::
+
+        bm25_213 = dataset.bm25() % 3 >> Permutation([2, 1, 3]) >> reader
+    """
+
+    def __init__(self, order: Sequence[int]):
+        super().__init__()
+        self.order = tuple(int(r) for r in order)
+        check(len(self.order) > 0 and sorted(self.order) == list(range(1, len(self.order) + 1)), 'Permutation',
+              f'order must be a permutation of 1..{len(self.order)}, got {list(order)}')
+
+    def positions(self, n: int) -> Sequence[int]:
+        return [r - 1 for r in self.order if r <= n] + list(range(len(self.order), n))
+
+    def __repr__(self):
+        return f'Permutation({list(self.order)})'
+
+
+def permutations(k: int) -> Dict[str, Permutation]:
+    """Every order of k contexts as a family of systems, named by the ranks in the order the reader
+    sees them (``'132'``: ranks 1, 3, 2), the identity first; k! systems, so k is at most 9.
+
+    Example::
+
+        systems = {f'BM25-{name}': dataset.bm25() % 3 >> p for name, p in permutations(3).items()}
+    """
+    check_int('permutations', 'k', k, 1)
+    check(k <= 9, 'permutations', f'names are the ranks as digits, so k is at most 9 (and k! systems), got {k}')
+    return {''.join(map(str, p)): Permutation(p) for p in itertools.permutations(range(1, k + 1))}
+
+
+class Window(Ordering):
+    """Ranks [start, start + k) of each query's ranking (from 1), in their order: the contexts a
+    reader sees from deeper in the ranking.
+
+    ``Window(1, k)`` is the top k; ``Window(6, 5)`` is ranks 6 to 10, which the retriever must
+    return (``dataset.bm25() % 10 >> Window(6, 5)``). A query with fewer documents keeps what it has
+    in the window, possibly none. Ranks are renumbered from 0 and scores follow (see :class:`Ordering`),
+    so nDCG@k evaluates the window as the ranking the reader sees.
+
+    Args:
+        start: the first rank of the window, from 1.
+        k: the window's size.
+
+    Example::
+
+        deeper = dataset.bm25() % 10 >> Window(6, 5) >> reader
+    """
+
+    def __init__(self, start: int, k: int):
+        super().__init__()
+        self.start = check_int('Window', 'start', start, 1)
+        self.k = check_int('Window', 'k', k, 1)
+
+    def positions(self, n: int) -> Sequence[int]:
+        return range(self.start - 1, min(self.start - 1 + self.k, n))
+
+    def __repr__(self):
+        return f'Window(start={self.start}, k={self.k})'

@@ -19,6 +19,7 @@ from pyterrier_rag.backend import Backend
 from ._util import check, check_int, normalise_frame, validate_columns, warn_qids
 from .bertscore import BertScore
 from .cache import GenerationCache
+from .correlation import correlation
 from .errors import SettingError
 from .protocols import DecodingBackend
 from .settings import LabelSet, LabelsLike
@@ -173,38 +174,47 @@ class LLMRetEval(pt.Transformer):
         return f'LLMRetEval({self.reader!r}, {how}, gold {self.gold_reader.n_samples} samples)'
 
 
-#: The failure cases of the LLM-retEval paper. Recall@k's (LLM-retEval right): A, an unlabelled
-#: document answers the question; B, the labelled document is another version of the retrieved one;
-#: C, gold documents were retrieved but distractors led the reader astray. LLM-retEval's: D, the
-#: gold-context answer is wrong; E, the gold answers miss a correct answer; F, the comparison is wrong.
-FAILURE_CASES = {'A/B': 'Recall@k', 'C': 'Recall@k', 'D': 'LLM-retEval', 'E/F': 'LLM-retEval', 'F': 'LLM-retEval'}
+def failure_cases(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: LabelsLike = 2,
+                  correct: Optional[Callable[[str, str], bool]] = None) -> pd.DataFrame:
+    """Per query: Recall@k, LLM-retEval, and the failure cases of the LLM-retEval paper, each measure
+    judged against whether the answer from the retrieved documents is correct.
 
+    Recall@k fails where it credits a wrong answer or misses a right one; LLM-retEval fails where its
+    verdict differs from the answer's correctness. Both can fail on the same query. The cases:
 
-def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: LabelsLike = 2,
-                 correct: Optional[Callable[[str, str], bool]] = None) -> pd.DataFrame:
-    """Per query: Recall@k of the retrieved documents against the gold documents, LLM-retEval, whether
-    they disagree, and which failure case of the LLM-retEval paper explains a disagreement.
+    - ``recall_case`` ``'A/B'``: no gold document retrieved, yet the answer is right (A: an unlabelled
+      document answers; B: the labelled one is another version of a retrieved one);
+    - ``recall_case`` ``'C'``: a gold document retrieved, yet the answer is wrong (distractors);
+    - ``reteval_case`` ``'D'``: the gold-context answers are wrong (a right answer judged no match
+      when none of them is right, or a wrong answer judged a match when not all of them are right);
+    - ``reteval_case`` ``'E/F'``: a right answer judged no match although a gold-context answer is
+      right (E: they miss this correct answer; F: the comparison erred);
+    - ``reteval_case`` ``'F'``: a wrong answer judged a match although every gold-context answer is right.
 
-    Telling the cases apart needs to know which answers are correct: ``correct(qid, answer)`` (e.g.
-    exact match against a dataset's gold answers). With it, a query that missed every gold document
-    yet matched is case ``'A/B'`` (Recall@k fails) when the retrieved answer is correct, else ``'D'``
-    (the gold-context answers are wrong too) or ``'F'`` (a wrong answer judged a match); a query that
-    found gold documents yet did not match is case ``'C'`` (Recall@k fails: distraction) when the
-    retrieved answer is wrong, else ``'D'`` (the gold-context answers are wrong) or ``'E/F'`` (both
-    right, judged different). Without it, ``case`` says only which way they disagree
-    (``'missed gold, matched'`` / ``'found gold, no match'``). ``side`` names the measure that failed.
-    ``reteval`` is a match when >= 0.5 (a majority of samples).
+    Columns: ``qid``, ``R@k`` (against the gold documents), ``reteval``, ``disagree`` (1 where
+    Recall@k > 0 and LLM-retEval's match differ), ``correct`` (the share of the retrieved-context
+    answers that are correct), ``gold_correct`` (the share of the gold-context answers that are),
+    ``recall_case``, ``reteval_case``. A query matches when ``reteval`` >= 0.5 and its answer is right
+    when ``correct`` >= 0.5 (a majority of samples). Without ``correct`` only ``disagree`` is known and
+    the cases are None; queries without a gold document or a ``reteval`` get none either.
 
     Args:
         frame: :class:`LLMRetEval` output (``qid``, ``docno``, ``score``/``rank``, ``reteval``,
             ``qanswer``, ``gold_qanswers``).
         qrels: the judgements; ``labels`` says which are gold.
         k: the Recall cutoff.
-        correct: qid, answer -> whether the answer is correct.
+        correct: qid, answer -> whether the answer is correct (e.g. exact match against a dataset's
+            gold answers: the paper's GPT-Eval).
+
+    Example::
+
+        table = failure_cases(reteval(bm25 % 5 >> reader)(topics), qrels, 5, correct=exact_match)
+        table['recall_case'].notna().sum(), table['reteval_case'].notna().sum()  # the paper's Table 1
     """
-    validate_columns('disagreement', frame, ['qid', 'docno', 'reteval'] + (['qanswer', 'gold_qanswers'] if correct else []))
-    frame = normalise_frame('disagreement', frame, missing_docno_ok=True)
-    gold = LabelSet.parse(labels).relevant_docnos(normalise_frame('disagreement qrels', qrels))
+    validate_columns('failure_cases', frame,
+                     ['qid', 'docno', 'reteval'] + (['qanswer', 'gold_qanswers'] if correct else []))
+    frame = normalise_frame('failure_cases', frame, missing_docno_ok=True)
+    gold = LabelSet.parse(labels).relevant_docnos(normalise_frame('failure_cases qrels', qrels))
     gold_qrels = pd.DataFrame([(q, d, 1) for q, docs in gold.items() for d in docs],
                               columns=['query_id', 'doc_id', 'relevance'])
     first = frame[frame['sample'] == frame['sample'].min()] if 'sample' in frame.columns else frame
@@ -215,36 +225,35 @@ def disagreement(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: Label
     out = first.drop_duplicates('qid').reset_index(drop=True)
     table = out[['qid', 'reteval']].copy()
     table.insert(1, f'R@{k}', [recall.get(q, 0.0 if q in gold else np.nan) for q in table['qid']])
-    hit, matched = table[f'R@{k}'] > 0, table['reteval'] >= 0.5
     known = table['reteval'].notna() & table[f'R@{k}'].notna()
+    hit, matched = table[f'R@{k}'] > 0, table['reteval'] >= 0.5
     table['disagree'] = np.where(known, (hit != matched).astype(float), np.nan)
-    cases = []
-    for i, row in out.iterrows():
-        if table.at[i, 'disagree'] != 1:
-            cases.append(None)
-        elif correct is None:
-            cases.append('found gold, no match' if hit[i] else 'missed gold, matched')
-        else:
-            answer_right = bool(correct(row['qid'], str(row['qanswer'])))
-            gold_right = any(correct(row['qid'], str(g)) for g in (row['gold_qanswers'] or ()))
-            if not hit[i]:
-                cases.append('A/B' if answer_right else ('F' if gold_right else 'D'))
-            else:
-                cases.append(('E/F' if gold_right else 'D') if answer_right else 'C')
-    table['case'] = cases
-    table['side'] = [FAILURE_CASES.get(c) for c in cases]
+    if correct is None:
+        table['correct'] = table['gold_correct'] = np.nan
+        table['recall_case'] = table['reteval_case'] = None
+        return table
+    answers = retrieved_answers(frame)
+    table['correct'] = [float(np.mean([bool(correct(q, a)) for a in answers[q]])) for q in table['qid']]
+    table['gold_correct'] = [float(np.mean([bool(correct(q, str(g))) for g in golds]))
+                             if isinstance(golds, tuple) and golds else np.nan
+                             for q, golds in zip(out['qid'], out['gold_qanswers'])]
+    right = table['correct'] >= 0.5
+    table['recall_case'] = np.where(known & hit & ~right, 'C', np.where(known & ~hit & right, 'A/B', None))
+    wrong_match = np.where(table['gold_correct'] == 1, 'F', 'D')
+    missed_right = np.where(table['gold_correct'] > 0, 'E/F', 'D')
+    table['reteval_case'] = np.where(known & matched & ~right, wrong_match,
+                                     np.where(known & ~matched & right, missed_right, None))
     return table
 
 
 def recall_correlation(table: pd.DataFrame) -> Dict[str, float]:
     """Spearman's rho between Recall@k and LLM-retEval over queries, as the paper's Table 2: on all
-    queries, and on the queries without a Recall@k failure (``refined``; needs ``case`` labelled with
-    ``correct=``)."""
-    from .experiment.stats import correlation
+    queries, and on those where Recall@k does not fail (``refined``: no ``recall_case``; needs
+    :func:`failure_cases` with ``correct=``, else NaN)."""
     recall = next(c for c in table.columns if c.startswith('R@'))
     rho, p = correlation(table[recall], table['reteval'], 'spearman')
-    unlabelled = table['case'].isin(['missed gold, matched', 'found gold, no match']).any()
-    refined = table.iloc[0:0] if unlabelled else table[table['side'] != 'Recall@k']
+    refined = table[table['correct'].notna() & table['recall_case'].isna()]
     rho_r, p_r = correlation(refined[recall], refined['reteval'], 'spearman')
     return {'all': rho, 'all_p': p, 'all_n': int(table[[recall, 'reteval']].notna().all(axis=1).sum()),
-            'refined': rho_r, 'refined_p': p_r, 'refined_n': len(refined)}
+            'refined': rho_r, 'refined_p': p_r,
+            'refined_n': int(refined[[recall, 'reteval']].notna().all(axis=1).sum())}

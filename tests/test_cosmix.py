@@ -5,10 +5,13 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from conftest import CountingBackend
+from pandas.testing import assert_frame_equal
 from pyterrier_rag.backend import Backend, BackendOutput
+from simulated_server import SimulatedServer
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
+from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.cosmix import (
     CorpusEmbeddings,
     COSMix,
@@ -18,6 +21,7 @@ from pyterrier_utility.cosmix import (
     Validator,
     reciprocal_rank_fusion,
 )
+from pyterrier_utility.errors import SettingError
 
 CORPUS = {
     'a1': 'The boundary layer separates from the wing near the trailing edge at high angles of attack.',
@@ -69,8 +73,9 @@ def test_dense_and_hybrid_retrieval_stay_within_their_subset(embeddings):
 
 
 class Scripted(Backend):
-    """A judge replying from a table: the validator's stand-in."""
+    """A judge replying from a table: the validator's stand-in, greedy."""
     supports_seeds = True
+    deterministic = True
 
     def __init__(self, yes):
         super().__init__('scripted-judge')
@@ -86,6 +91,24 @@ def test_the_validator_reads_yes_and_never_sends_an_empty_answer():
     judge = Scripted(yes=['Answer: good'])
     assert list(Validator(judge).validate(['q1', 'q2', 'q3'], ['good one', 'bad one', '  '])) == [True, False, False]
     assert len(judge.calls) == 2 and any('Question: q1\nAnswer: good one\n' in c for c in judge.calls)
+
+
+def test_the_validator_decodes_greedily_whatever_the_readers_sampling(tmp_path):
+    with SimulatedServer() as server:
+        backend = OpenAICompatibleBackend('sim', server.url, temperature=0.3, max_new_tokens=8)
+        reader = pu.Reader(pu.GenerationCache(backend, tmp_path / 'g.sqlite'), seed=7)
+        validator = Validator(reader.backend)
+        validator.validate(['q1', 'q2'], ['a1', 'a2'])
+        reader(pd.DataFrame({'qid': ['q1'], 'query': ['q1']}))
+    assert sorted(b['temperature'] for b in server.bodies) == [0, 0, 0.3]
+    assert validator.backend.path == reader.backend.path  # replies cached next to the answers
+    assert backend.decoding.temperature == 0.3 and reader.backend.backend is backend
+
+
+def test_a_sampling_validator_that_cannot_be_made_greedy_is_refused():
+    with pytest.raises(SettingError, match='decode greedily'):
+        Validator(CountingBackend())
+    assert Validator(CountingBackend(seeded=False)).backend.deterministic
 
 
 def cosmix_over(embeddings, judge_yes, k=2):
@@ -116,3 +139,31 @@ def test_cosmix_runs_in_a_study_once_per_k(embeddings, minilm):
                            bertscore=minilm, verbose=False)
     assert results.per_query.set_index('k')['n_docs'].to_dict() == {1: 1, 2: 2}
     assert cosmix.branches().set_index('k')['branch'].to_dict() == {1: 'R', 2: 'S'}
+
+
+def fixed_ranking(docnos):
+    """A retriever returning ``docnos`` in that order for every query, with their texts."""
+    return pt.apply.generic(lambda topics: topics[['qid', 'query']].merge(pd.DataFrame(
+        {'docno': docnos, 'text': [CORPUS[d] for d in docnos], 'score': [10.0 - i for i in range(len(docnos))],
+         'rank': range(len(docnos))}), how='cross'))
+
+
+def test_the_fused_top_k_reaches_the_reader_lost_in_the_middle_and_the_fallback_in_its_order():
+    topics = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['boundary layer separation', 'panel flutter']})
+    reader = pu.Reader(CountingBackend())
+    first, fallback = fixed_ranking(['a1', 'a2', 'b1', 'b2', 'u1', 'u2']), fixed_ranking(['u2', 'u1', 'a1', 'b2', 'b1'])
+    # The judge accepts q1's answer only (its prompt holds the question).
+    judge = Validator(Scripted(yes=['Question: boundary layer']))
+    out = COSMix(reader, judge, first, fallback, k=5)(topics)
+    expected = pd.DataFrame({'qid': ['q1'] * 5 + ['q2'] * 5,
+                             'query': ['boundary layer separation'] * 5 + ['panel flutter'] * 5,
+                             'docno': ['a1', 'b1', 'u1', 'b2', 'a2', 'u2', 'u1', 'a1', 'b2', 'b1'],
+                             'score': [5.0, 4.0, 3.0, 2.0, 1.0, 10.0, 9.0, 8.0, 7.0, 6.0], 'rank': [0, 1, 2, 3, 4] * 2,
+                             'branch': ['R'] * 5 + ['S'] * 5, 'validated': [True] * 5 + [False] * 5})
+    expected.insert(3, 'text', expected['docno'].map(CORPUS))
+    assert_frame_equal(out, expected)
+    sent = [p for p in reader.backend.backend.calls if 'boundary layer separation' in p][0]
+    contexts = [CORPUS[d] for d in ['a1', 'b1', 'u1', 'b2', 'a2']]
+    assert sent == reader.build_prompt('boundary layer separation', contexts)  # the order the frame says
+    fused_order = COSMix(pu.Reader(CountingBackend()), judge, first, fallback, k=5, reorder=None)(topics)
+    assert list(fused_order['docno'][:5]) == ['a1', 'a2', 'b1', 'b2', 'u1']

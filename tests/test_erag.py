@@ -6,7 +6,6 @@ import pyterrier as pt
 import pytest
 from conftest import CountingBackend
 from pyterrier_rag.backend import Backend, BackendOutput
-from scipy import stats as sps
 
 import pyterrier_utility as pu
 from pyterrier_utility import ERAGLabeller, FBertScorer, Reader, erag_measure
@@ -119,19 +118,6 @@ def test_erag_measures_in_experiment_next_to_ndcg():
                         [ir_measures.nDCG @ 3, pu.ERAG_P @ 3, erag_measure('MRR', 0.5) @ 3], names=['s'])
     assert res['eRAG_P@3'][0] == pytest.approx((0.4 + 0.2 + 1.7 / 3) / 3)
     assert res['eRAG_MRR(t=0.5)@3'][0] == pytest.approx((1 / 2 + 0 + 1) / 3)
-
-
-def test_rank_correlation_matches_scipy():
-    rng = np.random.default_rng(1)
-    x = pd.Series(rng.normal(size=15), index=[f'q{i}' for i in range(15)])
-    y = pd.Series(x.values + rng.normal(size=15), index=x.index[::-1][::-1])
-    y['q3'] = np.nan
-    both = pd.concat([x, y], axis=1).dropna()
-    out = pu.rank_correlation(x, y)
-    assert out['n'] == 14
-    assert out['kendall_tau'] == pytest.approx(sps.kendalltau(both[0], both[1])[0])
-    assert out['spearman_rho'] == pytest.approx(sps.spearmanr(both[0], both[1])[0])
-    assert out['spearman_p'] == pytest.approx(sps.spearmanr(both[0], both[1])[1])
 
 
 def test_continuous_precision_on_zero_one_labels_is_trec_evals_precision_even_for_short_rankings():

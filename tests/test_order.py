@@ -1,7 +1,13 @@
+import pickle
+
+import numpy as np
 import pandas as pd
+import pyterrier as pt
+import pytest
 from pandas.testing import assert_frame_equal
 
-from pyterrier_utility import ReverseOrder
+from pyterrier_utility import LostInTheMiddle, Permutation, ReverseOrder, Window, permutations
+from pyterrier_utility.errors import SettingError
 
 
 def test_reverse_order_turns_top_into_last(results):
@@ -36,3 +42,139 @@ def test_reversed_ranking_is_what_ndcg_sees(results):
         return pd.DataFrame({'qid': 'q1', 'docno': docnos, 'score': [3.0, 2.0, 1.0]})
     assert ndcg(ReverseOrder()(results)) == ndcg(ranking(['d3', 'd2', 'd1']))
     assert ndcg(ReverseOrder()(results)) < ndcg(ranking(['d1', 'd2', 'd3']))
+
+
+def ranking(sizes):
+    """Query q<i> with ``sizes[i]`` documents d<i>-1 .. d<i>-n, best first, given in a shuffled row order."""
+    rows = [{'qid': f'q{i}', 'query': f'query {i}', 'docno': f'd{i}-{r}', 'score': float(100 - r), 'rank': r - 1}
+            for i, n in enumerate(sizes, 1) for r in range(1, n + 1)]
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=3).reset_index(drop=True)
+
+
+def expected(qid, ranks):
+    """The frame an ordering must give: the documents of ``ranks`` (from 1) in that order, ranked from 0
+    with scores m..1."""
+    i = qid[1:]
+    m = len(ranks)
+    return pd.DataFrame([{'qid': qid, 'query': f'query {i}', 'docno': f'd{i}-{r}', 'score': float(m - pos), 'rank': pos}
+                         for pos, r in enumerate(ranks)])
+
+
+def test_lost_in_the_middle_of_five_documents():
+    assert_frame_equal(LostInTheMiddle()(ranking([5])), expected('q1', [1, 3, 5, 4, 2]))
+    assert_frame_equal(LostInTheMiddle(reverse=True)(ranking([5])), expected('q1', [5, 3, 1, 2, 4]))
+
+
+def test_lost_in_the_middle_of_four_one_and_two_documents_per_query():
+    out = LostInTheMiddle()(ranking([4, 1, 2]))
+    assert_frame_equal(out, pd.concat([expected('q1', [1, 3, 4, 2]), expected('q2', [1]), expected('q3', [1, 2])],
+                                      ignore_index=True))
+
+
+def test_the_reversal_puts_the_best_in_the_middle_as_reversing_first_does():
+    frame = ranking([1, 2, 3, 4, 5, 6, 7, 8])
+    assert_frame_equal(LostInTheMiddle(reverse=True)(frame), (ReverseOrder() >> LostInTheMiddle())(frame))
+
+
+def longcontextreorder(items):
+    """LangChain's LongContextReorder, as its documentation describes it: from the worst item to the
+    best, each item with an even index goes to the front, each with an odd index to the back."""
+    out = []
+    for i, item in enumerate(reversed(items)):
+        out = [item] + out if i % 2 == 0 else out + [item]
+    return out
+
+
+@pytest.mark.parametrize('n', range(1, 9))
+def test_langchain_gives_the_same_order_for_odd_n_and_its_mirror_for_even_n(n):
+    ours = list(LostInTheMiddle()(ranking([n]))['docno'])
+    theirs = longcontextreorder([f'd1-{r}' for r in range(1, n + 1)])
+    assert theirs == (ours if n % 2 else ours[::-1])
+
+
+def test_a_permutation_orders_the_top_ranks_and_keeps_the_rest_after_them():
+    out = Permutation([3, 1, 2])(ranking([3, 2, 5]))
+    assert_frame_equal(out, pd.concat([expected('q1', [3, 1, 2]), expected('q2', [1, 2]),
+                                       expected('q3', [3, 1, 2, 4, 5])], ignore_index=True))
+
+
+@pytest.mark.parametrize('order', [[1, 1, 2], [0, 1], [1, 3], []])
+def test_a_permutation_must_be_one(order):
+    with pytest.raises(SettingError, match='permutation of 1..'):
+        Permutation(order)
+
+
+def test_every_permutation_of_three_as_named_systems():
+    systems = permutations(3)
+    assert list(systems) == ['123', '132', '213', '231', '312', '321']
+    for name, system in systems.items():
+        assert_frame_equal(system(ranking([3])), expected('q1', [int(c) for c in name]))
+    assert len(permutations(5)) == 120
+    with pytest.raises(SettingError, match='at most 9'):
+        permutations(10)
+
+
+def test_windows_at_ranks_one_and_six():
+    frame = ranking([10, 7, 3])
+    assert_frame_equal(Window(1, 5)(frame), pd.concat([expected('q1', [1, 2, 3, 4, 5]), expected('q2', [1, 2, 3, 4, 5]),
+                                                       expected('q3', [1, 2, 3])], ignore_index=True))
+    # q2 has two documents from rank 6 on, q3 none.
+    assert_frame_equal(Window(6, 5)(frame), pd.concat([expected('q1', [6, 7, 8, 9, 10]), expected('q2', [6, 7])],
+                                                      ignore_index=True))
+
+
+def test_windows_check_their_bounds():
+    for start, k in [(0, 5), (1, 0), (1.5, 2)]:
+        with pytest.raises(SettingError):
+            Window(start, k)
+
+
+def test_orderings_rank_by_score_when_the_input_has_no_rank():
+    frame = ranking([5]).drop(columns=['rank'])
+    assert_frame_equal(LostInTheMiddle()(frame), expected('q1', [1, 3, 5, 4, 2]))
+
+
+SYSTEMS = {'original': ([1, 2, 3, 4, 5], None), 'reversed': ([5, 4, 3, 2, 1], ReverseOrder()),
+           'lim': ([1, 3, 5, 4, 2], LostInTheMiddle()), 'lim-r': ([5, 3, 1, 2, 4], LostInTheMiddle(reverse=True)),
+           'p21345': ([2, 1, 3, 4, 5], Permutation([2, 1])), 'window 6': ([6, 7, 8, 9, 10], Window(6, 5))}
+
+
+def test_pt_experiment_measures_the_order_the_reader_sees():
+    import ir_measures
+    from ir_measures import nDCG
+    frame = ranking([10, 10])
+    qrels = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q2', 'q2'], 'docno': ['d1-1', 'd1-3', 'd1-7', 'd2-2', 'd2-9'],
+                          'label': [3, 1, 2, 2, 1]})
+    source = pt.Transformer.from_df(frame)
+    systems = [source % 5 if t is None else (source >> t if isinstance(t, Window) else source % 5 >> t)
+               for _, t in SYSTEMS.values()]
+    res = pt.Experiment(systems, frame[['qid', 'query']].drop_duplicates(), qrels, [nDCG @ 5], names=list(SYSTEMS))
+    measured = dict(zip(res['name'], res['nDCG@5']))
+    run_qrels = qrels.rename(columns={'qid': 'query_id', 'docno': 'doc_id', 'label': 'relevance'})
+    for name, (ranks, _) in SYSTEMS.items():
+        run = pd.DataFrame([{'query_id': q, 'doc_id': f'd{q[1:]}-{r}', 'score': float(10 - i)}
+                            for q in ('q1', 'q2') for i, r in enumerate(ranks)])
+        assert measured[name] == pytest.approx(ir_measures.calc_aggregate([nDCG @ 5], run_qrels, run)[nDCG @ 5]), name
+    # By hand under lim, with trec_eval's gains (the labels): q1 sees labels 3, 1, 0, 0, 0 (ideal 3, 2, 1),
+    # q2 sees 0, 0, 0, 0, 2 (ideal 2, 1).
+    q1 = (3 + 1 / np.log2(3)) / (3 + 2 / np.log2(3) + 1 / np.log2(4))
+    q2 = (2 / np.log2(6)) / (2 + 1 / np.log2(3))
+    assert measured['lim'] == pytest.approx((q1 + q2) / 2)
+    assert len({round(v, 9) for v in measured.values()}) == len(SYSTEMS)  # every ordering is seen as different
+
+
+@pytest.mark.parametrize('transformer', [ReverseOrder(), LostInTheMiddle(), LostInTheMiddle(reverse=True),
+                                         Permutation([2, 3, 1]), Window(6, 5)])
+def test_orderings_pickle_inspect_and_tell_themselves_apart(transformer):
+    clone = pickle.loads(pickle.dumps(transformer))
+    frame = ranking([10, 4])
+    assert_frame_equal(clone(frame), transformer(frame))
+    assert repr(clone) == repr(transformer)
+    attributes = pt.inspect.transformer_attributes(transformer)  # raises for an argument not kept under its name
+    assert all(a.value is not pt.inspect.TransformerAttribute.MISSING for a in attributes)
+    assert transformer(frame.iloc[0:0]).empty
+
+
+def test_reprs():
+    assert [repr(t) for t in (LostInTheMiddle(), LostInTheMiddle(True), Permutation((2, 1)), Window(6, 5))] == [
+        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)', 'Permutation([2, 1])', 'Window(start=6, k=5)']

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
+from pandas.testing import assert_frame_equal
 from pyterrier_rag.backend import Backend, BackendOutput
 from scipy import stats as sps
 from simulated_server import SimulatedServer
@@ -11,7 +12,7 @@ import pyterrier_utility as pu
 from pyterrier_utility import LLMRetEval, Reader, UtilityEvaluator
 from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.reteval import MINILM_MATCH_THRESHOLD, disagreement, recall_correlation
+from pyterrier_utility.reteval import MINILM_MATCH_THRESHOLD, failure_cases, recall_correlation
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing',
          'd5': 'Paris'}
@@ -174,7 +175,7 @@ def test_the_default_threshold_is_the_best_on_the_calibration_pairs(minilm):
     assert right(0.5) == 25  # the threshold the notebook once used let 5 pairs through wrongly
 
 
-def test_reteval_measure_and_recall_disagreement_with_the_papers_failure_cases():
+def test_reteval_measure_and_the_papers_failure_cases_through_the_pipeline():
     reader = Reader(EchoBackend())
     reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
     # q1 misses its gold document d1 yet answers 'Paris' (from d5); q2 finds d4 yet answers from d3 first.
@@ -182,28 +183,98 @@ def test_reteval_measure_and_recall_disagreement_with_the_papers_failure_cases()
     topics = pd.DataFrame({'qid': ['q1', 'q2'], 'query': [QUERIES['q1'], QUERIES['q2']]})
     res = pt.Experiment([pt.Transformer.from_df(out)], topics, QRELS, [pu.RetEval], names=['s'])
     assert res['RetEval'][0] == pytest.approx(0.5)
-    table = disagreement(out, QRELS, k=2).set_index('qid')
+    table = failure_cases(out, QRELS, k=2).set_index('qid')
     assert table.loc['q1', 'R@2'] == 0.0 and table.loc['q1', 'reteval'] == 1.0
     assert table.loc['q2', 'R@2'] == 1.0 and table.loc['q2', 'reteval'] == 0.0
     assert list(table['disagree']) == [1.0, 1.0]
-    assert list(table['case']) == ['missed gold, matched', 'found gold, no match']
+    assert table[['correct', 'recall_case', 'reteval_case']].isna().all().all()  # unknown without correct=
     gold_answers = {'q1': 'Paris', 'q2': 'lift acts upward on a wing'}
-    judged = disagreement(out, QRELS, k=2, correct=lambda q, a: a == gold_answers[q]).set_index('qid')
-    assert list(judged['case']) == ['A/B', 'C'] and list(judged['side']) == ['Recall@k', 'Recall@k']
-    # Had the gold-context answer been wrong and the retrieved one right: the case is LLM-retEval's.
-    wrong_gold = disagreement(out, QRELS, k=2, correct=lambda q, a: q == 'q2' and a == 'Rome, maybe')
-    assert wrong_gold.set_index('qid').loc['q2', 'case'] == 'D'
+    judged = failure_cases(out, QRELS, k=2, correct=lambda q, a: a == gold_answers[q]).set_index('qid')
+    assert cases(judged, 'recall_case') == ['A/B', 'C'] and judged['reteval_case'].isna().all()
+    assert list(judged['correct']) == [1.0, 0.0] and list(judged['gold_correct']) == [1.0, 1.0]
+    # Had only q2's answer from d3 been right, Recall@k would be right on both, and LLM-retEval wrong on both
+    # with wrong gold answers (case D): q1's wrong answer matched them, q2's right one did not.
+    wrong_gold = failure_cases(out, QRELS, k=2, correct=lambda q, a: q == 'q2' and a == 'Rome, maybe')
+    assert cases(wrong_gold, 'recall_case') == [None, None] and cases(wrong_gold, 'reteval_case') == ['D', 'D']
 
 
-def test_recall_correlation_is_scipys_spearman_on_all_and_refined_queries():
-    table = pd.DataFrame({'qid': list('abcdef'), 'R@5': [1, 0, 1, 0.5, 0, 1.0], 'reteval': [1, 1, 0, 1, 0, 1.0],
-                          'case': [None, 'A/B', 'C', None, None, None]})
-    table['side'] = table['case'].map({'A/B': 'Recall@k', 'C': 'Recall@k'})
+def cases(table, column):
+    """A case column as a list, None where the query has no case."""
+    return [c if isinstance(c, str) else None for c in table[column]]
+
+
+def llm_reteval_output(rows):
+    """A hand-made LLMRetEval output: per query, its ranking, its verdict, its answer and gold answers."""
+    return pd.DataFrame([{'qid': q, 'docno': d, 'rank': r, 'reteval': m, 'qanswer': a, 'gold_qanswers': g}
+                         for q, docs, m, a, g in rows for r, d in enumerate(docs)])
+
+
+#: The issue's example, at k = 2 (gold documents g1..g4; the right answer to every query is 'yes'):
+#: q1 retrieved its gold document and matched, but its answer is wrong; q2 missed, no match, right answer;
+#: q3 retrieved, matched, right answer; q4 missed, matched, right answer.
+EXAMPLE = llm_reteval_output([('q1', ['g1', 'x'], 1.0, 'no', ('yes', 'no')),
+                              ('q2', ['x', 'y'], 0.0, 'yes', ('yes',)),
+                              ('q3', ['y', 'g3'], 1.0, 'yes', ('yes',)),
+                              ('q4', ['x', 'z'], 1.0, 'yes', ('yes', 'yes'))])
+EXAMPLE_QRELS = pd.DataFrame({'qid': ['q1', 'q2', 'q3', 'q4'], 'docno': ['g1', 'g2', 'g3', 'g4'], 'label': 2})
+
+
+def test_failures_are_counted_against_answer_correctness_on_every_query():
+    table = failure_cases(EXAMPLE, EXAMPLE_QRELS, k=2, correct=lambda q, a: a == 'yes')
+    expected = pd.DataFrame({'qid': ['q1', 'q2', 'q3', 'q4'], 'R@2': [1.0, 0.0, 1.0, 0.0],
+                             'reteval': [1.0, 0.0, 1.0, 1.0], 'disagree': [0.0, 0.0, 0.0, 1.0], 'correct': [0.0, 1.0, 1.0, 1.0],
+                             'gold_correct': [0.5, 1.0, 1.0, 1.0], 'recall_case': ['C', 'A/B', None, 'A/B'],
+                             # q1: a wrong answer matched gold answers one of which is wrong too.
+                             'reteval_case': ['D', 'E/F', None, None]})
+    assert_frame_equal(table, expected)
+    assert table['recall_case'].notna().sum() == 3 and table['reteval_case'].notna().sum() == 2
+
+
+@pytest.mark.parametrize('hit, matched, right, gold, recall_case, reteval_case', [
+    (True, True, True, ('yes',), None, None),
+    (False, False, False, ('yes',), None, None),
+    (True, False, False, ('yes',), 'C', None),           # distracted: LLM-retEval right, Recall wrong
+    (False, True, True, ('yes',), 'A/B', None),          # answered from an unlabelled document
+    (True, True, False, ('yes', 'yes'), 'C', 'F'),       # a wrong answer matched right gold answers
+    (True, True, False, ('no',), 'C', 'D'),              # wrong gold answers, matched by a wrong answer
+    (True, False, True, ('yes', 'no'), None, 'E/F'),     # a right gold answer, yet no match
+    (True, False, True, ('no', 'no'), None, 'D'),        # no right gold answer to match
+    (False, False, True, ('no',), 'A/B', 'D'),
+    (False, True, False, ('no',), None, 'D'),
+])
+def test_each_failure_case(hit, matched, right, gold, recall_case, reteval_case):
+    frame = llm_reteval_output([('q1', ['g1' if hit else 'x'], float(matched), 'yes' if right else 'no', gold)])
+    table = failure_cases(frame, EXAMPLE_QRELS, k=1, correct=lambda q, a: a == 'yes')
+    assert (cases(table, 'recall_case'), cases(table, 'reteval_case')) == ([recall_case], [reteval_case])
+
+
+def test_the_majority_of_samples_decides_correctness_and_unjudged_queries_get_no_case():
+    frame = pd.concat([llm_reteval_output([('q1', ['g1'], 0.5, a, ('yes',))]).assign(sample=s)
+                       for s, a in enumerate(['yes', 'no', 'yes'])], ignore_index=True)
+    unjudged = [('q2', ['x'], np.nan, 'yes', np.nan), ('q9', ['x'], 1.0, 'yes', ('yes',))]
+    nan = llm_reteval_output(unjudged).assign(sample=0)
+    table = failure_cases(pd.concat([frame, nan], ignore_index=True), EXAMPLE_QRELS, k=1,
+                          correct=lambda q, a: a == 'yes').set_index('qid')
+    assert table.loc['q1', 'correct'] == pytest.approx(2 / 3) and pd.isna(table.loc['q1', 'reteval_case'])
+    assert np.isnan(table.loc['q9', 'R@1']) and pd.isna(table.loc['q9', 'recall_case'])  # no gold document
+    assert pd.isna(table.loc['q2', 'reteval_case']) and np.isnan(table.loc['q2', 'disagree'])
+
+
+def test_recall_correlation_is_scipys_spearman_on_all_and_on_queries_without_a_recall_failure():
+    rows = [('q1', ['g1'], 1.0, 'yes', ('yes',)), ('q2', ['x'], 1.0, 'yes', ('yes',)),
+            ('q3', ['g3'], 0.0, 'no', ('yes',)), ('q4', ['x'], 0.0, 'no', ('yes',)), ('q5', ['g5'], 1.0, 'yes', ('yes',)),
+            ('q6', ['x'], 1.0, 'no', ('yes',)), ('q7', ['g7'], 0.0, 'yes', ('no',))]
+    qrels = pd.DataFrame({'qid': [f'q{i}' for i in range(1, 8)], 'docno': [f'g{i}' for i in range(1, 8)], 'label': 2})
+    table = failure_cases(llm_reteval_output(rows), qrels, k=1, correct=lambda q, a: a == 'yes')
+    assert cases(table, 'recall_case') == [None, 'A/B', 'C', None, None, None, None]
+    assert cases(table, 'reteval_case') == [None, None, None, None, None, 'F', 'D']
     out = recall_correlation(table)
-    assert out['all'] == pytest.approx(sps.spearmanr(table['R@5'], table['reteval'])[0]) and out['all_n'] == 6
-    refined = table[table['side'].isna()]
-    assert out['refined'] == pytest.approx(sps.spearmanr(refined['R@5'], refined['reteval'])[0])
-    assert out['refined_n'] == 4
+    assert out['all'] == pytest.approx(sps.spearmanr(table['R@1'], table['reteval'])[0]) and out['all_n'] == 7
+    refined = table.drop(index=[1, 2])  # the Recall failures, not the LLM-retEval ones
+    assert out['refined'] == pytest.approx(sps.spearmanr(refined['R@1'], refined['reteval'])[0])
+    assert out['refined_n'] == 5
+    unjudged = recall_correlation(failure_cases(llm_reteval_output(rows), qrels, k=1))
+    assert unjudged['all'] == out['all'] and np.isnan(unjudged['refined']) and unjudged['refined_n'] == 0
 
 
 def test_needs_a_way_to_match():

@@ -3,7 +3,8 @@
 The parts compose on their own: :class:`CorpusEmbeddings` and :class:`SparsePartition` (index
 time), :class:`DenseRetriever` and :class:`HybridRetriever` (BM25 and dense retrieval fused by
 reciprocal rank fusion, over a subset of the corpus), :class:`Validator` (the LLM judging its own
-answer) and :class:`COSMix`, the retriever-like transformer a study evaluates.
+answer, greedily) and :class:`COSMix`, the retriever-like transformer a study evaluates, which gives
+the reader the fused top k reordered as in "Lost in the Middle".
 """
 from .cosmix import COSMix, cosmix_system
 from .partition import CorpusEmbeddings, SparsePartition

@@ -7,6 +7,7 @@ import pyterrier as pt
 
 from .._util import check_int, normalise_frame, validate_columns
 from ..models import RERANKERS
+from ..order import LostInTheMiddle
 from ..reader import Reader
 from .partition import CorpusEmbeddings, SparsePartition
 from .retrieval import DenseRetriever, HybridRetriever
@@ -14,13 +15,16 @@ from .validator import Validator
 
 
 class COSMix(pt.Transformer):
-    """COS-Mix at context size ``k``: the hybrid retriever over R gives k documents; the reader answers
-    from them and the validator judges the answer; where it is not satisfactory, the fallback (the
-    hybrid retriever over the sparse documents S, re-ranked) gives the k documents instead.
+    """COS-Mix at context size ``k``: the hybrid retriever over R gives its top k documents, reordered
+    as in "Lost in the Middle" (COS-Mix's reference [13]: :class:`~pyterrier_utility.LostInTheMiddle`,
+    the best at both ends); the reader answers from them and the validator judges the answer; where it
+    is not satisfactory, the fallback (the hybrid retriever over the sparse documents S, re-ranked)
+    gives the k documents instead, in the re-ranker's order as COS-Mix does.
 
     Output: a result frame of the contexts the final answer used (``qid``, ``query``, ``docno``,
-    ``text``, ``score``, ``rank``), with ``branch`` (``'R'`` or ``'S'``) and ``validated`` (the
-    verdict on the R answer) on each row. ``record`` keeps one row per query and k of every call.
+    ``text``, ``score``, ``rank``) in the order the reader saw them (``rank`` from 0, ``score``
+    decreasing along it), with ``branch`` (``'R'`` or ``'S'``) and ``validated`` (the verdict on the R
+    answer) on each row. ``record`` keeps one row per query and k of every call.
 
     Because the fallback depends on the answer from the top k, COS-Mix at k is not the top k of
     COS-Mix at a larger k: ``COSMix(...) % k`` is COS-Mix at k (fused), and a study runs it once per k.
@@ -31,6 +35,8 @@ class COSMix(pt.Transformer):
         first: the hybrid retriever over R.
         fallback: the retrieval over S with its re-ranker (e.g. ``hybrid_s >> reranker``).
         k: the context size.
+        reorder: the ordering of the R branch's k documents (default: lost in the middle; ``None``:
+            the fused order).
 
     Example::
 
@@ -40,13 +46,14 @@ class COSMix(pt.Transformer):
     cutoff_changes_contexts = True
 
     def __init__(self, reader: Reader, validator: Validator, first: pt.Transformer, fallback: pt.Transformer,
-                 k: int = 5):
+                 k: int = 5, reorder: Optional[pt.Transformer] = LostInTheMiddle()):
         check_int('COSMix', 'k', k, 1)
         self.reader = reader
         self.validator = validator
         self.first = first
         self.fallback = fallback
         self.k = k
+        self.reorder = reorder
         self.record = []
 
     def fuse_rank_cutoff(self, k: int) -> 'COSMix':
@@ -64,6 +71,7 @@ class COSMix(pt.Transformer):
         validate_columns(self, inp, ['qid', 'query'])
         topics = normalise_frame(repr(self), inp[['qid', 'query']].drop_duplicates()).reset_index(drop=True)
         first = self._top(self.first, topics)
+        first = self.reorder(first) if self.reorder is not None and len(first) else first
         prompts = self.reader.prompts(first) if len(first) else {}
         prompts = {qid: prompts.get(qid, self.reader.build_prompt(str(q))) for qid, q in zip(topics['qid'], topics['query'])}
         answers = dict(zip(prompts, (a[0] for a in self.reader.answer(list(prompts.values())))))
@@ -84,7 +92,7 @@ class COSMix(pt.Transformer):
                 if self.record else pd.DataFrame(columns=['qid', 'k', 'validated', 'branch']))
 
     def __repr__(self):
-        return f'COSMix(k={self.k}, {self.first!r}, fallback {self.fallback!r})'
+        return f'COSMix(k={self.k}, {self.first!r} >> {self.reorder!r}, fallback {self.fallback!r})'
 
 
 def cosmix_system(dataset, reader: Reader, *, validator: Optional[Validator] = None, threshold: float = 0.65,

@@ -71,7 +71,9 @@ class DenseRetriever(pt.Transformer):
 
 class HybridRetriever(pt.Transformer):
     """COS-Mix's hybrid retriever H: BM25 and dense retrieval, each within ``subset``, fused by
-    reciprocal rank fusion (the merged results reordered).
+    reciprocal rank fusion. COS-Mix then reorders the top k it gives the reader ("Lost in the
+    Middle"); that is :class:`COSMix`'s ``reorder``, after the cutoff, since reordering the whole
+    fused ranking would change which documents are in the top k.
 
     BM25 searches the whole index to ``depth`` and keeps the documents in the subset, so a small
     subset needs a deep ``depth``; dense retrieval within the subset is exact.

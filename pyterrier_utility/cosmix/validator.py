@@ -6,6 +6,7 @@ from pyterrier_rag.backend import Backend
 
 from .._util import check
 from ..cache import GenerationCache
+from ..protocols import DecodingBackend
 
 #: The validator's prompt (``{query}``, ``{answer}``); a reply starting with "yes" accepts the answer.
 #: COS-Mix's own prompt asks a website assistant for feedback, 0 meaning unsatisfactory; this one asks
@@ -19,8 +20,11 @@ VALIDATION_PROMPT = ('Someone asked the question below and received the answer b
 class Validator:
     """Judges (question, answer) pairs with an LLM: True where the reply starts with "yes".
 
-    An empty answer is not satisfactory and is not sent. Replies are cached like the reader's
-    answers (greedy decoding advised).
+    A verdict is decoded greedily: a backend that samples is used through its copy at temperature 0
+    (``with_settings``), so the reader's own backend can validate without its sampling settings; a
+    sampling backend that cannot be copied so is refused. An empty answer is not satisfactory and is
+    not sent. Replies are cached like the reader's answers (in the same file when given a
+    :class:`~pyterrier_utility.GenerationCache` with a path).
 
     Args:
         backend: any backend of the Reader (or a :class:`~pyterrier_utility.GenerationCache`).
@@ -29,13 +33,19 @@ class Validator:
 
     Example::
 
-        validator = Validator(pyterrier_utility.backends.gemma3_270m(temperature=0))
+        validator = Validator(pyterrier_utility.backends.gemma3_270m())  # decodes at temperature 0
         validator.validate(['what is lift?'], ['the upward force on a wing'])
     """
 
     def __init__(self, backend: Backend, prompt: str = VALIDATION_PROMPT, max_new_tokens: int = 4):
         check('{query}' in prompt and '{answer}' in prompt, 'Validator', 'prompt must contain {query} and {answer}')
-        self.backend = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
+        cache = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
+        if not cache.deterministic:
+            check(isinstance(cache.backend, DecodingBackend), 'Validator',
+                  f'{cache.backend!r} samples and cannot be copied to decode greedily (temperature 0); '
+                  'give a greedy backend')
+            cache = GenerationCache(cache.backend.with_settings(temperature=0), cache.path)
+        self.backend = cache
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
 

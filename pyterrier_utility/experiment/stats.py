@@ -5,12 +5,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..correlation import METHODS, correlation
 from ..errors import SettingError
 
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.
 BASELINE_MARK = '\u2020'
 REVERSAL_MARK = '\u2021'
-METHODS = {'pearson': sps.pearsonr, 'spearman': sps.spearmanr, 'kendall': sps.kendalltau}
 
 
 def _paired(per_query: pd.DataFrame, a: str, b: str, column: str = 'utility') -> Tuple[np.ndarray, np.ndarray]:
@@ -27,18 +27,6 @@ def paired_ttest(x: np.ndarray, y: np.ndarray) -> float:
     if len(d) < 2 or not d.any():
         return float('nan')
     return float(sps.ttest_rel(x, y).pvalue)
-
-
-def correlation(x: np.ndarray, y: np.ndarray, method: str = 'pearson') -> Tuple[float, float]:
-    """(coefficient, p-value) by ``method`` (pearson, spearman, kendall); NaN when fewer than 3
-    pairs or either side is constant."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    finite = np.isfinite(x) & np.isfinite(y)
-    x, y = x[finite], y[finite]
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float('nan'), float('nan')
-    result = METHODS[method](x, y)
-    return float(result[0]), float(result[1])
 
 
 def _cells(per_query: pd.DataFrame, *inner: str):
