@@ -1,5 +1,5 @@
 """Context utility: the relative gain in answer quality that a context brings over no context."""
-from typing import Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -48,25 +48,35 @@ class UtilityEvaluator(pt.Transformer):
         self.reader = reader
         self.scorer = scorer
 
-    def answer_scores(self, frame: pd.DataFrame, by: Sequence[str] = ('qid',)) -> pd.DataFrame:
-        """One row per group (``by``) and sample: ``qanswer``, its ``fbert`` and the relevant docno
-        that gave the maximum (``best_docno``). Each distinct answer of a query is scored once."""
-        by = list(by)
+    @staticmethod
+    def _keys(frame: pd.DataFrame, by: List[str]) -> pd.DataFrame:
         frame = frame if 'sample' in frame.columns else frame.assign(sample=0)
-        keys = frame.drop_duplicates(by + ['sample'])[by + ['sample', 'qanswer']].reset_index(drop=True)
-        fbert, best = self.scorer.score_with_reference(keys['qid'], keys['qanswer'])
-        return keys.assign(fbert=fbert, best_docno=best)
+        keys = frame.drop_duplicates(by + ['sample'])[by + ['sample', 'qanswer']]
+        group = keys.groupby(by, sort=False).ngroup()
+        return keys.assign(_group=group.values).sort_values(['_group', 'sample'], kind='stable').drop(
+            columns='_group').reset_index(drop=True)
+
+    def _scored(self, keys: List[pd.DataFrame]) -> List[pd.DataFrame]:
+        """FBERT of the answers of several key frames in one call (each distinct answer of a query
+        scored once, every text encoded in one pass)."""
+        joined = pd.concat([k[['qid', 'qanswer']] for k in keys], ignore_index=True)
+        fbert, best = self.scorer.score_with_reference(joined['qid'], joined['qanswer'])
+        out, start = [], 0
+        for k in keys:
+            out.append(k.assign(fbert=fbert[start:start + len(k)], best_docno=best[start:start + len(k)]))
+            start += len(k)
+        return out
 
     def evaluate(self, frame: pd.DataFrame, by: Sequence[str] = ('qid',)) -> Tuple[pd.DataFrame, pd.DataFrame]:
         """The evaluation of a reader's output whose rows are grouped by ``by`` (``('qid',)`` in a
         pipeline; ``('system', 'k', 'qid')`` in a study, where one frame holds every context):
         per group ``fbert`` (P_k, the mean over samples), ``fbert_0shot`` (P_0 of its query, from
-        the reader's 0-shot answers) and ``utility``; and the per-answer scores of the k-shot and
-        0-shot answers (0-shot rows with ``system`` '0-shot' and ``k`` 0 when those are in ``by``)."""
+        the reader's 0-shot answers) and ``utility``; and the per-answer scores of the 0-shot and
+        k-shot answers (0-shot rows with ``system`` '0-shot' and ``k`` 0 when those are in ``by``)."""
         by = list(by)
         self._check_own(frame if 'sample' in frame.columns else frame.assign(sample=0), by)
-        k_shot = self.answer_scores(frame, by)
-        zero = self.answer_scores(self.reader.zero_shot(frame[['qid', 'query']]), ['qid'])
+        zero_frame = self.reader.zero_shot(frame[['qid', 'query']])
+        zero, k_shot = self._scored([self._keys(zero_frame, ['qid']), self._keys(frame, by)])
         p_0 = zero.groupby('qid', sort=False)['fbert'].mean()
         groups = k_shot.groupby(by, sort=False)['fbert'].mean().rename('fbert').reset_index()
         groups['fbert_0shot'] = groups['qid'].map(p_0).astype(float)
