@@ -15,8 +15,11 @@ def sampler(gemma, **kwargs):
 
 
 def test_batched_greedy_equals_one_at_a_time(gemma):
-    batched = [o.text for o in gemma.generate(PROMPTS)]
-    single = [gemma.generate([p])[0].text for p in PROMPTS]
+    # In float32: in bfloat16, a batch's padding can round a near-tie to another token.
+    exact = backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='float32',
+                                     temperature=0, max_new_tokens=8)
+    batched = [o.text for o in exact.generate(PROMPTS)]
+    single = [exact.generate([p])[0].text for p in PROMPTS]
     assert batched == single
     assert all(batched)
 
@@ -46,7 +49,7 @@ def test_stop_sequences_cut_the_answer(gemma):
 
 def test_generation_key_names_settings(gemma):
     key = sampler(gemma, repetition_penalty=1.2).generation_key
-    assert key['temperature'] == 1.0 and key['repetition_penalty'] == 1.2 and key['model'] == 'gemma-test'
+    assert key['decoding']['temperature'] == 1.0 and key['decoding']['repetition_penalty'] == 1.2 and key['model'] == 'gemma-test'
     assert GenerationCache(sampler(gemma)).key('p', 1, 8, None) != GenerationCache(sampler(gemma)).key('p', 2, 8, None)
     assert GenerationCache(gemma).key('p', 1, 8, None) == GenerationCache(gemma).key('p', 2, 8, None)
 
@@ -112,7 +115,7 @@ def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
     assert converted.model.dtype == _hf.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
     same = sampler(gemma, dtype=gemma.dtype)
     assert GenerationCache(converted).key('p', 1, 8, None) != GenerationCache(same).key('p', 1, 8, None)
-    assert same.generation_key['dtype'] == str(gemma.dtype).replace('torch.', '')
+    assert same.generation_key['dtype_name'] == str(gemma.dtype).replace('torch.', '')
 
 
 def test_prompts_past_the_sliding_window_decode_together_as_alone(gemma):
