@@ -169,7 +169,7 @@ def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
     from .experiment import driver
     driver.report(args.folders, Path(args.out), correction=args.correction, fig4_k=args.fig4_k,
-                 ndcg_order=args.ndcg_order)
+                  ndcg_order=args.ndcg_order, html=args.html)
     return 0
 
 
@@ -200,6 +200,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument('--out', default='results/report')
     rep.add_argument('--correction', choices=cfg.CORRECTIONS, help='a multiple-testing correction of the t-tests')
     rep.add_argument('--fig4-k', type=_number(int, 1), default=5)
+    rep.add_argument('--html', action='store_true', help="also the folder's browsable report.html (one file, offline)")
     rep.add_argument('--ndcg-order', choices=['context', 'retrieval'], default='context',
                      help='how the study computed nDCG@k of reversed systems (for the figure labels)')
     return main_parser

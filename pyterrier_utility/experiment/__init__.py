@@ -11,11 +11,13 @@ Example::
 from . import config
 from .config import PAPER, PRESETS, StudyConfig
 from .figures import correlation_vs_k, draw_figures, ndcg_vs_utility, utility_vs_k
-from .stats import adjust, correlation, correlations, paired_ttest, table1, table1_markdown, table1_paper
+from .folder import read_study
+from .html import query_view, write_report
+from .stats import adjust, correlation, correlations, paired_ttest, table1, table1_markdown, table1_paper, utility_ci
 from .study import StudyResults, run_study, system_names, write_tables
 from .systems import REVERSED_SYSTEMS, SYSTEMS, default_systems
 from .driver import one_k, report, run, save, study
 
-__all__ = ['PAPER', 'PRESETS', 'StudyConfig', 'config', 'one_k', 'report', 'run', 'save', 'study', 'REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'adjust', 'correlation', 'correlation_vs_k', 'correlations',
+__all__ = ['read_study', 'query_view', 'utility_ci', 'write_report', 'PAPER', 'PRESETS', 'StudyConfig', 'config', 'one_k', 'report', 'run', 'save', 'study', 'REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'adjust', 'correlation', 'correlation_vs_k', 'correlations',
            'default_systems', 'draw_figures', 'ndcg_vs_utility', 'paired_ttest', 'run_study', 'system_names', 'table1',
            'table1_markdown', 'table1_paper', 'utility_vs_k', 'write_tables']

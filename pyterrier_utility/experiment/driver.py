@@ -26,6 +26,7 @@ from ..reader import Reader
 from ..runs import RunFile
 from . import figures
 from .config import StudyConfig
+from .html import write_report
 from .study import StudyResults, run_study
 from .systems import REVERSED_SYSTEMS, default_systems
 
@@ -155,7 +156,8 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
         cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
     fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
     drawn = figures.draw_figures(results.per_query, out, fig4_k, ndcg_order=config.ndcg_order)
-    return sorted(list(paths) + drawn + ['settings.json'])
+    write_report(out)
+    return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
 
 
 def _scorer(name: str) -> BertScore:
@@ -226,9 +228,11 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
 
 
 def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5,
-           ndcg_order: str = 'context') -> List[str]:
+           ndcg_order: str = 'context', html: bool = False) -> List[str]:
     """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
-    e.g. one per dataset, make one table); nothing is generated. Returns the file names."""
+    e.g. one per dataset, make one table); nothing is generated. With ``html``, also each folder's
+    browsable page (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
+    Returns the file names."""
     from .study import write_tables
     frames = []
     for folder in folders:
@@ -249,5 +253,9 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
     drawn = figures.draw_figures(per_query, out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)
+    if html:
+        for folder in folders:
+            page = out / ('report.html' if len(folders) == 1 else f'{Path(folder).name}-report.html')
+            written.append(write_report(folder, page).name)
     print(f'written to {out}/ ({", ".join(written)}); nothing generated')
     return written

@@ -94,6 +94,18 @@ class StudyResults:
         shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')
         return reader.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
 
+    def report(self, folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
+        """Saves the study into ``folder`` and writes its browsable ``report.html`` (see
+        :func:`pyterrier_utility.experiment.write_report`); returns the page's path.
+
+        Example::
+
+            results.report('results/small')   # open results/small/report.html in a browser
+        """
+        from .html import write_report
+        self.save(folder)
+        return write_report(folder, path)
+
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
         """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv and the tables
         (see :func:`write_tables`)."""
