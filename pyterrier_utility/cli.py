@@ -73,7 +73,12 @@ OPTIONS = {
                                                                           'run reversed (-r)'),
         (('--run',), 'runs', dict(type=_run, action='append', metavar='NAME=PATH'),
          'a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet); repeatable'),
-        (('--no-reverse',), 'reverse', dict(action='store_false', default=None), 'leave out the reversed orderings'),
+        (('--orderings',), 'orderings', dict(nargs='+', choices=cfg.ORDERING_NAMES),
+         'the orderings of the rankings given to the reader: original, reversed (-r), lost in the middle (-lim: '
+         'the best at both ends) and its reversal (-lim-r)'),
+        (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
+        (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
+         'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
         (('--neural',), 'neural', dict(choices=['dense', 'monot5']), 'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
         (('--index',), 'index', {}, 'an existing index for BM25 (default: PISA, built in the cache folder)'),
@@ -140,10 +145,10 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
         for flags, field, kwargs, text in options:
             if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction'):
                 continue
-            default = decoding[field] if field in decoding else getattr(base, field)
-            paper = cfg.PAPER.decoding.as_dict()[field] if field in decoding else getattr(cfg.PAPER, field)
+            default = decoding[field] if field in decoding else getattr(base, field, None)
+            paper = cfg.PAPER.decoding.as_dict()[field] if field in decoding else getattr(cfg.PAPER, field, None)
             shown = f' (default: {_shown(default)}; --preset paper: {_shown(paper)})' \
-                if field not in ('runs', 'reverse', 'verbose', 'out') else ''
+                if field not in ('runs', 'no_reverse', 'verbose', 'out') else ''
             group.add_argument(*flags, dest=field, help=text + shown, **kwargs)
 
 
@@ -153,7 +158,9 @@ def given(args: argparse.Namespace) -> dict:
     out = {name: value for name, value in vars(args).items() if name in fields and value is not None}
     if out.get('top_k') == NOT_SENT:
         out['top_k'] = None
-    for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop'):
+    if out.pop('no_reverse', None):
+        out['orderings'] = ('original',)
+    for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings', 'windows'):
         if name in out:
             out[name] = tuple(out[name])
     return out

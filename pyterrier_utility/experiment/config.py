@@ -23,6 +23,8 @@ ENGINES = ('huggingface', 'openai', 'vllm')
 OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
+#: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
+ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r')
 #: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
 CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
                'fdr_tsbh', 'fdr_tsbky')
@@ -48,7 +50,8 @@ class StudyConfig:
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
     answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
-    pairs, ``reverse`` (also the reversed orderings), ``neural``, ``bm25``, ``index``,
+    pairs, ``orderings`` of the rankings (``'original'``, ``'reversed'``, ``'lim'``, ``'lim-r'``), ``windows``
+    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle_seed`` (the Rel/NRel samples). Reader: ``reader``, ``decoding``,
     ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
     ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
@@ -69,7 +72,8 @@ class StudyConfig:
     rel_labels: LabelSet = LabelSet(minimum=2)
     systems: Tuple[str, ...] = ('BM25', 'Neural', 'Rel', 'NRel')
     runs: Tuple[Tuple[str, str], ...] = ()
-    reverse: bool = True
+    orderings: Tuple[str, ...] = ('original', 'reversed')
+    windows: Tuple[int, ...] = ()
     neural: str = 'dense'
     bm25: str = 'pisa'
     index: Optional[str] = None
@@ -95,7 +99,7 @@ class StudyConfig:
     preset: Optional[str] = None
 
     def __post_init__(self):
-        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls'):
+        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -123,6 +127,10 @@ class StudyConfig:
         clash = sorted({name for name, _ in self.runs} & set(SYSTEMS))
         need(not clash, f'runs named {clash} clash with built-in systems; name them otherwise')
         need(bool(self.systems) or bool(self.runs), 'give at least one system or run')
+        need('original' in self.orderings and set(self.orderings) <= set(ORDERING_NAMES),
+             f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
+        need(all(isinstance(s, int) and s >= 2 for s in self.windows),
+             f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
         need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
                                                          f'got {self.ndcg_order!r}')
         need(self.correction is None or self.correction in CORRECTIONS,

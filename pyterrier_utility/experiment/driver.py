@@ -21,13 +21,13 @@ from ..bertscore import BertScore
 from ..cache import GenerationCache, backend_key
 from ..datasets import get_dataset
 from ..errors import SettingError
-from ..order import ReverseOrder
+from ..order import Window
 from ..reader import Reader
 from ..runs import RunFile
 from . import figures
 from .config import StudyConfig
 from .html import write_report
-from .study import StudyResults, run_study
+from .study import StudyResults, variants, run_study
 from .systems import REVERSED_SYSTEMS, default_systems
 
 
@@ -104,10 +104,8 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
     return {s: systems[s] for s in list(config.systems) + [r for r, _ in config.runs] if s in systems}
 
 
-def reversed_systems(config: StudyConfig, systems) -> List[str]:
-    """The systems also reported reversed: the retrievers and the saved runs."""
-    if not config.reverse:
-        return []
+def ranked_systems(config: StudyConfig, systems) -> List[str]:
+    """The systems also reported in other orderings and windows: the retrievers and the saved runs."""
     return [s for s in systems if s in REVERSED_SYSTEMS or s in dict(config.runs)]
 
 
@@ -139,7 +137,8 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
         systems = build_systems(config, name, dataset, qrels, topics, reader)
         print(f'{name}: {len(topics)} queries, systems {list(systems)}', flush=True)
         results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
-                                 label_sets=config.label_sets, reverse=reversed_systems(config, systems),
+                                 label_sets=config.label_sets, reverse=ranked_systems(config, systems),
+                                 orderings=config.orderings, windows=config.windows,
                                  bertscore=bertscore, baseline='Rel' if 'Rel' in systems else None,
                                  ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None))
         if 'COSMix' in systems:
@@ -208,9 +207,9 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     pipelines = {}
     for s, system in systems.items():
-        pipelines[s] = system % k
-        if s in reversed_systems(config, systems):
-            pipelines[s + '-r'] = system % k >> ReverseOrder()
+        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings, config.windows):
+            cut = system >> Window(first, k) if first > 1 else system % k
+            pipelines[label] = cut if ordering is None else cut >> ordering
     # Each system runs once; both evaluations below read its stored output.
     outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]
     metrics = [nDCG @ k, measures.FBERT, measures.FBERT0, measures.Utility]

@@ -12,7 +12,7 @@ from .._util import check, check_int, normalise_frame, validate_columns, warn_qi
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
-from ..order import ReverseOrder
+from ..order import LostInTheMiddle, ReverseOrder, Window
 from ..protocols import changes_contexts_with_cutoff
 from ..reader import Reader
 from ..settings import LabelSet, LabelsLike
@@ -21,6 +21,14 @@ from . import stats
 
 #: The suffix of a reversed system's name.
 REVERSED = '-r'
+#: The orderings a study offers by name: the suffix of a reordered system's name and its transformer.
+ORDERINGS = {'original': ('', None), 'reversed': (REVERSED, ReverseOrder()),
+             'lim': ('-lim', LostInTheMiddle()), 'lim-r': ('-lim-r', LostInTheMiddle(reverse=True))}
+
+
+def window_name(system: str, start: int) -> str:
+    """The name of a system's window of ranks [start, start + k): ``BM25@6``."""
+    return f'{system}@{start}'
 
 
 #: The frames of a study and the files they are saved as.
@@ -155,13 +163,16 @@ class _Phases:
             self.start = now
 
 
-def system_names(systems: Sequence[str], reverse: Sequence[str]) -> List[str]:
-    """The reported systems: each of ``systems``, followed by its reversal when in ``reverse``."""
+def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequence[str] = ('original', 'reversed'),
+                 windows: Sequence[int] = ()) -> List[str]:
+    """The reported systems: each of ``systems``, followed, when in ``reverse``, by its orderings
+    (:data:`ORDERINGS`) and its windows."""
     names = []
     for name in systems:
-        names.append(name)
-        if name in reverse:
-            names.append(name + REVERSED)
+        if name not in reverse:
+            names.append(name)
+            continue
+        names += [name + ORDERINGS[o][0] for o in orderings] + [window_name(name, s) for s in windows if s > 1]
     return names
 
 
@@ -175,9 +186,10 @@ def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(['qid', 'rank'], kind='stable')
 
 
-def _contexts(ranking: pd.DataFrame, k: int, reverse: bool) -> pd.DataFrame:
-    top = ranking[ranking['rank'] < k]
-    return ReverseOrder()(top) if reverse else top
+def _contexts(ranking: pd.DataFrame, k: int, ordering=None, start: int = 1) -> pd.DataFrame:
+    """The contexts at ``k``: the top k, or the window [start, start + k), in ``ordering``."""
+    top = Window(start, k)(ranking) if start > 1 else ranking[ranking['rank'] < k]
+    return ordering(top) if ordering is not None and len(top) else top
 
 
 def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, float]:
@@ -191,7 +203,7 @@ def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, floa
     return {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ k], qrels, run)}
 
 
-def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order):
+def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows):
     """The study's inputs checked and normalised at its boundary."""
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
@@ -202,6 +214,11 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order):
     unknown = [r for r in reverse if r not in systems]
     if unknown:
         raise SettingError(f'run_study: reverse names systems that are not given: {unknown}')
+    unknown = [o for o in orderings if o not in ORDERINGS]
+    check(not unknown and 'original' in orderings, 'run_study',
+          f"orderings must include 'original' and come from {list(ORDERINGS)}, got {list(orderings)}")
+    check(all(isinstance(s, int) and s >= 1 for s in windows), 'run_study',
+          f'windows are start ranks >= 1 (1: the top k), got {list(windows)}')
     check(len(label_sets) > 0, 'run_study', 'give at least one label set')
     label_sets = [LabelSet.parse(labels) for labels in label_sets]
     topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
@@ -218,7 +235,16 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order):
     return topics, qrels, ks, label_sets
 
 
-def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose):
+def variants(name: str, reverse: Sequence[str], orderings: Sequence[str], windows: Sequence[int]):
+    """(reported name, ordering transformer, window start) of each variant of a system."""
+    if name not in reverse:
+        return [(name, None, 1)]
+    return ([(name + ORDERINGS[o][0], ORDERINGS[o][1], 1) for o in orderings]
+            + [(window_name(name, s), None, s) for s in windows if s > 1])
+
+
+def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings=('original', 'reversed'),
+                  windows=()):
     """One frame of every context of the study (``system``, ``k``, ``qid``, ``query``, ``docno``,
     ``text``, ``rank``; a row without a docno for a query a system found nothing for) and nDCG@k
     per (system, k)."""
@@ -239,10 +265,9 @@ def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose):
         for k in ks:
             if per_k:
                 ranking = run(name, system.fuse_rank_cutoff(k))
-            for reverse_it in ([False, True] if name in reverse else [False]):
-                label = name + (REVERSED if reverse_it else '')
-                contexts = _contexts(ranking, k, reverse_it)
-                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, False),
+            for label, ordering, start in variants(name, reverse, orderings, windows):
+                contexts = _contexts(ranking, k, ordering, start)
+                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, None, start),
                                        irm_qrels, k)
                 empty = topics[~topics['qid'].isin(set(contexts['qid']))]
                 warn_qids(f'{label} retrieved nothing at k={k}; answered with the 0-shot prompt (empty context)',
@@ -266,6 +291,7 @@ def _ordered(frame: pd.DataFrame, cells: pd.DataFrame, extra: Sequence[str] = ()
 def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, pt.Transformer],
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
+              orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (),
               bertscore: Union[str, BertScore] = 'minilm', baseline: str = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
@@ -280,8 +306,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     Each system runs once, to depth ``max(ks)``; the contexts at a smaller k are its top k (every
     system here gives nested prefixes: retrievers, re-rankers, :class:`OracleSampler`), except a
     system declaring ``cutoff_changes_contexts`` (COS-Mix), which runs once per k as ``system % k``.
-    Systems named in ``reverse`` are also reported reversed (``name-r``, by
-    :class:`~pyterrier_utility.ReverseOrder`). Each distinct prompt and seed is answered once (so
+    Systems named in ``reverse`` (the rankings, not the oracles) are also reported in the other
+    ``orderings`` (:data:`ORDERINGS`: ``name-r`` reversed by :class:`~pyterrier_utility.ReverseOrder`,
+    ``name-lim`` and ``name-lim-r`` by :class:`~pyterrier_utility.LostInTheMiddle`) and at the
+    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and seed is answered once (so
     k=1 and its reversal cost nothing extra), through the reader's generation cache (give it a path
     to resume and re-run for free). Each distinct answer is scored once per label set.
 
@@ -298,7 +326,9 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         ks: context sizes.
         label_sets: relevant labels for P, each a :class:`~pyterrier_utility.settings.LabelSet` or
             one of its spellings (``2``, ``{2, 3}``, ``'2,3'``).
-        reverse: names of systems also reported reversed.
+        reverse: names of systems (rankings) also reported in the other orderings and windows.
+        orderings: names from :data:`ORDERINGS`; ``'original'`` always, ``'reversed'`` by default.
+        windows: start ranks of deeper windows (1 is the top k itself).
         bertscore: BERTScore model name or a shared :class:`~pyterrier_utility.BertScore`.
         baseline: the system significance is tested against in :meth:`StudyResults.table`.
         ndcg_order: nDCG@k of a reversed system on the contexts as the reader sees them
@@ -316,9 +346,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
                             ks=[1, 3, 5], reverse=['BM25', 'Neural'])
         print(results.table())
     """
-    topics, qrels, ks, label_sets = _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order)
+    topics, qrels, ks, label_sets = _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order,
+                                             orderings, windows)
     clock = _Phases(verbose)
-    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose)
+    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings, windows)
     cells = contexts.drop_duplicates(CELL)[CELL].reset_index(drop=True)
     clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
 
@@ -345,17 +376,18 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
                       .assign(fbert_0shot=lambda d: d['fbert_0shot'].astype(float)))
         scores.append(per_answer.assign(labels=str(labels)))
     clock.done(f'scoring: {answered["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
-    return _results(topics, qrels, contexts, answered, scores, frames, label_sets, systems, reverse,
+    names = system_names(list(systems), reverse, orderings, windows)
+    return _results(topics, qrels, contexts, answered, scores, frames, label_sets, names,
                     dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order), dataset)
 
 
-def _results(topics, qrels, contexts, answered, scores, frames, label_sets, systems, reverse, options,
+def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,
              dataset) -> StudyResults:
     """The study's frames in their reported order, with a ``dataset`` column when named."""
     per_query = pd.concat([f.assign(labels=str(labels)) for f, labels in zip(frames, label_sets)],
                           ignore_index=True)
     per_query = per_query[['labels'] + [c for c in per_query.columns if c != 'labels']]
-    rank = {'labels': [str(x) for x in label_sets], 'system': system_names(list(systems), reverse)}
+    rank = {'labels': [str(x) for x in label_sets], 'system': names}
     per_query = per_query.sort_values(
         ['labels', 'k', 'system'], kind='stable',
         key=lambda c: c.map({v: i for i, v in enumerate(rank[c.name])}) if c.name in rank else c)
