@@ -196,3 +196,24 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     per_query = pd.read_csv(tmp_path / 'per_query.csv')
     assert len(per_query) == 2 * 2 * 6 * 2  # label sets x k x systems x queries
     assert set(per_query['labels']) == {'label>=2', 'label>=3'}
+
+
+def test_orderings_and_windows_give_the_contexts_their_names_say(minilm):
+    deep = ranking([('q1', d) for d in ('d1', 'd2', 'd3', 'd4', 'd5')])
+    reader = Reader(CountingBackend(), n_samples=1)
+    results = ex.run_study(TOPICS.head(1), QRELS, {'A': deep}, reader, TEXTS, ks=[3], label_sets=[2],
+                           reverse=['A'], orderings=['original', 'lim', 'lim-r'], windows=[3], bertscore=minilm,
+                           verbose=False)
+    shown = results.contexts.groupby('system', sort=False)['docno'].agg(list).to_dict()
+    # Lost in the middle of ranks 1 2 3: 1 3 2; its reversal, the best in the middle: 3 1 2 ... of 3 2 1.
+    assert shown == {'A': ['d1', 'd2', 'd3'], 'A-lim': ['d1', 'd3', 'd2'], 'A-lim-r': ['d3', 'd1', 'd2'],
+                     'A@3': ['d3', 'd4', 'd5']}
+    assert list(results.per_query['system']) == ['A', 'A-lim', 'A-lim-r', 'A@3']
+    # nDCG@3 (trec_eval's linear gains) in context order: d1 (label 2) and d2 (label 1) where the reader sees them.
+    ndcg = results.per_query.set_index('system')['ndcg']
+    ideal = 2 + 1 / math.log2(3)
+    assert ndcg['A'] == pytest.approx(1.0)
+    assert ndcg['A-lim'] == pytest.approx((2 + 1 / math.log2(4)) / ideal)
+    assert ndcg['A-lim-r'] == pytest.approx((2 / math.log2(3) + 1 / math.log2(4)) / ideal)
+    assert ndcg['A@3'] == 0.0
+    assert 'Context 1: The boundary layer' in results.prompt(reader, 'A@3', 3, 'q1')
