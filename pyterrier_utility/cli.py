@@ -88,8 +88,9 @@ OPTIONS = {
          "COSMix: the cosine to a document's nearest other document at or above which it is not sparse"),
     ],
     'reader': [
-        (('--reader',), 'reader', {}, "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', "
-                                      "'openai:MODEL' (with --base-url) or 'vllm:MODEL'"),
+        (('--reader',), 'readers', dict(nargs='+', metavar='READER'),
+         "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' (with --base-url) or "
+         "'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
         (('--samples',), 'samples', dict(type=_number(int, 1)), 'answers per prompt'),
         (('--seed',), 'seed', dict(type=_number(int, 0)), 'the seed of sample 0; sample j uses seed + j'),
     ],
@@ -160,7 +161,8 @@ def given(args: argparse.Namespace) -> dict:
         out['top_k'] = None
     if out.pop('no_reverse', None):
         out['orderings'] = ('original',)
-    for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings', 'windows'):
+    for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings', 'windows',
+                 'readers'):
         if name in out:
             out[name] = tuple(out[name])
     return out

@@ -6,6 +6,7 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from conftest import CountingBackend
+from pyterrier_rag.backend import BackendOutput
 from pandas.testing import assert_frame_equal
 from scipy import stats as sps
 
@@ -217,3 +218,37 @@ def test_orderings_and_windows_give_the_contexts_their_names_say(minilm):
     assert ndcg['A-lim-r'] == pytest.approx((2 / math.log2(3) + 1 / math.log2(4)) / ideal)
     assert ndcg['A@3'] == 0.0
     assert 'Context 1: The boundary layer' in results.prompt(reader, 'A@3', 3, 'q1')
+
+
+def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypatch, minilm):
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+
+    class Named(CountingBackend):
+        def generate(self, inps, **kw):
+            return [BackendOutput(text=f'{self.model_id}: {o.text}')
+                    for o in super().generate(inps, **kw)]
+
+    def build(spec, **kw):
+        backend = Named()
+        backend.model_id = 'wing lift drag' if spec == 'gemma3-270m' else 'heat nose'
+        return backend
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    assert cli.main(['study', '--queries', '2', '-k', '1', '--systems', 'Rel', '--samples', '1', '--no-reverse',
+                     '--reader', 'gemma3-270m', 'smollm2-135m', '--out', str(tmp_path)]) == 0
+    per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str})
+    assert list(per_query.columns[:2]) == ['reader', 'labels'] and set(per_query['reader']) == {'gemma3-270m',
+                                                                                                  'smollm2-135m'}
+    zero = per_query.groupby(['reader', 'qid'])['fbert_0shot'].first().unstack('reader')
+    assert (zero['gemma3-270m'] != zero['smollm2-135m']).all()  # each reader's own 0-shot answers
+    answers = pd.read_csv(tmp_path / 'answers.csv')
+    assert answers.groupby('reader')['qanswer'].apply(lambda a: a.str.split(':').str[0].unique().tolist()).to_dict() \
+        == {'gemma3-270m': ['wing lift drag'], 'smollm2-135m': ['heat nose']}
+    # Its 0-shot FBERT is that of its own 0-shot answer against the query's relevant documents.
+    d = pu.datasets.cranfield()
+    scorer = pu.FBertScorer(d.get_qrels(), d.texts, labels=2, model_type=minilm)
+    first = answers[(answers['system'] == '0-shot') & (answers['reader'] == 'smollm2-135m')].iloc[0]
+    own = per_query[(per_query['reader'] == 'smollm2-135m') & (per_query['labels'] == 'label>=2')
+                    & (per_query['qid'] == str(first['qid']))]['fbert_0shot'].iloc[0]
+    assert own == pytest.approx(scorer.score([str(first['qid'])], [first['qanswer']])[0], abs=1e-6)
+    assert 'gemma3-270m' in (tmp_path / 'table1_paper.md').read_text()

@@ -134,9 +134,9 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
 def test_preset_and_command_line_resolve_to_one_config():
     paper = cfg.PRESETS['paper']
     assert paper.bm25 == 'terrier' and len(paper.datasets) == 2 and paper.decoding == Decoding()
-    offline = cfg.resolve(paper, {'reader': 'gemma3-270m', 'max_new_tokens': 32})
+    offline = cfg.resolve(paper, {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
     assert offline.decoding == Decoding(max_new_tokens=32, repetition_penalty=1.2, stop=BASE_MODEL_STOP)
-    named = cfg.resolve(cfg.StudyConfig(), {'reader': 'openai:m'})
+    named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
     assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
     with pytest.raises(SettingError, match='cannot honour top_p'):
@@ -189,3 +189,11 @@ def test_no_import_cycle_among_the_package_modules():
         if m not in state:
             visit(m, [m])
     assert cycle == []
+
+
+def test_readers_of_both_kinds_need_their_shared_decoding_given():
+    with pytest.raises(SettingError, match='give --repetition-penalty and --stop'):
+        cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m')})
+    both = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
+                                           'stop': ('STOP',)})
+    assert both.decoding.repetition_penalty == 1.1 and both.readers == ('gemma3-270m', 'openai:m')

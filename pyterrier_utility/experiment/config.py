@@ -52,7 +52,8 @@ class StudyConfig:
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (``'original'``, ``'reversed'``, ``'lim'``, ``'lim-r'``), ``windows``
     (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
-    ``cosmix_threshold``, ``oracle_seed`` (the Rel/NRel samples). Reader: ``reader``, ``decoding``,
+    ``cosmix_threshold``, ``oracle_seed`` (the Rel/NRel samples). Readers: ``readers`` (several: each
+    with its own 0-shot baseline, one generation cache, a ``reader`` column in the results), ``decoding``,
     ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
     ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
     ``timeout``, ``max_retries``. Scoring and output: ``scorer``, ``ndcg_order``, ``correction``,
@@ -62,7 +63,7 @@ class StudyConfig:
 
         config = StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small')
         results = pyterrier_utility.experiment.run(config)
-        PRESETS['paper'].replace(reader='openai:meta-llama/Meta-Llama-3-8B-Instruct',
+        PRESETS['paper'].replace(readers=('openai:meta-llama/Meta-Llama-3-8B-Instruct',),
                                  base_urls=('http://gpu1:8000/v1',))
     """
     datasets: Tuple[str, ...] = ('cranfield',)
@@ -79,7 +80,7 @@ class StudyConfig:
     index: Optional[str] = None
     cosmix_threshold: float = 0.65
     oracle_seed: int = 0
-    reader: str = 'gemma3-270m'
+    readers: Tuple[str, ...] = ('gemma3-270m',)
     decoding: Decoding = Decoding(max_new_tokens=32, **OFFLINE_CONVENIENCES)
     samples: int = 5
     seed: int = 0
@@ -99,7 +100,9 @@ class StudyConfig:
     preset: Optional[str] = None
 
     def __post_init__(self):
-        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows'):
+        if isinstance(self.readers, str):
+            object.__setattr__(self, 'readers', (self.readers,))
+        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -113,6 +116,8 @@ class StudyConfig:
             if not ok:
                 raise SettingError(f'StudyConfig: {message}')
         need(bool(self.datasets), 'give at least one dataset')
+        need(bool(self.readers) and len(set(self.readers)) == len(self.readers),
+             f'give one reader or several different ones, got {list(self.readers)}')
         need(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
              f'ks must be integers >= 1, got {list(self.ks)}')
         need(bool(self.label_sets), 'give at least one label set')
@@ -143,40 +148,42 @@ class StudyConfig:
              f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
 
     @property
-    def engine(self) -> str:
-        """The reader's engine: ``'offline'``, ``'huggingface'``, ``'openai'`` or ``'vllm'``."""
-        return engine_of(self.reader)
+    def offline(self) -> bool:
+        """Whether every reader is an offline model (the offline conveniences are theirs)."""
+        return all(engine_of(r) == 'offline' for r in self.readers)
 
     def _check_engine(self) -> None:
-        """A setting the reader's engine cannot honour is an error, never dropped."""
+        """A setting a reader's engine cannot honour is an error, never dropped."""
         from ..backends import OpenAICompatibleBackend, VLLMBackend
         from ..backends._hf import CausalLMBackend
-        engine = self.engine
-        backend = {'offline': CausalLMBackend, 'huggingface': CausalLMBackend, 'openai': OpenAICompatibleBackend,
-                   'vllm': VLLMBackend}[engine]
-        self.decoding.check_honoured(f'the reader {self.reader!r}', backend.DECODING_FIELDS)
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
                 'max_retries': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
-        refused = [name for name, engines in only.items()
-                   if getattr(self, name) != default[name].default and engine not in engines]
-        if refused:
-            raise SettingError(f'the reader {self.reader!r} cannot honour '
-                               + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
+        for reader in self.readers:
+            engine = engine_of(reader)
+            backend = {'offline': CausalLMBackend, 'huggingface': CausalLMBackend,
+                       'openai': OpenAICompatibleBackend, 'vllm': VLLMBackend}[engine]
+            self.decoding.check_honoured(f'the reader {reader!r}', backend.DECODING_FIELDS)
+            refused = [name for name, engines in only.items()
+                       if getattr(self, name) != default[name].default and engine not in engines]
+            if refused:
+                raise SettingError(f'the reader {reader!r} cannot honour '
+                                   + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
 
     def replace(self, **changes) -> 'StudyConfig':
         """A copy with some settings changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def backend_options(self) -> Dict[str, object]:
-        """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for this reader."""
+    def backend_options(self, reader: str) -> Dict[str, object]:
+        """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
+        engine = engine_of(reader)
         options: Dict[str, object] = {'decoding': self.decoding}
-        if self.engine == 'openai':
+        if engine == 'openai':
             options.update(base_urls=list(self.base_urls or ['http://127.0.0.1:8000/v1']), endpoint=self.endpoint,
                            concurrency=self.concurrency, timeout=self.timeout, max_retries=self.max_retries)
-        if self.engine == 'vllm':
+        if engine == 'vllm':
             options['tensor_parallel_size'] = self.tensor_parallel_size
-        if self.engine in ('huggingface', 'vllm'):
+        if engine in ('huggingface', 'vllm'):
             options['chat_template'] = self.chat_template
         return options
 
@@ -211,21 +218,26 @@ class StudyConfig:
 
 def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
-    fields among them. When the reader changes between an offline model and a named one, the
-    decoding fields not given follow it: the offline conveniences (:data:`OFFLINE_CONVENIENCES`)
-    for an offline reader, the study's own stop and no penalty for a named model.
+    fields among them. When the readers change between offline models and named ones, the
+    decoding fields not given follow them: the offline conveniences (:data:`OFFLINE_CONVENIENCES`)
+    for offline readers, the study's own stop and no penalty for named models. Readers of both
+    kinds share one decoding, so they need the repetition penalty and stop given explicitly.
 
     Example::
 
-        resolve(PRESETS['paper'], {'reader': 'gemma3-270m', 'max_new_tokens': 32})
+        resolve(PRESETS['paper'], {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
     """
     given = dict(given)
     decoding = {name: given.pop(name) for name in FIELDS if name in given}
-    reader = given.get('reader', base.reader)
+    readers = given.get('readers', base.readers)
+    readers = (readers,) if isinstance(readers, str) else tuple(readers)
+    kinds = {engine_of(r) == 'offline' for r in readers}
+    if len(kinds) > 1 and not {'repetition_penalty', 'stop'} <= set(decoding):
+        raise SettingError(f'the readers {list(readers)} mix offline base models and named models, which share one '
+                           'decoding: give --repetition-penalty and --stop explicitly')
     base_decoding = base.decoding
-    if (engine_of(reader) == 'offline') != (base.engine == 'offline'):
-        follow = OFFLINE_CONVENIENCES if engine_of(reader) == 'offline' else NAMED_MODEL_DECODING
-        base_decoding = base_decoding.replace(**follow)
+    if len(kinds) == 1 and kinds != {base.offline}:
+        base_decoding = base_decoding.replace(**(OFFLINE_CONVENIENCES if kinds == {True} else NAMED_MODEL_DECODING))
     return base.replace(decoding=base_decoding.replace(**decoding), **given)
 
 
@@ -239,7 +251,7 @@ PAPER = StudyConfig(
     datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier',
-    reader='vllm:meta-llama/Meta-Llama-3-8B-Instruct', decoding=Decoding(), samples=5,
+    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=Decoding(), samples=5,
     scorer='bert-large-uncased', out='results/paper', preset='paper')
 #: Named configurations (``--preset``).
 PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}

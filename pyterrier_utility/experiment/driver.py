@@ -27,7 +27,7 @@ from ..runs import RunFile
 from . import figures
 from .config import StudyConfig
 from .html import write_report
-from .study import StudyResults, variants, run_study
+from .study import StudyResults, blocks, run_study, variants
 from .systems import REVERSED_SYSTEMS, default_systems
 
 
@@ -72,10 +72,11 @@ def load_collection(name: str, config: StudyConfig):
     return dataset, qrels, topics
 
 
-def build_reader(config: StudyConfig, cache_path: Optional[Path] = None) -> Reader:
-    """The reader of the config: its backend (every decoding setting in it) behind a generation cache."""
+def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None) -> Reader:
+    """The reader ``name`` of the config: its backend (every decoding setting in it) behind a
+    generation cache (one file for every reader: keys hold the model)."""
     from ..backends import get_backend
-    backend = get_backend(config.reader, **config.backend_options())
+    backend = get_backend(name, **config.backend_options(name))
     return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
                   verbose=True)
 
@@ -84,7 +85,7 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
                   reader: Reader) -> Dict[str, pt.Transformer]:
     """The systems of the config for one dataset: only those asked for are built (no index or
     re-ranker for an oracle-only study), then the saved runs that rank some of its queries."""
-    asked = set(config.systems)
+    asked = set(config.systems) - {'COSMix'}
     systems = {}
     if asked & {'BM25', 'Neural', 'Rel', 'NRel'}:
         built = default_systems(dataset, qrels, neural=config.neural, labels=config.rel_labels,
@@ -92,7 +93,7 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
                                 verbose=config.verbose, retrieval=bool(asked & {'BM25', 'Neural'}),
                                 reranker='Neural' in asked)
         systems.update({s: built[s] for s in config.systems if s in built})
-    if 'COSMix' in asked:
+    if 'COSMix' in config.systems:
         from ..cosmix import cosmix_system
         systems['COSMix'] = cosmix_system(dataset, reader, threshold=config.cosmix_threshold, reranker=config.neural)
     for run_name, path in config.runs:
@@ -109,12 +110,14 @@ def ranked_systems(config: StudyConfig, systems) -> List[str]:
     return [s for s in systems if s in REVERSED_SYSTEMS or s in dict(config.runs)]
 
 
-def announce(command: str, config: StudyConfig, reader: Reader, out: Path, argv: Optional[list] = None) -> dict:
-    """Prints the settings and writes them whole, with the backend as built, to ``settings.json``."""
-    record = dict(config.to_dict(), command=command, version=__version__,
-                  seeds=reader.seeds(), backend=backend_key(reader.backend.backend), argv=argv)
+def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out: Path,
+             argv: Optional[list] = None) -> dict:
+    """Prints the settings and writes them whole, with each backend as built, to ``settings.json``."""
+    first = next(iter(readers.values()))
+    record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
+                  backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv)
     (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
-    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'reader', 'samples', 'seeds', 'scorer', 'neural',
+    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'scorer', 'neural',
                                                    'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     print(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
@@ -130,19 +133,23 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = _scorer(config.scorer)
-    reader = build_reader(config, out / 'generations.sqlite')
-    announce('study', config, reader, out, argv)
+    readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
+    announce('study', config, readers, out, argv)
     results, branches = [], []
     for name, (dataset, qrels, topics) in collections.items():
-        systems = build_systems(config, name, dataset, qrels, topics, reader)
-        print(f'{name}: {len(topics)} queries, systems {list(systems)}', flush=True)
-        results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
-                                 label_sets=config.label_sets, reverse=ranked_systems(config, systems),
-                                 orderings=config.orderings, windows=config.windows,
-                                 bertscore=bertscore, baseline='Rel' if 'Rel' in systems else None,
-                                 ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None))
-        if 'COSMix' in systems:
-            branches.append(systems['COSMix'].branches().assign(dataset=name))
+        systems = None
+        for reader_name, reader in readers.items():
+            if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
+                systems = build_systems(config, name, dataset, qrels, topics, reader)
+            print(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}', flush=True)
+            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
+                                     label_sets=config.label_sets, reverse=ranked_systems(config, systems),
+                                     orderings=config.orderings, windows=config.windows,
+                                     bertscore=bertscore, baseline='Rel' if 'Rel' in systems else None,
+                                     ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
+                                     reader_name=reader_name if len(readers) > 1 else None))
+            if 'COSMix' in systems:
+                branches.append(systems['COSMix'].branches().assign(dataset=name, reader=reader_name))
     return StudyResults.concat(results), (pd.concat(branches, ignore_index=True) if branches else None)
 
 
@@ -154,7 +161,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
         paths['cosmix_branches.csv'] = out / 'cosmix_branches.csv'
         cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
     fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
-    drawn = figures.draw_figures(results.per_query, out, fig4_k, ndcg_order=config.ndcg_order)
+    drawn = figures.draw_figures(blocks(results.per_query), out, fig4_k, ndcg_order=config.ndcg_order)
     write_report(out)
     return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
 
@@ -191,7 +198,8 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     from .. import measures
     from ..fbert import FBertScorer
     from ..utility import UtilityEvaluator
-    for what, values in (('dataset', config.datasets), ('k', config.ks), ('label set', config.label_sets)):
+    for what, values in (('dataset', config.datasets), ('k', config.ks), ('label set', config.label_sets),
+                         ('reader', config.readers)):
         if len(values) > 1:
             raise SettingError(f'experiment takes one {what}, got {len(values)} '
                                f'({", ".join(map(str, values))}); the study command takes several')
@@ -200,8 +208,8 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     check_out(out)
     name, k = config.datasets[0], config.ks[0]
     dataset, qrels, topics = load_collection(name, config)
-    reader = build_reader(config, out / 'generations.sqlite')
-    announce('experiment', config, reader, out, argv)
+    reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
+    announce('experiment', config, {config.readers[0]: reader}, out, argv)
     evaluate = UtilityEvaluator(reader, FBertScorer(qrels, dataset.texts, labels=config.label_sets[0],
                                                     model_type=_scorer(config.scorer)))
     systems = build_systems(config, name, dataset, qrels, topics, reader)
@@ -249,7 +257,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
     baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
     paths = write_tables(per_query, out, baseline=baseline, correction=correction)
     ks = sorted(set(per_query['k']))
-    drawn = figures.draw_figures(per_query, out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
+    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)
     if html:

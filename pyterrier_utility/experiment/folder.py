@@ -77,7 +77,7 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
     missing = [c for c in needed if c not in header]
     if missing:
         raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {needed}, has {list(header)})')
-    if has_dataset is not None and ('dataset' in header) != has_dataset:
+    if has_dataset is not None and bool({'dataset', 'reader'} & set(header)) != has_dataset:
         raise FrameError(f"{path}: {'no' if has_dataset else 'a'} column 'dataset', unlike per_query.csv")
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     for column in numbers:
@@ -88,6 +88,10 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
             row = int(bad.to_numpy().argmax())
             raise FrameError(f'{path} row {row + 2}, column {column!r}: {frame[column].iloc[row]!r} is not a number')
         frame[column] = values.astype(float)
+    if 'reader' in frame.columns:  # a study of several readers: a block per dataset and reader
+        prefix = frame['dataset'] + ' · ' if 'dataset' in frame.columns else ''
+        frame = frame.drop(columns=['dataset'], errors='ignore').assign(dataset=prefix + frame['reader'])
+        frame = frame[['dataset'] + [c for c in frame.columns if c not in ('dataset', 'reader')]]
     if 'dataset' not in frame.columns:
         frame.insert(0, 'dataset', '')
     return frame
@@ -108,7 +112,7 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
     if not (path / 'per_query.csv').is_file():
         raise SettingError(f'{path / "per_query.csv"} does not exist: a study report reads the per_query.csv '
                            f'of a study folder')
-    has_dataset = 'dataset' in pd.read_csv(path / 'per_query.csv', nrows=0).columns
+    has_dataset = bool({'dataset', 'reader'} & set(pd.read_csv(path / 'per_query.csv', nrows=0).columns))
     study = StudyFolder(path, read_csv(path / 'per_query.csv'), named_datasets=has_dataset)
     for name in ('answers', 'scores', 'contexts', 'queries', 'correlations'):
         if (path / f'{name}.csv').is_file():

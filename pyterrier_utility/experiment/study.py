@@ -77,11 +77,11 @@ class StudyResults:
 
     def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
         """Table 1 in long form; see :func:`pyterrier_utility.experiment.table1`."""
-        return stats.table1(self.per_query, baseline=self.baseline, alpha=alpha, correction=correction)
+        return stats.table1(blocks(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
         """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
-        return stats.correlations(self.per_query, method=method)
+        return stats.correlations(blocks(self.per_query), method=method)
 
     def prompt(self, reader: Reader, system: str, k: int, qid: str, dataset: Optional[str] = None) -> str:
         """The exact prompt ``reader`` built for one cell of the study (``system`` '0-shot': the
@@ -129,16 +129,28 @@ class StudyResults:
         return paths
 
 
+def blocks(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``reader`` (a study of several readers) folded into ``dataset``: tables and
+    figures stack a block (and draw a panel) per dataset and reader."""
+    if 'reader' not in frame.columns:
+        return frame
+    prefix = frame['dataset'].astype(str) + ' · ' if 'dataset' in frame.columns else ''
+    folded = frame.drop(columns=['reader', 'dataset'], errors='ignore')
+    folded.insert(0, 'dataset', prefix + frame['reader'].astype(str))
+    return folded
+
+
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
                  alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
     Kendall) into ``folder``."""
     folder = Path(folder)
+    per_query.to_csv(folder / 'per_query.csv', index=False)
+    per_query = blocks(per_query)
     table = stats.table1(per_query, baseline=baseline, alpha=alpha, correction=correction)
     paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
                                               'table1.tex', 'correlations.csv')}
-    per_query.to_csv(paths['per_query.csv'], index=False)
     table.to_csv(paths['table1.csv'], index=False)
     options = dict(baseline=baseline, alpha=alpha, correction=correction)
     paths['table1.md'].write_text(stats.table1_markdown(table, **options))
@@ -293,7 +305,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
               orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (),
               bertscore: Union[str, BertScore] = 'minilm', baseline: str = 'Rel',
-              ndcg_order: str = 'context', dataset: Optional[str] = None, verbose: bool = True) -> StudyResults:
+              ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
+              verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
 
     The study is the pipeline a notebook user composes, ``system % k >> reader >> evaluator``, run
@@ -335,6 +348,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             (``'context'``) or in the retrieval order of its unreversed system (``'retrieval'``); the
             paper's wording allows both.
         dataset: a name for the collection, added as a ``dataset`` column (several studies, one table).
+        reader_name: a name for the reader, added as a ``reader`` column (several readers, one table).
         verbose: progress bars.
 
     Example::
@@ -378,12 +392,13 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     clock.done(f'scoring: {answered["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
     names = system_names(list(systems), reverse, orderings, windows)
     return _results(topics, qrels, contexts, answered, scores, frames, label_sets, names,
-                    dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order), dataset)
+                    dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order),
+                    {'dataset': dataset, 'reader': reader_name})
 
 
 def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,
-             dataset) -> StudyResults:
-    """The study's frames in their reported order, with a ``dataset`` column when named."""
+             named: Dict[str, Optional[str]]) -> StudyResults:
+    """The study's frames in their reported order, with ``dataset`` and ``reader`` columns when named."""
     per_query = pd.concat([f.assign(labels=str(labels)) for f, labels in zip(frames, label_sets)],
                           ignore_index=True)
     per_query = per_query[['labels'] + [c for c in per_query.columns if c != 'labels']]
@@ -407,6 +422,6 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
               'contexts': shown[CELL + ['position', 'docno', 'label', 'text']].reset_index(drop=True),
               'scores': scores[['labels'] + CELL + ['sample', 'fbert', 'best_docno']],
               'queries': topics[['qid', 'query']]}
-    if dataset is not None:
-        frames = {name: f.assign(dataset=dataset)[['dataset'] + list(f.columns)] for name, f in frames.items()}
+    named = {column: value for column, value in named.items() if value is not None}
+    frames = {name: f.assign(**named)[list(named) + list(f.columns)] for name, f in frames.items()}
     return StudyResults(**frames, **options)
