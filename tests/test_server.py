@@ -111,10 +111,12 @@ def test_cli_study_over_a_pool_of_two_servers_writes_the_settings_asked_for(serv
                      '--out', str(out)])
     assert code == 0
     settings = json.loads((out / 'settings.json').read_text())
-    assert (settings['temperature'], settings['top_k'], settings['max_new_tokens'], settings['seeds']) == (0, None, 6, [3])
-    assert settings['base_url'] == [servers[0].url, servers[1].url]
-    assert settings['backend']['temperature'] == 0 and settings['backend']['top_k'] is None
-    assert settings['repetition_penalty'] is None and settings['stop'] == ['STOP']  # no offline conveniences
+    decoding = settings['decoding']
+    assert (decoding['temperature'], decoding['top_k'], decoding['max_new_tokens'], settings['seeds']) == (0, None, 6, [3])
+    assert settings['base_urls'] == [servers[0].url, servers[1].url]
+    built = settings['backends'][f'openai:{servers[0].model}']['decoding']
+    assert built['temperature'] == 0 and built['top_k'] is None
+    assert decoding['repetition_penalty'] is None and decoding['stop'] == ['STOP']  # no offline conveniences
     answered = [s.answered() - b for s, b in zip(servers, before)]
     assert min(answered) >= 1  # the pool spread the requests
     cached = cache_rows(out / 'generations.sqlite')
