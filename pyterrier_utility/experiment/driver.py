@@ -27,6 +27,7 @@ from ..runs import RunFile
 from . import figures
 from .config import StudyConfig
 from .html import write_report
+from .output import owned, staged
 from .study import StudyResults, blocks, run_study, variants
 from .systems import REVERSED_SYSTEMS, default_systems
 
@@ -112,11 +113,10 @@ def ranked_systems(config: StudyConfig, systems) -> List[str]:
 
 def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out: Path,
              argv: Optional[list] = None) -> dict:
-    """Prints the settings and writes them whole, with each backend as built, to ``settings.json``."""
+    """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv)
-    (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'scorer', 'neural',
                                                    'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
@@ -127,14 +127,15 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
 
 
 def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
-    """Runs the study of ``config`` into ``config.out`` (its generation cache and settings.json);
-    returns the results and, when COS-Mix is a system, its branch per query and k."""
+    """Runs the study of ``config`` (its generation cache in ``config.out``); returns the results
+    (their ``settings`` what ``settings.json`` will hold) and, when COS-Mix is a system, its branch
+    per query and k."""
     out = Path(config.out)
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = _scorer(config.scorer)
     readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
-    announce('study', config, readers, out, argv)
+    record = announce('study', config, readers, out, argv)
     results, branches = [], []
     for name, (dataset, qrels, topics) in collections.items():
         systems = None
@@ -150,20 +151,26 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
                                      reader_name=reader_name if len(readers) > 1 else None))
             if 'COSMix' in systems:
                 branches.append(systems['COSMix'].branches().assign(dataset=name, reader=reader_name))
-    return StudyResults.concat(results), (pd.concat(branches, ignore_index=True) if branches else None)
+    results = StudyResults.concat(results)
+    results.settings = record
+    return results, (pd.concat(branches, ignore_index=True) if branches else None)
 
 
 def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[pd.DataFrame] = None) -> List[str]:
-    """Writes the tables, frames and figures of a study into ``config.out``; returns the file names."""
-    out = Path(config.out)
-    paths = results.save(out, correction=config.correction)
-    if cosmix_branches is not None:
-        paths['cosmix_branches.csv'] = out / 'cosmix_branches.csv'
-        cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
-    fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
-    drawn = figures.draw_figures(blocks(results.per_query), out, fig4_k, ndcg_order=config.ndcg_order)
-    write_report(out)
-    return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
+    """Writes the settings, tables, frames, figures and report of a study into ``config.out``, all
+    together in place of an earlier run's (see :mod:`~pyterrier_utility.experiment.output`);
+    returns the file names."""
+    with staged(Path(config.out)) as stage:
+        settings = results.settings or dict(config.to_dict(), version=__version__)
+        (stage / 'settings.json').write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
+        paths = results.save(stage, correction=config.correction)
+        if cosmix_branches is not None:
+            paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
+            cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
+        fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
+        drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order)
+        write_report(stage)
+        return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
 
 
 def _scorer(name: str) -> BertScore:
@@ -176,12 +183,13 @@ def _scorer(name: str) -> BertScore:
 def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
     """The ``study`` command: runs, saves and prints Table 1 in the paper's layout."""
     start = time.time()
-    results, branches = run(config, argv)
+    with owned(Path(config.out)):
+        results, branches = run(config, argv)
+        written = save(results, config, branches)
     if branches is not None:
         share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())
         print('COS-Mix fell back to the sparse documents for '
               + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index), flush=True)
-    written = save(results, config, branches)
     out = Path(config.out)
     print()
     print((out / 'table1_paper.md').read_text())
@@ -209,7 +217,8 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     name, k = config.datasets[0], config.ks[0]
     dataset, qrels, topics = load_collection(name, config)
     reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
-    announce('experiment', config, {config.readers[0]: reader}, out, argv)
+    record = announce('experiment', config, {config.readers[0]: reader}, out, argv)
+    (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
     evaluate = UtilityEvaluator(reader, FBertScorer(qrels, dataset.texts, labels=config.label_sets[0],
                                                     model_type=_scorer(config.scorer)))
     systems = build_systems(config, name, dataset, qrels, topics, reader)

@@ -56,6 +56,7 @@ class StudyResults:
         baseline: the system significance is tested against.
         ndcg_order: ``'context'`` (nDCG@k of a reversed system ranks Context 1 first, the order the
             reader sees) or ``'retrieval'`` (the retrieval order of its unreversed system).
+        settings: what ``settings.json`` holds (the config, seeds and backends of the run).
     """
     per_query: pd.DataFrame
     answers: pd.DataFrame
@@ -65,6 +66,7 @@ class StudyResults:
     generated: int = 0
     baseline: str = 'Rel'
     ndcg_order: str = 'context'
+    settings: Optional[dict] = None
 
     @classmethod
     def concat(cls, results: Sequence['StudyResults']) -> 'StudyResults':

@@ -1,0 +1,49 @@
+"""The output folder: one run at a time, one run's files."""
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import CountingBackend
+
+import pyterrier_utility as pu
+from pyterrier_utility import cli
+from pyterrier_utility.experiment.output import LOCK
+
+ARGV = ['study', '--queries', '2', '--systems', 'Rel', 'NRel', '--samples', '1']
+
+
+@pytest.fixture
+def fake_reader(monkeypatch):
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+
+
+def test_a_second_run_into_the_same_folder_leaves_only_its_own_files(tmp_path, fake_reader):
+    assert cli.main(ARGV + ['-k', '1', '2', '--fig4-k', '2', '--samples', '2', '--out', str(tmp_path)]) == 0
+    assert (tmp_path / 'fig4_ndcg_vs_utility_k2.png').exists()
+    assert cli.main(ARGV + ['-k', '1', '--seed', '7', '--out', str(tmp_path)]) == 0
+    settings = json.loads((tmp_path / 'settings.json').read_text())
+    assert settings['ks'] == [1] and settings['seed'] == 7 and settings['samples'] == 1
+    assert set(pd.read_csv(tmp_path / 'per_query.csv')['k']) == {1}
+    assert set(pd.read_csv(tmp_path / 'answers.csv')['sample']) == {0}
+    assert sorted(p.name for p in tmp_path.glob('fig4*')) == ['fig4_ndcg_vs_utility_k1.pdf',
+                                                                'fig4_ndcg_vs_utility_k1.png']
+    assert not list(tmp_path.glob('.staging-*')) and not (tmp_path / LOCK).exists()
+
+
+def test_a_folder_being_written_by_another_process_is_refused_naming_it(tmp_path, fake_reader, capsys):
+    other = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        (tmp_path / LOCK).write_text(str(other.pid))
+        with pytest.raises(SystemExit) as e:
+            cli.main(ARGV + ['-k', '1', '--out', str(tmp_path)])
+        assert e.value.code == 2
+        assert f'is being written by process {other.pid}' in capsys.readouterr().err
+        assert not (tmp_path / 'per_query.csv').exists()
+    finally:
+        other.kill()
+        other.wait()
+    # The lock of a process that died is taken over.
+    assert cli.main(ARGV + ['-k', '1', '--out', str(tmp_path)]) == 0
+    assert (tmp_path / 'per_query.csv').exists() and not (tmp_path / LOCK).exists()
