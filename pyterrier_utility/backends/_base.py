@@ -73,6 +73,18 @@ class DecodingBackendBase(Backend):
         """Resets what a copy must not share (connections, locks)."""
 
 
+def sampling_fields(decoding: Decoding) -> Dict[str, object]:
+    """The decoding's sampling settings as vLLM and OpenAI-compatible servers name them: every field
+    that is set, but the length and the stop sequences (sent on their own); ``top_k`` 0 as -1 (all
+    tokens). A decoding setting added to :class:`~pyterrier_utility.settings.Decoding` under the
+    engines' own name is sent by both without a change here."""
+    fields = {name: value for name, value in decoding.as_dict().items()
+              if name not in ('max_new_tokens', 'stop') and value is not None}
+    if fields.get('top_k') == 0:
+        fields['top_k'] = -1
+    return fields
+
+
 def cut_at_stop(text: str, stop_sequences: Optional[Sequence[str]]) -> str:
     """The text before the first stop sequence, stripped."""
     for stop in stop_sequences or ():

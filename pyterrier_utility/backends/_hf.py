@@ -14,7 +14,7 @@ import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check, check_int
-from ..settings import FIELDS, Decoding
+from ..settings import Decoding
 from ._base import DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from ._prefix import PrefixCache, line_chunks
 
@@ -106,7 +106,7 @@ class CausalLMBackend(DecodingBackendBase):
         backend = CausalLMBackend.from_pretrained('google/gemma-3-1b-it', chat_template=True)
         reader = pyterrier_utility.Reader(backend)
     """
-    DECODING_FIELDS = frozenset(FIELDS) - {'top_p'}
+    DECODING_FIELDS = frozenset({'temperature', 'top_k', 'max_new_tokens', 'repetition_penalty', 'stop'})
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks')
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,

@@ -16,7 +16,7 @@ from pyterrier_rag.backend import Backend, BackendOutput
 from .._util import check, check_int
 from ..errors import BackendError
 from ..settings import Decoding
-from ._base import DecodingBackendBase, cut_at_stop, split_decoding
+from ._base import DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -138,14 +138,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     def sampling_fields(self) -> Dict[str, object]:
         """The decoding fields every request carries (besides prompt, seed, stop and max_tokens)."""
-        d = self.decoding
-        fields = {'temperature': d.temperature}
-        if d.top_p is not None:
-            fields['top_p'] = d.top_p
-        if d.top_k is not None:
-            fields['top_k'] = d.top_k if d.top_k > 0 else -1
-        if d.repetition_penalty is not None:
-            fields['repetition_penalty'] = d.repetition_penalty
+        fields = sampling_fields(self.decoding)
         fields.update(self.extra_body)
         return fields
 

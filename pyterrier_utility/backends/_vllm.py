@@ -6,7 +6,7 @@ from pyterrier_rag.backend import Backend, BackendOutput
 from .._util import check_int
 from ..errors import BackendError
 from ..settings import Decoding
-from ._base import DecodingBackendBase, cut_at_stop, split_decoding
+from ._base import DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 
 class VLLMBackend(DecodingBackendBase):
@@ -60,13 +60,8 @@ class VLLMBackend(DecodingBackendBase):
 
     def sampling_params(self, seed: int, max_new_tokens: int, stop: Sequence[str]):
         """The ``vllm.SamplingParams`` of one prompt and seed."""
-        d = self.decoding
-        fields = {'n': 1, 'temperature': d.temperature, 'max_tokens': max_new_tokens, 'seed': int(seed),
-                  'top_k': d.top_k if d.top_k else -1}
-        if d.top_p is not None:
-            fields['top_p'] = d.top_p
-        if d.repetition_penalty is not None:
-            fields['repetition_penalty'] = d.repetition_penalty
+        fields = dict(sampling_fields(self.decoding), n=1, max_tokens=max_new_tokens, seed=int(seed))
+        fields.setdefault('top_k', -1)  # None: all tokens
         if stop:
             fields['stop'] = list(stop)
         return self._sampling_params(**fields)
