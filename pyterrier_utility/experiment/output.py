@@ -35,6 +35,8 @@ def _alive(pid: int) -> bool:
 def owned(out: Path) -> Iterator[Path]:
     """Holds ``out`` for this process (re-entrant); a :class:`SettingError` names the process that
     holds it. A lock left by a process that died is taken over."""
+    if out.exists() and not out.is_dir():
+        raise SettingError(f'--out {out} is a file, not a folder')
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK
     while True:
