@@ -8,7 +8,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -101,6 +101,33 @@ def check_int(owner: str, name: str, value, minimum: int) -> int:
     """``value`` as an int, or a :class:`SettingError` naming ``name`` unless it is an integer >= ``minimum``."""
     check(_is_int(value) and value >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
     return int(value)
+
+
+def encodable(text: str) -> bool:
+    """True when ``text`` can be written as UTF-8 (no lone surrogate such as ``'\\ud800'``)."""
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_encodable(owner: str, frame: pd.DataFrame, columns: Sequence[str] = ('query', 'text')) -> None:
+    """Raises :class:`FrameError` naming the qid (and docno, for a document) of each text in
+    ``columns`` that cannot be encoded as UTF-8 (a lone surrogate): no tokenizer, server or file
+    could take it."""
+    for column in columns:
+        if column not in frame.columns:
+            continue
+        rows = frame[frame[column].map(lambda t: isinstance(t, str) and not encodable(t))]
+        if len(rows):
+            names = 'qid ' + rows['qid'].astype(str)
+            if column != 'query' and 'docno' in rows.columns:
+                names = names + ' docno ' + rows['docno'].astype(str)
+            names = list(dict.fromkeys(names))
+            more = f' ... ({len(names)} in all)' if len(names) > 10 else ''
+            raise FrameError(f"{owner}: {column} cannot be encoded as UTF-8 (a lone surrogate such as '\\ud800') "
+                             f"for {', '.join(names[:10])}{more}")
 
 
 def _as_strings(owner: str, frame: pd.DataFrame, column: str, allow_missing: bool = False) -> pd.Series:

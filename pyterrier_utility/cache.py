@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import pyterrier as pt
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from ._util import stable_hash
+from ._util import encodable, stable_hash
 from .backends._base import ERROR_MARKERS, generate_seeded, work_batches
 from .errors import BackendError, CacheError
 from .protocols import DecodingBackend, KeyedBackend, deterministic, supports_seeds
@@ -63,10 +63,10 @@ class GenerationCache(Backend):
     (:meth:`settings`), as pyterrier-caching records its key definition. With a ``path``, answers go to SQLite as each batch completes, so a killed run loses at most
     the batch in flight and a re-run generates only what is missing. The file holds plain text.
 
-    Only answers are stored: a backend output that is not one string per prompt, or an error
-    marker, raises :class:`~pyterrier_utility.errors.BackendError` and nothing of it is kept;
-    when a backend fails part-way (a server going away), the answers it completed before the
-    failure are stored first. A file that cannot be used (corrupt, read-only, another program's)
+    Only answers are stored: a backend output that is not one string per prompt, an error marker,
+    or text that cannot be encoded (a lone surrogate), raises
+    :class:`~pyterrier_utility.errors.BackendError` and nothing of it is kept; when a backend fails
+    part-way (a server going away, or Ctrl-C), the answers it completed before are stored first. A file that cannot be used (corrupt, read-only, another program's)
     raises :class:`~pyterrier_utility.errors.CacheError` naming it, and is never replaced.
 
     Args:
@@ -214,9 +214,12 @@ class GenerationCache(Backend):
             try:
                 db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)', answers.items())
                 db.commit()
-            except sqlite3.Error as e:
+            except BaseException as e:
+                # Whatever failed (even text sqlite cannot encode), no transaction is left open.
                 db.rollback()
-                raise self._fail(e, 'writing') from None
+                if isinstance(e, sqlite3.Error):
+                    raise self._fail(e, 'writing') from None
+                raise
         self._memory.update(answers)
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
@@ -270,11 +273,15 @@ class GenerationCache(Backend):
         try:
             answers = generate_seeded(self.backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
                                       max_new_tokens, stop_sequences)
-        except BackendError as e:
-            kept = {chunk[i][0]: t for i, t in e.completed.items()
-                    if 0 <= i < len(chunk) and isinstance(t, str) and not t.startswith(ERROR_MARKERS)}
+        except (BackendError, KeyboardInterrupt) as e:
+            # A Ctrl-C may carry the answers completed too (OpenAICompatibleBackend's does).
+            kept = {chunk[i][0]: t for i, t in getattr(e, 'completed', {}).items()
+                    if 0 <= i < len(chunk) and isinstance(t, str) and not t.startswith(ERROR_MARKERS)
+                    and encodable(t)}
             self._store(kept)
             self.generated += len(kept)
+            if isinstance(e, KeyboardInterrupt):
+                raise
             raise BackendError(f'{e} [{len(kept)} answers of the failed batch and all earlier batches '
                                'are in the cache; a re-run generates only what is missing]') from e
         self.generated += len(chunk)

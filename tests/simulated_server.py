@@ -2,9 +2,11 @@
 
 It is a simulation, not a model: each request waits a fixed ``latency`` while holding one of
 ``capacity`` slots (a GPU server's batch), and answers ``"simulated answer <hash of prompt and seed>"``.
-It records every request body, can fail the requests a ``fail`` function picks with an HTTP status,
-and serves at most ``max_requests`` requests (then HTTP 410), so a test or benchmark cannot loop
-against it without bound.
+It records every request body, can fail the requests a ``fail`` function picks with an HTTP status
+(with a ``Retry-After`` header when given), hold the requests a ``hold`` function picks for some
+seconds (a hung server; released when the server stops), send its answers one byte every
+``trickle`` seconds, and report a ``finish_reason`` per prompt. It serves at most ``max_requests``
+requests (then HTTP 410), so a test or benchmark cannot loop against it without bound.
 """
 import hashlib
 import json
@@ -22,12 +24,19 @@ class SimulatedServer:
     """``with SimulatedServer(latency=0.05, capacity=16) as server: ... server.url ...``"""
 
     def __init__(self, latency: float = 0.0, capacity: int = 1024, max_requests: int = 20000,
-                 fail: Optional[Callable[[dict, int], Optional[int]]] = None, text: Callable = simulated_answer):
+                 fail: Optional[Callable[[dict, int], Optional[int]]] = None, text: Callable = simulated_answer,
+                 retry_after: Optional[str] = None, hold: Optional[Callable[[dict, int], float]] = None,
+                 trickle: float = 0.0, finish_reason: Callable[[str], str] = lambda prompt: 'stop'):
         self.latency = latency
         self.slots = threading.Semaphore(capacity)
         self.max_requests = max_requests
         self.fail = fail
         self.text = text
+        self.retry_after = retry_after
+        self.hold = hold
+        self.trickle = trickle
+        self.finish_reason = finish_reason
+        self.stopped = threading.Event()
         self.bodies: List[dict] = []
         self.headers: List[dict] = []
         self.paths: List[str] = []
@@ -41,13 +50,22 @@ class SimulatedServer:
             def log_message(self, *args):
                 pass
 
-            def _reply(self, status: int, payload: dict) -> None:
+            def _reply(self, status: int, payload: dict, headers: Optional[dict] = None) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if not owner.trickle:
+                    self.wfile.write(data)
+                    return
+                for i in range(len(data)):
+                    if owner.stopped.wait(owner.trickle):
+                        return
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
@@ -60,14 +78,18 @@ class SimulatedServer:
                     return self._reply(410, {'error': 'simulated server: request budget spent'})
                 status = owner.fail(body, number) if owner.fail else None
                 if status:
-                    return self._reply(status, {'error': f'simulated failure {status}'})
+                    headers = {'Retry-After': owner.retry_after} if owner.retry_after else {}
+                    return self._reply(status, {'error': f'simulated failure {status}'}, headers)
+                if owner.hold and owner.stopped.wait(owner.hold(body, number)):
+                    self.close_connection = True
+                    return
                 with owner.slots:
                     time.sleep(owner.latency)
                 prompt = body['messages'][0]['content'] if 'messages' in body else body['prompt']
                 text = owner.text(prompt, body.get('seed'))
                 choice = ({'index': 0, 'message': {'role': 'assistant', 'content': text}} if 'messages' in body
                           else {'index': 0, 'text': text})
-                self._reply(200, {'choices': [dict(choice, finish_reason='stop')]})
+                self._reply(200, {'choices': [dict(choice, finish_reason=owner.finish_reason(prompt))]})
 
         self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self._server.daemon_threads = True
@@ -82,6 +104,7 @@ class SimulatedServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stopped.set()
         self._server.shutdown()
         self._server.server_close()
 

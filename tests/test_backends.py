@@ -133,3 +133,14 @@ def test_prompts_past_the_sliding_window_decode_together_as_alone(gemma):
     alone = [backend.generate([p])[0].text for p in prompts]
     assert [o.text for o in backend.generate(prompts)] == alone
     assert all(alone)
+
+
+def test_answers_cut_at_max_new_tokens_are_flagged_and_counted(gemma):
+    backend = sampler(gemma, temperature=0, max_new_tokens=6)
+    full = backend.generate([PROMPTS[1]])[0]
+    tokens = gemma.tokenizer(full.text, add_special_tokens=False)['input_ids']
+    assert full.truncated and 4 <= len(tokens) <= 7  # six tokens, none of them the end of text
+    word = full.text.split()[1]
+    stopped = backend.generate([PROMPTS[1], PROMPTS[1]], seeds=[0, 1], stop_sequences=[word])
+    assert [o.truncated for o in stopped] == [False, False]
+    assert backend.truncated == 1

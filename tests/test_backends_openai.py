@@ -1,6 +1,11 @@
 """OpenAICompatibleBackend: what each request carries, retries, the pool, failures (against the
 simulated endpoint of simulated_server.py; the real-server tests are in test_server.py)."""
 import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -110,3 +115,100 @@ def test_cache_key_follows_every_answer_changing_setting():
     assert len(keys) == 7
     assert (pu.GenerationCache(backend('http://a/v1')).key('p', 1, 8, None)
             == pu.GenerationCache(backend(['http://b/v1', 'http://c/v1'])).key('p', 1, 8, None))
+
+
+def test_timeout_is_a_deadline_for_the_whole_response_not_for_each_read():
+    # The answer arrives one byte every 0.2 s (~90 bytes: ~18 s in all); a 1.5 s timeout must hold.
+    with SimulatedServer(trickle=0.2) as server:
+        b = backend(server.url, timeout=1.5, max_retries=0)
+        start = time.monotonic()
+        with pytest.raises(BackendError, match=rf'{server.url}/completions: no complete answer within the 1.5 s'):
+            b.generate(['p'])
+        assert time.monotonic() - start < 3
+
+
+def test_retry_deadline_bounds_the_whole_retry_sequence():
+    with SimulatedServer(fail=lambda body, n: 503) as server:
+        b = backend(server.url, backoff=0.4, max_retries=10, retry_deadline=1.0)
+        start = time.monotonic()
+        with pytest.raises(BackendError, match=r'HTTP 503.*retry deadline of 1 s'):
+            b.generate(['p'])
+        assert time.monotonic() - start < 1.5
+    assert 2 <= len(server.bodies) <= 3  # attempts at 0, 0.4 s (then 0.8 s more would pass the deadline)
+
+
+def test_retry_after_of_a_rate_limit_is_honoured():
+    failing = {0: 429}
+    with SimulatedServer(fail=lambda body, n: failing.get(n), retry_after='1') as server:
+        b = backend(server.url, backoff=0.01, max_retries=2)
+        start = time.monotonic()
+        assert [o.text for o in b.generate(['a'])] == [simulated_answer('a', 0)]
+        assert 1.0 <= time.monotonic() - start < 2.5
+    assert len(server.bodies) == 2
+
+
+def test_an_endpoint_that_keeps_timing_out_leaves_the_pool_for_a_while(caplog):
+    with SimulatedServer(hold=lambda body, n: 5) as hung, SimulatedServer() as alive:
+        b = backend([hung.url, alive.url], concurrency=1, timeout=0.3, max_retries=1)
+        b.breaker_failures, b.breaker_cooldown = 2, 30.0
+        with caplog.at_level('WARNING', logger='pyterrier_utility.backends._openai'):
+            answers = [o.text for o in b.generate([f'p{i}' for i in range(8)])]
+    assert answers == [simulated_answer(f'p{i}', 0) for i in range(8)]
+    assert len(hung.bodies) == 2  # two timeouts, then all its share goes to the live endpoint
+    assert len(alive.bodies) == 8
+    assert [r.getMessage() for r in caplog.records] == [
+        f'{hung.url}: no answer 2 times in a row (the last: timed out); out of the pool for 30 s, its requests go '
+        'to the other 1 endpoint(s)']
+
+
+def test_an_answer_that_cannot_be_encoded_is_an_error_naming_the_endpoint_and_nothing_is_stored(tmp_path):
+    with SimulatedServer(text=lambda prompt, seed: 'bad \ud800' if prompt == 'b' else 'fine ' + prompt) as server:
+        cache = pu.GenerationCache(backend(server.url, concurrency=1), tmp_path / 'g.sqlite')
+        with pytest.raises(BackendError, match=rf'{server.url}/completions: the answer cannot be encoded as UTF-8'):
+            cache.generate(['a', 'b'])
+        assert [o.text for o in cache.generate(['a', 'c'])] == ['fine a', 'fine c']
+    assert len(server.bodies) == 3  # 'a' was kept from the failed call
+    assert len(pu.GenerationCache(backend(server.url), tmp_path / 'g.sqlite')) == 2
+
+
+def test_answers_cut_by_max_tokens_are_counted_and_flagged():
+    with SimulatedServer(finish_reason=lambda prompt: 'length' if 'long' in prompt else 'stop') as server:
+        b = backend(server.url)
+        outs = b.generate(['long one', 'short', 'long two'])
+        assert [o.truncated for o in outs] == [True, False, True]
+        assert b.truncated == 2
+        b.generate(['long three'])
+        assert b.truncated == 3
+
+
+INTERRUPTED = '''
+import sys
+sys.path.insert(0, {tests!r})
+import pyterrier_utility as pu
+from pyterrier_utility.backends import OpenAICompatibleBackend
+b = OpenAICompatibleBackend('sim-model', {url!r}, concurrency=3, timeout=600, max_retries=5)
+pu.GenerationCache(b, {path!r}).generate(['quick', 'hang 1', 'hang 2', 'hang 3'])
+'''
+
+
+def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answered(tmp_path):
+    with SimulatedServer(hold=lambda body, n: 0 if body['prompt'] == 'quick' else 60) as server:
+        script = INTERRUPTED.format(tests=str(Path(__file__).parent), url=server.url, path=str(tmp_path / 'g.sqlite'))
+        proc = subprocess.Popen([sys.executable, '-c', script], stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while len(server.bodies) < 4 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            time.sleep(0.3)
+            assert len(server.bodies) == 4  # the quick answer is in; three requests hang
+            start = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert time.monotonic() - start < 5
+    assert 'KeyboardInterrupt' in stderr
+    kept = pu.GenerationCache(backend('http://127.0.0.1:9/v1', temperature=0.3), tmp_path / 'g.sqlite')
+    assert len(kept) == 1

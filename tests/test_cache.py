@@ -132,3 +132,24 @@ def test_samples_of_a_prompt_are_never_split_across_backend_calls(counting_backe
     Reader(GenerationCache(counting_backend), n_samples=3).answer(['a', 'bb', 'ccc'])
     # batch_size 4 holds one prompt's 3 samples, not two prompts' 6
     assert calls == [['a'] * 3, ['bb'] * 3, ['ccc'] * 3]
+
+
+def test_text_sqlite_cannot_write_leaves_no_transaction_open_and_the_cache_usable(tmp_path, counting_backend):
+    cache = GenerationCache(counting_backend, tmp_path / 'g.sqlite')
+    with pytest.raises(UnicodeEncodeError):
+        cache._store({'a': 'fine', 'b': 'bad \ud800'})
+    assert not cache._connect().in_transaction
+    assert len(cache.generate(['p'])) == 1 and len(cache) == 1
+
+
+def test_an_answer_that_cannot_be_encoded_is_an_error_and_nothing_is_stored(tmp_path):
+    from conftest import CountingBackend
+
+    class Surrogates(CountingBackend):
+        def generate(self, inps, **kw):
+            return [BackendOutput(text=o.text + ' \ud800') for o in super().generate(inps, **kw)]
+
+    cache = GenerationCache(Surrogates(), tmp_path / 'g.sqlite')
+    with pytest.raises(BackendError, match=r'answer to prompt 0 of 1 that cannot be encoded as UTF-8'):
+        cache.generate(['p'])
+    assert len(cache) == 0

@@ -278,3 +278,14 @@ def test_cli_out_pointing_at_a_file_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(['study', '--out', str(tmp_path / 'file')])
     assert f'error: --out {tmp_path / "file"} is a file, not a folder' in capsys.readouterr().err
+
+
+def test_text_that_cannot_be_encoded_is_named_by_qid_and_docno():
+    from pyterrier_utility._util import check_encodable
+    from pyterrier_utility.errors import FrameError
+    fine = frame([('q1', 'lift', 'd1', 'one', 0)])
+    check_encodable('Reader', fine)
+    with pytest.raises(FrameError, match=r"Reader: text cannot be encoded as UTF-8 .* for qid q2 docno d7$"):
+        check_encodable('Reader', frame([('q1', 'lift', 'd1', 'one', 0), ('q2', 'drag', 'd7', 'bad \ud800', 0)]))
+    with pytest.raises(FrameError, match=r"Reader: query cannot be encoded as UTF-8 .* for qid q3$"):
+        check_encodable('Reader', frame([('q3', '\udfff?', 'd1', 'one', 0), ('q3', '\udfff?', 'd2', 'two', 1)]))

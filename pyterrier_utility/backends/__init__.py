@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 from pyterrier_rag.backend import Backend
 
 from ..errors import SettingError
-from ._base import cut_at_stop
+from ._base import Answer, cut_at_stop
 from ._hf import CausalLMBackend
 from ._offline import gemma3_270m, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
@@ -73,6 +73,6 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
     return VLLMBackend(model, **kwargs)
 
 
-__all__ = ['CausalLMBackend', 'ENGINES', 'OFFLINE_READERS', 'OpenAICompatibleBackend', 'VLLMBackend',
+__all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'OFFLINE_READERS', 'OpenAICompatibleBackend', 'VLLMBackend',
            'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_path', 'get_backend', 'reader_names',
            'smollm2_135m']

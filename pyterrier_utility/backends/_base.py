@@ -1,14 +1,24 @@
 """What the backends of this package share: a :class:`~pyterrier_utility.settings.Decoding` value
-from which the generation key is derived, and the scheduling of prompts into batches."""
+from which the generation key is derived, the scheduling of prompts into batches, and answers that
+say whether they were cut at ``max_new_tokens``."""
 import copy
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from pyterrier_rag.backend import Backend
+from pyterrier_rag.backend import Backend, BackendOutput
 
+from .._util import encodable
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, OrderedBackend, supports_seeds
 from ..settings import FIELDS, Decoding
+
+@dataclass
+class Answer(BackendOutput):
+    """A backend's answer; ``truncated``: generation stopped at ``max_new_tokens`` (the server's
+    ``finish_reason: length``, or a local model's last token not an end of text or stop sequence)."""
+    truncated: bool = False
+
 
 #: Texts that third-party backends return in place of an answer when a request failed
 #: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
@@ -112,6 +122,9 @@ def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
         if text.startswith(ERROR_MARKERS):
             raise BackendError(f'{backend!r} returned the error marker {text!r} for prompt {i} of {count} '
                                '(its request failed); nothing was stored')
+        if not encodable(text):
+            raise BackendError(f'{backend!r} returned an answer to prompt {i} of {count} that cannot be encoded as '
+                               f'UTF-8 (a lone surrogate): {text[:100]!r}; nothing was stored')
         texts.append(text)
     return texts
 

@@ -15,7 +15,7 @@ from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check, check_int
 from ..settings import Decoding
-from ._base import DecodingBackendBase, cut_at_stop, split_decoding, work_batches
+from ._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from ._prefix import PrefixCache, line_chunks
 
 #: dtypes a backend can be asked for by name.
@@ -108,6 +108,8 @@ class CausalLMBackend(DecodingBackendBase):
     """
     DECODING_FIELDS = frozenset({'temperature', 'top_k', 'max_new_tokens', 'repetition_penalty', 'stop'})
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks')
+    #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
+    truncated = 0
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
@@ -196,7 +198,8 @@ class CausalLMBackend(DecodingBackendBase):
             for prompt, per_seed in zip(group, answers):
                 for i, answer in zip(rows[prompt], per_seed):
                     texts[i] = answer
-        return [BackendOutput(text=t) for t in texts]
+        self.truncated += sum(a.truncated for a in texts)
+        return texts
 
     def _tokenize(self, prompt: str):
         """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""
@@ -257,9 +260,10 @@ class CausalLMBackend(DecodingBackendBase):
                 torch.tensor(positions, device=device), scores)
 
     def _answer(self, items: List[tuple], max_new_tokens: int,
-                stop_sequences: Optional[Sequence[str]]) -> List[List[str]]:
+                stop_sequences: Optional[Sequence[str]]) -> List[List[Answer]]:
         """The answers to ``(prompt, seeds)`` items, one per seed: each prompt prefilled once, all
-        rows decoded together (finished rows leave the batch)."""
+        rows decoded together (finished rows leave the batch); an answer is ``truncated`` when its
+        row was still going (no end of text, no stop sequence) after ``max_new_tokens``."""
         from transformers import RepetitionPenaltyLogitsProcessor
         prefills, row_seeds = [], []
         for prompt, seeds in items:
@@ -277,6 +281,7 @@ class CausalLMBackend(DecodingBackendBase):
         penalty = (RepetitionPenaltyLogitsProcessor(d.repetition_penalty)
                    if d.repetition_penalty not in (None, 1.0) else None)
         tokens: List[List[int]] = [[] for _ in row_seeds]
+        cut = [False] * len(row_seeds)
         active = list(range(len(row_seeds)))
         for step in range(max_new_tokens):
             if penalty is not None:
@@ -290,6 +295,8 @@ class CausalLMBackend(DecodingBackendBase):
                 if not (stop_sequences and any(s in self.tokenizer.decode(tokens[row][-64:]) for s in stop_sequences)):
                     keep.append(j)
             if not keep or step == max_new_tokens - 1:
+                for j in keep:
+                    cut[active[j]] = True
                 break
             if len(keep) < len(active):
                 index = torch.tensor(keep, device=mask.device)
@@ -304,7 +311,8 @@ class CausalLMBackend(DecodingBackendBase):
             positions = positions + 1
             cache, scores = out.past_key_values, out.logits[:, -1].float()
         self.generated_tokens += sum(map(len, tokens))
-        texts = [cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences) for t in tokens]
+        texts = [Answer(text=cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences),
+                        truncated=c) for t, c in zip(tokens, cut)]
         answers, row = [], 0
         for (_, seeds), (_, _, _, n) in zip(items, prefills):
             answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))

@@ -4,26 +4,39 @@ vLLM (``vllm serve``), SGLang, TGI, llama.cpp's server, ``transformers serve`` a
 answer ``/v1/completions`` and ``/v1/chat/completions``. One request carries one prompt and one
 seed, so sample ``j`` of a prompt is reproducible wherever the server honours ``seed``.
 """
+import email.utils
+import http.client
 import itertools
+import json
+import logging
 import os
+import queue
+import socket
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Dict, List, Optional, Sequence, Union
+import urllib.parse
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from pyterrier_rag.backend import Backend, BackendOutput
-
-from .._util import check, check_int
+from .._util import check, check_int, encodable
 from ..errors import BackendError
 from ..settings import Decoding
-from ._base import DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
+from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
+logger = logging.getLogger(__name__)
+
 
 class _Retryable(Exception):
-    pass
+    """A failed attempt worth retrying; ``how`` says how an endpoint failed without answering
+    (which counts towards taking it out of the pool), ``retry_after`` what the server asked."""
+
+    def __init__(self, message: str, how: Optional[str] = None, retry_after: float = 0.0):
+        super().__init__(message)
+        self.how = how
+        self.unanswered = how is not None
+        self.retry_after = retry_after
 
 
 class OpenAICompatibleBackend(DecodingBackendBase):
@@ -39,7 +52,14 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     are retried with exponential backoff, on another endpoint where there is one; after
     ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
     endpoint and the status, carrying the answers completed before it (the generation cache keeps
-    them). An error is never returned as an answer.
+    them). An error is never returned as an answer, nor is text that cannot be encoded (a lone
+    surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
+    in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
+    so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
+
+    Each answer is an :class:`~pyterrier_utility.backends.Answer` whose ``truncated`` says the server
+    stopped it at ``max_tokens`` (``finish_reason: length``); ``truncated`` on the backend counts
+    them over all calls, ``requests`` counts the answered requests.
 
     Args:
         model: the model name the servers serve (the ``model`` field of each request).
@@ -55,9 +75,13 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         extra_body: further fields sent with every request (e.g. ``{'min_p': 0.05}``, or llama.cpp's
             ``{'repeat_penalty': 1.1}``); part of the cache key.
         concurrency: requests in flight at once, over all endpoints.
-        timeout: seconds one request may take.
+        timeout: seconds one request may take, from connecting to the last byte of the answer (a
+            deadline, not a limit per read: a server trickling bytes is cut at it).
         max_retries: retries of a failed request before the call fails.
-        backoff: the first retry's delay in seconds, doubled at each further retry (at most 60 s).
+        backoff: the first retry's delay in seconds, doubled at each further retry (at most 60 s); a
+            ``Retry-After`` header of a 429 or 503 (seconds or a date) is waited for when longer.
+        retry_deadline: seconds from a prompt's first attempt after which it is not tried again (an
+            attempt in flight is cut at it); ``None``: only ``max_retries`` bounds the retries.
         tokenizer: the model's Hugging Face tokenizer (or its name or path), so the Reader can fit
             prompts into ``max_input_length`` by truncating documents evenly; optional.
         max_input_length: the most prompt tokens (with a tokenizer).
@@ -70,12 +94,16 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     """
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS = ('endpoint', 'extra_body')
+    #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.
+    breaker_failures = 3
+    #: Seconds an endpoint stays out of the pool.
+    breaker_cooldown = 60.0
 
     def __init__(self, model: str, base_urls: Union[str, Sequence[str]] = ('http://127.0.0.1:8000/v1',), *,
                  api_key: Optional[str] = None, endpoint: str = 'completions', decoding: Optional[Decoding] = None,
                  extra_body: Optional[Dict[str, object]] = None, concurrency: int = 8, timeout: float = 600.0,
-                 max_retries: int = 5, backoff: float = 1.0, tokenizer=None, max_input_length: Optional[int] = None,
-                 verbose: bool = False, **decoding_fields):
+                 max_retries: int = 5, backoff: float = 1.0, retry_deadline: Optional[float] = None, tokenizer=None,
+                 max_input_length: Optional[int] = None, verbose: bool = False, **decoding_fields):
         owner = f'OpenAICompatibleBackend({model!r})'
         decoding = split_decoding(owner, decoding, Decoding(), decoding_fields)
         check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
@@ -87,6 +115,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         check_int(owner, 'concurrency', concurrency, 1)
         check_int(owner, 'max_retries', max_retries, 0)
         check(timeout > 0 and backoff >= 0, owner, f'timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}')
+        check(retry_deadline is None or retry_deadline > 0, owner,
+              f'retry_deadline must be > 0 seconds or None, got {retry_deadline!r}')
         extra_body = dict(extra_body or {})
         reserved = sorted(set(extra_body) & {'model', 'prompt', 'messages', 'seed', 'n', 'stream'})
         check(not reserved, owner, f'extra_body may not set {reserved}: the backend sets them per request')
@@ -107,23 +137,30 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.backoff = float(backoff)
+        self.retry_deadline = None if retry_deadline is None else float(retry_deadline)
         if tokenizer is not None:
             self.tokenizer = tokenizer
         self.requests = 0
+        self.truncated = 0
         self._setup()
 
     def _setup(self) -> None:
         self._lock = threading.Lock()
         self._in_flight = {u: 0 for u in self.base_urls}
+        self._strikes = {u: 0 for u in self.base_urls}
+        self._out_until = {u: 0.0 for u in self.base_urls}
         self._turn = itertools.count()
-        self._client = None
+        self._open = set()
+        self._headers = {'Content-Type': 'application/json'}
+        if self.api_key:
+            self._headers['Authorization'] = f'Bearer {self.api_key}'
 
     def _copied(self) -> None:
         self._setup()
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for name in ('_lock', '_in_flight', '_turn', '_client'):
+        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_turn', '_open', '_headers'):
             state.pop(name, None)
         return state
 
@@ -157,101 +194,206 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             body['prompt'] = prompt
         return body
 
-    def _http(self):
-        if self._client is None:
-            import httpx
-            headers = {'Authorization': f'Bearer {self.api_key}'} if self.api_key else {}
-            self._client = httpx.Client(timeout=self.timeout, headers=headers,
-                                        limits=httpx.Limits(max_connections=self.concurrency + len(self.base_urls),
-                                                            max_keepalive_connections=self.concurrency))
-        return self._client
-
     def _acquire(self, avoid: Optional[str]) -> str:
         with self._lock:
             turn = next(self._turn)
             n = len(self.base_urls)
             rotated = [self.base_urls[(turn + i) % n] for i in range(n)]
+            now = time.monotonic()
+            # Endpoints out of the pool are used only when every endpoint is.
+            rotated = [u for u in rotated if self._out_until[u] <= now] or rotated
             choices = [u for u in rotated if u != avoid] or rotated
             url = min(choices, key=lambda u: self._in_flight[u])
             self._in_flight[url] += 1
             return url
 
-    def _release(self, url: str) -> None:
+    def _release(self, url: str, failure: Optional['_Retryable']) -> None:
+        """Ends a request to ``url``. An endpoint of a pool that fails ``breaker_failures`` times in a
+        row without answering (timeouts, refused connections) leaves the pool for ``breaker_cooldown``
+        seconds; back, it leaves again at its next such failure, until it answers once."""
         with self._lock:
             self._in_flight[url] -= 1
+            if failure is None or not failure.unanswered:
+                self._strikes[url] = 0
+                return
+            self._strikes[url] += 1
+            if self._strikes[url] < self.breaker_failures or len(self.base_urls) == 1:
+                return
+            self._out_until[url] = time.monotonic() + self.breaker_cooldown
+            strikes = self._strikes[url]
+        logger.warning('%s: no answer %d times in a row (the last: %s); out of the pool for %g s, its requests go '
+                       'to the other %d endpoint(s)', url, strikes, failure.how, self.breaker_cooldown,
+                       len(self.base_urls) - 1)
 
-    def _post(self, url: str, body: Dict[str, object]) -> str:
-        import httpx
-        path = '/chat/completions' if self.endpoint == 'chat' else '/completions'
+    def _exchange(self, url: str, payload: bytes, deadline: float):
+        """Status, headers and body of one POST, all of it received before ``deadline`` (a watchdog
+        shuts the socket at the deadline, so neither a hung nor a trickling server can hold it)."""
+        parts = urllib.parse.urlsplit(url)
+        kind = http.client.HTTPSConnection if parts.scheme == 'https' else http.client.HTTPConnection
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout
+        conn = kind(parts.hostname, parts.port, timeout=left)
+        watchdog = threading.Timer(left, _cut, (conn,))
+        watchdog.daemon = True
+        with self._lock:
+            self._open.add(conn)
+        watchdog.start()
         try:
-            response = self._http().post(url + path, json=body)
-        except (httpx.TransportError, httpx.TimeoutException) as e:
-            raise _Retryable(f'{url}{path}: {type(e).__name__}: {e}') from e
-        if response.status_code in RETRY_STATUSES:
-            raise _Retryable(f'{url}{path}: HTTP {response.status_code}: {response.text[:300]}')
-        if response.status_code >= 400:
+            conn.request('POST', parts.path, body=payload, headers=self._headers)
+            response = conn.getresponse()
+            return response.status, response.headers, response.read()
+        finally:
+            watchdog.cancel()
+            with self._lock:
+                self._open.discard(conn)
+            conn.close()
+
+    def _post(self, url: str, body: Dict[str, object], deadline: float, limit: str) -> Tuple[str, bool]:
+        """The answer text of one request, and whether the server cut it at ``max_tokens``; ``limit``
+        names what sets ``deadline`` (for the error message)."""
+        where = url + ('/chat/completions' if self.endpoint == 'chat' else '/completions')
+        try:
+            status, headers, data = self._exchange(where, json.dumps(body).encode(), deadline)
+        except (OSError, http.client.HTTPException) as e:
+            if time.monotonic() >= deadline - 0.01 or isinstance(e, socket.timeout):
+                raise _Retryable(f'{where}: no complete answer within {limit}', how='timed out') from e
+            raise _Retryable(f'{where}: {type(e).__name__}: {e}', how='could not be reached') from e
+        reply = data.decode('utf-8', errors='replace')
+        if status in RETRY_STATUSES:
+            raise _Retryable(f'{where}: HTTP {status}: {reply[:300]}', retry_after=_retry_after(headers))
+        if status >= 400:
             sent = self._nonstandard()
-            named = [f for f in sent if f in response.text]
+            named = [f for f in sent if f in reply]
             hint = (f'; the server rejected {named}: set them to None (or drop them from extra_body) for this server'
                     if named else (f'; non-standard fields sent: {sent}' if sent else ''))
-            raise BackendError(f'{url}{path}: HTTP {response.status_code}: {response.text[:500]}{hint}')
+            raise BackendError(f'{where}: HTTP {status}: {reply[:500]}{hint}')
         try:
-            choice = response.json()['choices'][0]
+            choice = json.loads(data)['choices'][0]
             text = choice['message']['content'] if self.endpoint == 'chat' else choice['text']
         except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise BackendError(f'{url}{path}: the response holds no answer text ({type(e).__name__}: '
-                               f'{response.text[:300]!r})') from None
+            raise BackendError(f'{where}: the response holds no answer text ({type(e).__name__}: '
+                               f'{reply[:300]!r})') from None
         if not isinstance(text, str):
-            raise BackendError(f'{url}{path}: the answer text is {type(text).__name__}, not a string: '
-                               f'{response.text[:300]!r}')
-        return text
+            raise BackendError(f'{where}: the answer text is {type(text).__name__}, not a string: {reply[:300]!r}')
+        if not encodable(text):
+            raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
+                               'nothing of it was stored')
+        return text, choice.get('finish_reason') == 'length'
 
-    def _request(self, body: Dict[str, object], stop: Sequence[str]) -> str:
-        failed = None
+    def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Tuple[str, bool]:
+        """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
+        start = time.monotonic()
+        give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
+        failed, retry_after = None, 0.0
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(min(60.0, self.backoff * 2 ** (attempt - 1)))
+                delay = max(retry_after, min(60.0, self.backoff * 2 ** (attempt - 1)))
+                if time.monotonic() + delay >= give_up:
+                    raise BackendError(f'{last} (the next retry, in {delay:g} s, would pass the retry deadline of '
+                                       f'{self.retry_deadline:g} s; {attempt - 1} retries made)')
+                if cancel.wait(delay):
+                    raise BackendError('cancelled')
             url = self._acquire(avoid=failed)
+            failure = None
             try:
-                text = self._post(url, body)
+                now = time.monotonic()
+                limit = (f'the {self.timeout:g} s timeout' if now + self.timeout <= give_up
+                         else f'the retry deadline of {self.retry_deadline:g} s')
+                text, cut = self._post(url, body, min(now + self.timeout, give_up), limit)
             except _Retryable as e:
-                failed, last = url, str(e)
+                failure, failed, last, retry_after = e, url, str(e), e.retry_after
                 continue
             finally:
-                self._release(url)
+                self._release(url, failure)
             with self._lock:
                 self.requests += 1
-            return cut_at_stop(text, stop)
+                self.truncated += cut
+            return cut_at_stop(text, stop), cut
         raise BackendError(f'{last} (after {self.max_retries} retries)')
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[Answer]:
+        """Answers ``inps``, one seed each. On a failure, requests already sent finish and the error
+        carries their answers (``completed``); on Ctrl-C, requests in flight are cut at once and the
+        ``KeyboardInterrupt`` carries the answers completed (the generation cache stores them)."""
         seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
                                                  stop_sequences)
         bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
-        texts: Dict[int, str] = {}
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(bodies))))
+        jobs, results, cancel = queue.SimpleQueue(), queue.Queue(), threading.Event()
+        for i in range(len(bodies)):
+            jobs.put(i)
+
+        def work():
+            # Daemon threads: a hung request can never hold the interpreter at exit.
+            while not cancel.is_set():
+                try:
+                    i = jobs.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    results.put((i, self._request(bodies[i], stop, cancel), None))
+                except Exception as e:
+                    results.put((i, None, e))
+            results.put(None)
+
+        workers = min(self.concurrency, max(1, len(bodies)))
+        for n in range(workers):
+            threading.Thread(target=work, daemon=True, name=f'{self!r} request {n}').start()
+        answers: Dict[int, Tuple[str, bool]] = {}
+        failure = None
         try:
-            futures = {pool.submit(self._request, body, stop): i for i, body in enumerate(bodies)}
-            done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-            failure = next((f.exception() for f in done if f.exception() is not None), None)
-            if failure is not None:
-                for f in pending:
-                    f.cancel()
-                done, _ = wait(futures)  # requests already sent finish; their answers are kept
-            for f in done:
-                if not f.cancelled() and f.exception() is None:
-                    texts[futures[f]] = f.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            while workers:
+                item = results.get()
+                if item is None:
+                    workers -= 1
+                elif item[2] is None:
+                    answers[item[0]] = item[1]
+                elif failure is None:
+                    failure = item[2]
+                    cancel.set()  # no new requests; those sent finish and their answers are kept
+        except KeyboardInterrupt as interrupt:
+            cancel.set()
+            with self._lock:
+                for conn in list(self._open):
+                    _cut(conn)
+            interrupt.completed = {i: text for i, (text, _) in answers.items()}
+            raise
         if failure is not None:
+            completed = {i: text for i, (text, _) in answers.items()}
             if isinstance(failure, BackendError):
-                raise BackendError(str(failure), completed=texts) from failure
-            raise BackendError(f'{self!r}: {type(failure).__name__}: {failure}', completed=texts) from failure
-        return [BackendOutput(text=texts[i]) for i in range(len(inps))]
+                raise BackendError(str(failure), completed=completed) from failure
+            raise BackendError(f'{self!r}: {type(failure).__name__}: {failure}', completed=completed) from failure
+        return [Answer(text=answers[i][0], truncated=answers[i][1]) for i in range(len(inps))]
 
     def __repr__(self):
         urls = self.base_urls[0] if len(self.base_urls) == 1 else f'{len(self.base_urls)} endpoints'
         return (f'OpenAICompatibleBackend({self.model_id!r}, {urls}, endpoint={self.endpoint!r}, '
                 f'temperature={self.decoding.temperature}, top_k={self.decoding.top_k})')
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """Shuts a connection's socket from another thread: a read blocked on it returns at once."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _retry_after(headers) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (seconds or an HTTP date); 0 without one."""
+    value = (headers.get('Retry-After') or '').strip()
+    if not value:
+        return 0.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, when.timestamp() - time.time())
