@@ -59,6 +59,20 @@ def test_an_ir_datasets_collection_fetches_only_the_texts_asked_for(tiny):
     assert out['text'].str.len().gt(0).all() and len(texts) == 60
 
 
+def test_nrel_draws_unjudged_documents_by_docstore_position(tiny, monkeypatch):
+    d = pu.datasets.get_dataset('irds:pu-test/tiny/a')
+    texts = d.texts
+    assert [texts.docno_at(i) for i in (0, 1, 59)] == ['d0', 'd1', 'd59']
+    monkeypatch.setattr(pu.datasets.LazyTexts, '__iter__', lambda self: pytest.fail('the corpus was enumerated'))
+    qrels = d.get_qrels()
+    out = pu.OracleSampler(qrels, texts, relevant=False, fill_unjudged=True, num_results=20)(d.get_topics())
+    assert out.groupby('qid').size().tolist() == [20] * 4
+    judged = set(zip(qrels['qid'], qrels['docno'], qrels['label']))
+    for qid, docno in zip(out['qid'], out['docno']):
+        assert not any((qid, docno, label) in judged for label in (1, 2, 3))
+    assert texts.fetched <= 60
+
+
 def test_oracle_cut_is_pushed_into_the_sampler():
     qrels = pd.DataFrame({'qid': ['q'] * 5, 'docno': list('abcde'), 'label': [2] * 5})
     pipeline = (pu.OracleSampler(qrels, dict.fromkeys('abcde', 'x')) % 2).compile()
