@@ -107,7 +107,7 @@ def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_f
     assert '| Dataset | 0-shot FBERT | System | label in {2,3}, k=1 | label in {2,3}, k=2 | label>=3, k=1 | label>=3, k=2 |' in paper
     assert paper.count('| irds:pu-test/tiny/') == 2
     tex = (out / 'table1.tex').read_text()
-    for piece in ('\\toprule', '\\cmidrule(lr){4-5}\\cmidrule(lr){6-7}', '\\midrule', '\\bottomrule',
+    for piece in ('\\toprule', '\\cmidrule(lr){3-5}\\cmidrule(lr){6-8}', '\\midrule', '\\bottomrule',
                   'label in \\{2,3\\}', 'irds:pu-test/tiny/a'):
         assert piece in tex
     for name in ('fig3_utility_vs_k', 'fig4_ndcg_vs_utility_k2', 'fig5_pearson_vs_k'):
