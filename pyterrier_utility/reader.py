@@ -85,18 +85,23 @@ class Reader(pt.Transformer):
             check_int('Reader', 'max_new_tokens', max_new_tokens, 1)
         if max_prompt_tokens is not None:
             check_int('Reader', 'max_prompt_tokens', max_prompt_tokens, 1)
-        fmt = as_prompt_format(prompt_format)
+        self.prompt_format = as_prompt_format(prompt_format)
+        self.prompt = prompt
+        self.zero_shot_prompt = zero_shot_prompt
+        self.context_format = context_format
         overrides = {name: value for name, value in (('kshot', prompt), ('zero_shot', zero_shot_prompt),
                                                      ('context', context_format)) if value is not None}
-        self.prompt_format = replace(fmt, name=fmt.name + '+custom', **overrides) if overrides else fmt
+        #: The format the prompts are built with: ``prompt_format`` with the templates given.
+        self.template = (replace(self.prompt_format, name=self.prompt_format.name + '+custom', **overrides)
+                         if overrides else self.prompt_format)
         self.backend = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
         warn_unseeded(self.backend.backend, n_samples)
         self.n_samples = n_samples
         self.seed = seed
         self.max_new_tokens = max_new_tokens
         inner = self.backend.backend
-        if stop is None and self.prompt_format.stop is not None:
-            self.stop = list(self.prompt_format.stop)
+        if stop is None and self.template.stop is not None:
+            self.stop = list(self.template.stop)
         elif stop is None:
             self.stop = list(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP)
         else:
@@ -114,7 +119,7 @@ class Reader(pt.Transformer):
 
     def build_prompt(self, query: str, texts: Sequence[str] = ()) -> str:
         """The prompt for a query and its context texts (none: the 0-shot prompt)."""
-        return self.prompt_format.build(query, texts)
+        return self.template.build(query, texts)
 
     def _tokens(self, text: str) -> List[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -227,7 +232,7 @@ class Reader(pt.Transformer):
         """Answers for each prompt, one per sample, read back by the prompt format."""
         answers = self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
                                       stop_sequences=self.stop, verbose=self.verbose)
-        return [[self.prompt_format.extract(a) for a in per_prompt] for per_prompt in answers]
+        return [[self.template.extract(a) for a in per_prompt] for per_prompt in answers]
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
         """0-shot answers for a query frame (``qid``, ``query``), one row per query and sample."""
@@ -235,4 +240,4 @@ class Reader(pt.Transformer):
 
     def __repr__(self):
         return (f'Reader({self.backend.backend!r}, n_samples={self.n_samples}, seed={self.seed}, stop={self.stop!r}, '
-                f'prompt_format={self.prompt_format.name!r})')
+                f'prompt_format={self.template.name!r})')
