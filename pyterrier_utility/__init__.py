@@ -3,7 +3,7 @@
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
 """
-from . import backends, cosmix, datasets, errors, experiment, models, protocols, reader, settings
+from . import backends, cosmix, datasets, errors, experiment, models, prompts, protocols, reader, settings
 from .bertscore import BertScore
 from .cache import GenerationCache
 from .correlation import rank_correlation
@@ -12,6 +12,7 @@ from .fbert import FBertScorer
 from .measures import ERAG_P, FBERT, FBERT0, ERAG_Hit, RetEval, Utility, erag_measure
 from .oracle import OracleSampler
 from .order import LostInTheMiddle, Ordering, Permutation, ReverseOrder, Window, permutations
+from .prompts import PROMPT_FORMATS, PromptFormat
 from .reader import Reader
 from .reteval import LLMRetEval
 from .runs import RunFile
@@ -22,6 +23,6 @@ from ._version import __version__  # noqa: E402
 
 __all__ = ['BertScore', 'Decoding', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer',
            'GenerationCache', 'LLMRetEval', 'LabelSet', 'LostInTheMiddle', 'OracleSampler', 'Ordering', 'Permutation',
-           'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator', 'Window',
+           'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator', 'Window',
            'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'models', 'permutations',
-           'protocols', 'rank_correlation', 'reader', 'settings']
+           'prompts', 'protocols', 'rank_correlation', 'reader', 'settings']

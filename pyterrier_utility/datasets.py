@@ -50,21 +50,26 @@ class LazyTexts(MappingABC):
 
     Args:
         fetch: docnos -> {docno: text} for those found (e.g. an ir_datasets docstore's ``get_many``).
-        docnos: iterates every docno of the corpus (only for sampling unjudged documents).
+        docnos: iterates every docno of the corpus (the Mapping interface; the study never calls it).
         count: the number of documents.
+        docno_at: the docno of the i-th document (0 <= i < count), for drawing unjudged documents
+            by random index (``None``: the store cannot; :meth:`docno_at` then raises).
         max_cached: texts kept in memory.
 
     Example::
 
         texts = LazyTexts(lambda ids: {d.doc_id: d.text for d in store.get_many_iter(ids)},
-                          docnos=lambda: (d.doc_id for d in corpus.docs_iter()), count=corpus.docs_count)
+                          docnos=lambda: (d.doc_id for d in corpus.docs_iter()), count=corpus.docs_count,
+                          docno_at=lambda i: iter(store)[i].doc_id)
     """
 
     def __init__(self, fetch: Callable[[List[str]], Dict[str, str]], docnos: Callable[[], Iterator[str]],
-                 count: Callable[[], int], max_cached: int = 200_000):
+                 count: Callable[[], int], docno_at: Optional[Callable[[int], str]] = None,
+                 max_cached: int = 200_000):
         self._fetch = fetch
         self._docnos = docnos
         self._count = count
+        self._docno_at = docno_at
         self.max_cached = max_cached
         self._cache: 'OrderedDict[str, str]' = OrderedDict()
         self.fetched = 0
@@ -99,6 +104,12 @@ class LazyTexts(MappingABC):
 
     def __len__(self) -> int:
         return self._count()
+
+    def docno_at(self, i: int) -> str:
+        """The docno of the i-th document of the corpus (its store's order)."""
+        if self._docno_at is None:
+            raise SettingError(f'{self!r}: this document store cannot name a document by its position')
+        return str(self._docno_at(int(i)))
 
     def __repr__(self):
         return f'LazyTexts({len(self._cache)} in memory, {self.fetched} fetched)'
@@ -323,7 +334,8 @@ class PyTerrierDataset(Dataset):
 
         def fetch(docnos: List[str]) -> Dict[str, str]:
             return {d.doc_id: _doc_text(d) for d in store.get_many_iter(docnos)}
-        return LazyTexts(fetch, docnos=lambda: (d.doc_id for d in irds.docs_iter()), count=irds.docs_count)
+        return LazyTexts(fetch, docnos=lambda: (d.doc_id for d in irds.docs_iter()), count=irds.docs_count,
+                         docno_at=lambda i: iter(store)[i].doc_id)
 
     def get_topics(self) -> pd.DataFrame:
         topics = self._dataset.get_topics(self.variant) if self.variant else self._dataset.get_topics()

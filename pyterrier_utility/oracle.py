@@ -1,5 +1,6 @@
-"""Oracle contexts: k sampled relevant (Rel) or non-relevant (NRel) documents per query."""
-from typing import List, Mapping, Optional
+"""Oracle contexts: k relevant (Rel) or non-relevant (NRel) documents per query, sampled as the
+paper's text says or sorted by label as the authors' released runs are."""
+from typing import Callable, List, Mapping, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -7,13 +8,25 @@ import pyterrier as pt
 
 from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids, with_fewer_results
 from .datasets import texts_of
+from .errors import SettingError
+from .protocols import IndexedTexts
 from .settings import LabelSet, LabelsLike
+
+#: How an oracle picks its documents: ``'sampled'``, the paper's text (Section 3: Rel "samples a set
+#: of k relevant documents from the known set of assessed documents ... If the number of relevant
+#: documents for a query is less than k then we take all of them"); ``'authors'``, the authors'
+#: released runs (github.com/DanielTian97/rag-utility, ``res/oracle_dl_19.csv`` and
+#: ``res/reverse_oracle_dl_19.csv``): every judged document of the query sorted by label, highest
+#: first for Rel (padded with label 1 and 0 documents when fewer than k are relevant), lowest first
+#: for NRel.
+ORACLE_MODES = ('sampled', 'authors')
 
 
 class OracleSampler(pt.Transformer):
-    """Retrieves a random sample of judged relevant (or non-relevant) documents for each query.
+    """Retrieves judged relevant (or non-relevant) documents for each query: a random sample
+    (``mode='sampled'``), or every judged document sorted by label (``mode='authors'``).
 
-    ``relevant=True`` samples up to ``num_results`` documents whose label is in ``labels`` (all of
+    ``mode='sampled'``, ``relevant=True`` samples up to ``num_results`` documents whose label is in ``labels`` (all of
     them, in random order, when there are fewer). ``relevant=False`` samples judged documents with
     label at most ``nonrelevant_max_label``; with ``fill_unjudged=True`` it completes the sample
     from documents the query has no judgement for (on collections judged as exhaustive, such as
@@ -22,6 +35,18 @@ class OracleSampler(pt.Transformer):
     ``OracleSampler(...) % k`` is a uniform sample of k. Output: a result frame with ``text``,
     usable wherever a retriever is. Queries for which nothing can be sampled are absent, and named
     in a warning.
+
+    ``mode='authors'`` gives every judged document of the query, sorted by label from the highest
+    (Rel) or from the lowest (NRel), as the authors' released oracle runs are (:data:`ORACLE_MODES`):
+    Rel at k is then the k best-labelled documents whatever ``labels`` says, padded with partially
+    and non-relevant ones when fewer than k are relevant. Within a label, documents keep the order
+    of ``qrels`` (the authors' files follow no order we could recover: neither their qrels file's,
+    nor the docnos', nor a sort of their qrels, and it differs between their Rel and NRel files).
+
+    Unjudged documents (``fill_unjudged``) are drawn by random position in the corpus, never by
+    enumerating it: ``texts`` must be a ``dict`` or name its i-th document
+    (:class:`~pyterrier_utility.protocols.IndexedTexts`, as the texts of ir_datasets collections
+    do). A ``dict``'s documents are drawn in sorted docno order.
 
     Args:
         qrels: ``qid``, ``docno``, ``label``.
@@ -32,19 +57,29 @@ class OracleSampler(pt.Transformer):
         fill_unjudged: complete non-relevant samples from unjudged documents.
         num_results: the most documents per query.
         seed: the sampling seed.
+        mode: ``'sampled'`` or ``'authors'`` (:data:`ORACLE_MODES`).
 
     Example::
 
         rel = OracleSampler(qrels, dataset.texts, relevant=True, labels=2) % 5
         nrel = OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=True) % 5
+        authors_rel = OracleSampler(qrels, dataset.texts, mode='authors') % 5
     """
 
     def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, relevant: bool = True,
                  labels: LabelsLike = 2, nonrelevant_max_label: int = 0, fill_unjudged: bool = False,
-                 num_results: int = 1000, seed: int = 0):
+                 num_results: int = 1000, seed: int = 0, mode: str = 'sampled'):
         validate_columns('OracleSampler qrels', qrels, ['qid', 'docno', 'label'])
         check_int('OracleSampler', 'num_results', num_results, 1)
         check_int('OracleSampler', 'seed', seed, 0)
+        if mode not in ORACLE_MODES:
+            raise SettingError(f'OracleSampler: mode must be one of {list(ORACLE_MODES)}, got {mode!r}')
+        if fill_unjudged and mode == 'authors':
+            raise SettingError("OracleSampler: mode='authors' gives judged documents only; fill_unjudged needs "
+                               "mode='sampled'")
+        if fill_unjudged and not isinstance(texts, (dict, IndexedTexts)):
+            raise SettingError(f'OracleSampler: fill_unjudged draws documents by position: texts must be a dict '
+                               f'or have docno_at(i) and len() (as LazyTexts), got {type(texts).__name__}')
         labels = LabelSet.parse(labels)
         self.qrels = qrels
         self.texts = texts
@@ -54,33 +89,49 @@ class OracleSampler(pt.Transformer):
         self.fill_unjudged = fill_unjudged
         self.num_results = num_results
         self.seed = seed
+        self.mode = mode
         qrels = normalise_frame('OracleSampler qrels', qrels)
-        if relevant:
+        if mode == 'authors':
+            ordered = qrels.sort_values('label', ascending=not relevant, kind='stable')
+            self.pools = {q: list(g['docno']) for q, g in ordered.groupby('qid', sort=False)}
+        elif relevant:
             self.pools = labels.relevant_docnos(qrels)
         else:
             nonrel = qrels[qrels['label'] <= nonrelevant_max_label]
             self.pools = {q: list(g['docno']) for q, g in nonrel.groupby('qid', sort=False)}
         self.judged = {q: set(g['docno']) for q, g in qrels.groupby('qid', sort=False)}
-        self._corpus: Optional[List[str]] = None
+        self._corpus: Optional[Tuple[int, Callable[[int], str]]] = None
 
     def _rng(self, qid: str) -> np.random.Generator:
         return np.random.default_rng([self.seed, int(stable_hash(qid)[:8], 16)])
 
+    def corpus(self) -> Tuple[int, Callable[[int], str]]:
+        """The size of the corpus and the docno at a position, without enumerating an indexed corpus."""
+        if self._corpus is None:
+            if isinstance(self.texts, dict):
+                docnos = sorted(self.texts)
+                self._corpus = (len(docnos), docnos.__getitem__)
+            else:
+                self._corpus = (len(self.texts), self.texts.docno_at)
+        return self._corpus
+
     def sample(self, qid: str) -> List[str]:
         """The docnos sampled for one query, in context order."""
-        rng = self._rng(qid)
         pool = list(self.pools.get(qid, []))
+        if self.mode == 'authors':
+            return pool[:self.num_results]
+        rng = self._rng(qid)
         picked = [pool[i] for i in rng.permutation(len(pool))][:self.num_results]
         if not self.relevant and self.fill_unjudged and len(picked) < self.num_results:
-            if self._corpus is None:
-                self._corpus = sorted(self.texts)
+            size, docno_at = self.corpus()
             judged = self.judged.get(qid, set())
             need = self.num_results - len(picked)
-            for i in rng.permutation(len(self._corpus)):
+            for i in rng.permutation(size):
                 if need == 0:
                     break
-                if self._corpus[i] not in judged:
-                    picked.append(self._corpus[i])
+                docno = docno_at(int(i))
+                if docno not in judged:
+                    picked.append(docno)
                     need -= 1
         return picked
 
@@ -106,6 +157,9 @@ class OracleSampler(pt.Transformer):
         return pd.DataFrame(rows, columns=['qid', 'query', 'docno', 'text', 'score', 'rank'])
 
     def __repr__(self):
-        kind = (f'Rel, {self.labels}' if self.relevant else
-                f'NRel, label<={self.nonrelevant_max_label}' + (', unjudged filled' if self.fill_unjudged else ''))
-        return f'OracleSampler({kind}, num_results={self.num_results}, seed={self.seed})'
+        if self.mode == 'authors':
+            kind = 'Rel, sorted by label, highest first' if self.relevant else 'NRel, sorted by label, lowest first'
+        else:
+            kind = (f'Rel, {self.labels}' if self.relevant else
+                    f'NRel, label<={self.nonrelevant_max_label}' + (', unjudged filled' if self.fill_unjudged else ''))
+        return f'OracleSampler({kind}, mode={self.mode!r}, num_results={self.num_results}, seed={self.seed})'

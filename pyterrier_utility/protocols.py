@@ -60,6 +60,16 @@ class BatchTexts(Protocol):
     def get_many(self, docnos: Iterable[str]) -> Mapping[str, str]: ...
 
 
+@runtime_checkable
+class IndexedTexts(Protocol):
+    """A docno -> text mapping that names its i-th document without enumerating the corpus (an
+    ir_datasets docstore), so unjudged documents can be drawn by random index."""
+
+    def __len__(self) -> int: ...
+
+    def docno_at(self, i: int) -> str: ...
+
+
 def supports_seeds(backend) -> bool:
     """Whether ``generate(..., seeds=...)`` is honoured (the class attribute ``supports_seeds``)."""
     return bool(getattr(type(backend), 'supports_seeds', False))

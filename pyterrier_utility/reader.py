@@ -1,4 +1,5 @@
 """The reader: one answer per query (and sample) from a k-shot or 0-shot prompt."""
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
@@ -7,22 +8,19 @@ import pyterrier_alpha as pta
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
-from ._util import check, check_int, normalise_frame, warn_qids
+from ._util import check_int, normalise_frame, warn_qids
 from .cache import GenerationCache, warn_unseeded
 from .errors import FrameError
+from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
 from .settings import BASE_MODEL_STOP, STOP, Decoding
 
-#: The k-shot prompt of the study; ``{contexts}`` holds one formatted context per line.
-KSHOT_PROMPT = ('You are an expert at answering questions based on your own knowledge and related '
-                'context. Please answer this question based on the given context. End your answer '
-                'with STOP.\n{contexts}\nQuestion: {query}\nNow start your answer. Answer:')
-#: The 0-shot prompt of the study.
-ZEROSHOT_PROMPT = ('You are an expert at answering questions based on your own knowledge. Please '
-                   'answer this question. End your answer with STOP.\nQuestion: {query}\n'
-                   'Now start your answer. Answer:')
-CONTEXT_FORMAT = 'Context {i}: {text}'
-__all__ = ['BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'Reader', 'ZEROSHOT_PROMPT']
+#: The ``'plain'`` format's k-shot prompt; ``{contexts}`` holds one formatted context per line.
+KSHOT_PROMPT = PROMPT_FORMATS['plain'].kshot
+#: The ``'plain'`` format's 0-shot prompt.
+ZEROSHOT_PROMPT = PROMPT_FORMATS['plain'].zero_shot
+CONTEXT_FORMAT = PROMPT_FORMATS['plain'].context
+__all__ = ['BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'ZEROSHOT_PROMPT']
 
 
 class Reader(pt.Transformer):
@@ -30,7 +28,8 @@ class Reader(pt.Transformer):
 
     Given a result frame (``qid``, ``query``, ``docno``, ``text``, with ``rank`` or in rank order),
     the documents of each query become ``Context 1 .. Context k`` in rank order, never re-sorted by
-    score. Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
+    score, laid out by a :class:`~pyterrier_utility.prompts.PromptFormat` (``'plain'``, this
+    project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``). Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
     which is removed.
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay
@@ -56,25 +55,29 @@ class Reader(pt.Transformer):
         seed: the seed of sample 0.
         max_new_tokens: the most tokens per answer (``None``: the backend's own limit, which for
             the backends of this package is their :class:`~pyterrier_utility.settings.Decoding`'s).
-        stop: stop sequences, removed from the answer (``None``: the backend's decoding's, else
-            ``'STOP'``).
-        prompt: the k-shot template, with ``{contexts}`` and ``{query}``.
-        zero_shot_prompt: the 0-shot template, with ``{query}``.
-        context_format: one context line, with ``{i}`` (1-based) and ``{text}``.
+        stop: stop sequences, removed from the answer (``None``: the prompt format's, else the
+            backend's decoding's, else ``'STOP'``).
+        prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
+            :class:`~pyterrier_utility.prompts.PromptFormat`.
+        prompt: the k-shot template, with ``{contexts}`` and ``{query}`` (``None``: the format's).
+        zero_shot_prompt: the 0-shot template, with ``{query}`` (``None``: the format's).
+        context_format: one context line, with ``{i}`` (1-based) and ``{text}`` (``None``: the
+            format's).
         max_prompt_tokens: the most prompt tokens; ``None`` takes the backend's ``max_input_length``
             less the new tokens when the backend has a ``tokenizer`` (else prompts are not measured).
         verbose: show progress.
 
     Example::
 
-        reader = Reader(pyterrier_utility.backends.gemma3_270m(max_new_tokens=48))
+        reader = Reader(pyterrier_utility.backends.gemma3_270m(max_new_tokens=48), prompt_format='authors')
         answers = (dataset.bm25() % 5 >> reader)(dataset.get_topics().head(3))
     """
 
     def __init__(self, backend: Backend, *, n_samples: int = 1, seed: int = 0,
                  max_new_tokens: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
-                 prompt: str = KSHOT_PROMPT, zero_shot_prompt: str = ZEROSHOT_PROMPT,
-                 context_format: str = CONTEXT_FORMAT, max_prompt_tokens: Optional[int] = None,
+                 prompt_format: Union[str, PromptFormat] = 'plain', prompt: Optional[str] = None,
+                 zero_shot_prompt: Optional[str] = None, context_format: Optional[str] = None,
+                 max_prompt_tokens: Optional[int] = None,
                  verbose: bool = False):
         check_int('Reader', 'n_samples', n_samples, 1)
         check_int('Reader', 'seed', seed, 0)
@@ -82,24 +85,27 @@ class Reader(pt.Transformer):
             check_int('Reader', 'max_new_tokens', max_new_tokens, 1)
         if max_prompt_tokens is not None:
             check_int('Reader', 'max_prompt_tokens', max_prompt_tokens, 1)
-        for name, template, fields in (('prompt', prompt, ('{contexts}', '{query}')),
-                                       ('zero_shot_prompt', zero_shot_prompt, ('{query}',)),
-                                       ('context_format', context_format, ('{text}',))):
-            check(isinstance(template, str) and all(f in template for f in fields), 'Reader',
-                  f'{name} must be a string with {", ".join(fields)}, got {template!r}')
+        self.prompt_format = as_prompt_format(prompt_format)
+        self.prompt = prompt
+        self.zero_shot_prompt = zero_shot_prompt
+        self.context_format = context_format
+        overrides = {name: value for name, value in (('kshot', prompt), ('zero_shot', zero_shot_prompt),
+                                                     ('context', context_format)) if value is not None}
+        #: The format the prompts are built with: ``prompt_format`` with the templates given.
+        self.template = (replace(self.prompt_format, name=self.prompt_format.name + '+custom', **overrides)
+                         if overrides else self.prompt_format)
         self.backend = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
         warn_unseeded(self.backend.backend, n_samples)
         self.n_samples = n_samples
         self.seed = seed
         self.max_new_tokens = max_new_tokens
         inner = self.backend.backend
-        if stop is None:
+        if stop is None and self.template.stop is not None:
+            self.stop = list(self.template.stop)
+        elif stop is None:
             self.stop = list(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP)
         else:
             self.stop = list(Decoding(stop=stop).stop)
-        self.prompt = prompt
-        self.zero_shot_prompt = zero_shot_prompt
-        self.context_format = context_format
         self.verbose = verbose
         self.tokenizer = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
@@ -113,10 +119,7 @@ class Reader(pt.Transformer):
 
     def build_prompt(self, query: str, texts: Sequence[str] = ()) -> str:
         """The prompt for a query and its context texts (none: the 0-shot prompt)."""
-        if not len(texts):
-            return self.zero_shot_prompt.format(query=query)
-        contexts = '\n'.join(self.context_format.format(i=i, text=t) for i, t in enumerate(texts, 1))
-        return self.prompt.format(contexts=contexts, query=query)
+        return self.template.build(query, texts)
 
     def _tokens(self, text: str) -> List[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -226,13 +229,15 @@ class Reader(pt.Transformer):
         return out
 
     def answer(self, prompts: List[str]) -> List[List[str]]:
-        """Answers for each prompt, one per sample."""
-        return self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
-                                   stop_sequences=self.stop, verbose=self.verbose)
+        """Answers for each prompt, one per sample, read back by the prompt format."""
+        answers = self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
+                                      stop_sequences=self.stop, verbose=self.verbose)
+        return [[self.template.extract(a) for a in per_prompt] for per_prompt in answers]
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
         """0-shot answers for a query frame (``qid``, ``query``), one row per query and sample."""
         return self(queries[['qid', 'query']].drop_duplicates('qid'))
 
     def __repr__(self):
-        return f'Reader({self.backend.backend!r}, n_samples={self.n_samples}, seed={self.seed}, stop={self.stop!r})'
+        return (f'Reader({self.backend.backend!r}, n_samples={self.n_samples}, seed={self.seed}, stop={self.stop!r}, '
+                f'prompt_format={self.template.name!r})')

@@ -48,7 +48,7 @@ def gold_reader_for(reader: Reader, samples: int = 3, temperature: float = 0.5) 
                            'give gold_reader= (a Reader sampling them as you want)')
     cache = GenerationCache(backend.with_settings(temperature=temperature), reader.backend.path)
     return Reader(cache, n_samples=samples, seed=reader.seed, max_new_tokens=reader.max_new_tokens, stop=reader.stop,
-                  prompt=reader.prompt, zero_shot_prompt=reader.zero_shot_prompt,
+                  prompt_format=reader.prompt_format, prompt=reader.prompt, zero_shot_prompt=reader.zero_shot_prompt,
                   context_format=reader.context_format, max_prompt_tokens=reader.max_prompt_tokens,
                   verbose=reader.verbose)
 

@@ -140,8 +140,8 @@ def test_table1_markdown_layout():
         'utility': [0.12345, -0.5, 0.2, 0.1], 'n': [5] * 4, 'fbert_0shot': [0.4] * 4,
         'p_baseline': [0.01, np.nan, 0.2, np.nan], 'p_reversal': [np.nan] * 4, 'mark': ['\u2020', '', '', '']})
     assert ex.table1_markdown(table) == (
-        '**label>=2**: mean utility over 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
-        'ordering (paired t-test, p < 0.05)\n\n'
+        '**label>=2**: mean utility, n = 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
+        'ordering (paired t-test, p < 0.05; no mark on fewer than 5 paired queries, too few for the test to say much)\n\n'
         '| k | 0-shot FBERT | A | Rel |\n'
         '|---:|---:|---:|---:|\n'
         '| 1 | 0.400 | 0.123\u2020 | -0.500 |\n'
@@ -169,7 +169,7 @@ def test_figures_show_what_their_titles_say(tmp_path):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel']  # NRel left out, as the paper
     assert list(ax.lines[0].get_ydata()) == pytest.approx(ex.table1(per_query).query("system == 'A'")['utility'])
     fig4 = ex.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
-    assert [a.get_title() for a in fig4.axes] == ['A', 'A-r']  # the retrieval systems, not the oracles
+    assert [a.get_title().split('\n')[0] for a in fig4.axes] == ['label\u22652, A', 'label\u22652, A-r']  # not the oracles
     assert fig4.axes[0].get_xlabel() == 'nDCG@3 (context order)' and len(fig4.axes[0].lines) == 1  # least squares
     oracles = ex.ndcg_vs_utility(per_query, 3, systems=['Rel', 'NRel'])
     assert len(oracles.axes[1].lines) == 0  # NRel: nDCG constant, no line

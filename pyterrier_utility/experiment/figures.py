@@ -37,45 +37,56 @@ def _panels(plt, n: int, width: float = 4.2, height: float = 3.4, cols: int = 3)
     return fig, list(axes.flat[:n])
 
 
-def _datasets(per_query: pd.DataFrame):
-    """(name, part) per dataset; one unnamed part for a study over one collection."""
-    if 'dataset' not in per_query.columns:
-        return [('', per_query)]
-    return list(per_query.groupby('dataset', sort=False))
-
-
-def _labels(per_query: pd.DataFrame, labels: Optional[str]) -> str:
-    labels = labels or per_query['labels'].iloc[0]
+def _labels(per_query: pd.DataFrame, labels: Optional[str]) -> pd.DataFrame:
+    """The rows of one label set (``None``: every label set)."""
+    if labels is None:
+        return per_query
     if labels not in set(per_query['labels']):
         raise SettingError(f'no per-query values for {labels}; the study has {sorted(set(per_query["labels"]))}')
-    return labels
+    return per_query[per_query['labels'] == labels]
 
 
 def _title(*parts) -> str:
-    return ', '.join(str(p) for p in parts if p)
+    return ', '.join(str(p) for p in parts if p).replace('>=', '\u2265').replace('<=', '\u2264')
+
+
+def _groups(part: pd.DataFrame):
+    """((dataset, labels), rows) per panel of a study (dataset '' for one collection)."""
+    part = part if 'dataset' in part.columns else part.assign(dataset='')
+    return list(part.groupby(['dataset', 'labels'], sort=False))
+
+
+def _legend_outside(ax):
+    # Outside the axes, right: a legend inside covers the lines it names.
+    ax.legend(fontsize='small', loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
 def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = None, labels: Optional[str] = None,
-                 exclude: Sequence[str] = ('NRel',)):
-    """Figure 3: mean utility against k, a line per system, a panel per dataset and label set
-    (``labels``: one of them only). NRel is left out by default, as in the paper (its utilities lie
-    far below the others)."""
+                 exclude: Sequence[str] = ('NRel',), resamples: int = 1000):
+    """Figure 3: mean utility against k, a line per system with its 95% bootstrap interval over
+    queries (error bars, :func:`stats.utility_ci`), a panel per dataset and label set (``labels``:
+    one of them only). NRel is left out by default, as in the paper (its utilities lie far below the
+    others); the panel's title says so."""
     plt = _pyplot()
-    part = per_query if labels is None else per_query[per_query['labels'] == _labels(per_query, labels)]
+    part = _labels(per_query, labels)
     part = part[~part['system'].isin(exclude)]
-    table = stats.table1(part, baseline=None)
-    keys = [k for k in ('dataset', 'labels') if k in table.columns]
-    groups = list(table.groupby(keys, sort=False))
-    fig, axes = _panels(plt, len(groups), width=5.5, height=4)
-    for ax, (key, cell) in zip(axes, groups):
+    ci = stats.utility_ci(part.assign(dataset=part.get('dataset', '')), resamples=resamples)
+    groups = _groups(ci)
+    fig, axes = _panels(plt, len(groups), width=6.5, height=4)
+    left_out = [s for s in exclude if s in set(per_query['system'])]
+    for ax, ((dataset, label_set), cell) in zip(axes, groups):
         for system, line in cell.groupby('system', sort=False):
-            ax.plot(line['k'], line['utility'], marker='o', label=system)
+            ax.errorbar(line['k'], line['utility'], yerr=[line['utility'] - line['low'], line['high'] - line['utility']],
+                        marker='o', capsize=3, label=system)
         ax.axhline(0, color='grey', lw=0.8, ls=':')
         ax.set_xlabel('k (documents in the context)')
         ax.set_ylabel('mean utility U')
-        ax.set_title(_title('Utility vs k', *(key if isinstance(key, tuple) else (key,))))
+        n = int(cell['n'].max()) if len(cell) else 0
+        ax.set_title(_title('Utility vs k', dataset, label_set, f'n = {n} queries')
+                     + (f'\n(95% bootstrap intervals; not drawn: {", ".join(left_out)})' if left_out
+                        else '\n(95% bootstrap intervals)'), fontsize='medium')
         ax.set_xticks(sorted(cell['k'].unique()))
-        ax.legend(fontsize='small')
+        _legend_outside(ax)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -84,63 +95,88 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
                     path: Optional[Union[str, Path]] = None, systems: Optional[Sequence[str]] = None,
                     ndcg_order: str = 'context'):
     """Figure 4: per-query nDCG@k against utility at one k, with the least-squares line: a row per
-    dataset, a panel per system (default: the retrieval systems and their reversals, as the paper)."""
+    dataset and label set (``labels``: one only), a panel per system (default: the retrieval systems
+    and their reversals, as the paper), axes shared. Each panel gives n, Pearson r and its p; no line
+    where r is undefined (fewer than 3 queries or a constant side), and the panel says so."""
     plt = _pyplot()
-    labels = _labels(per_query, labels)
-    part = per_query[(per_query['labels'] == labels) & (per_query['k'] == k)]
+    part = _labels(per_query, labels)
+    part = part[part['k'] == k]
     if part.empty:
-        raise SettingError(f'ndcg_vs_utility: no per-query values for k={k} and {labels}')
+        raise SettingError(f'ndcg_vs_utility: no per-query values for k={k}' + (f' and {labels}' if labels else ''))
     systems = list(systems or [s for s in dict.fromkeys(part['system']) if s not in ORACLES]
                    or list(dict.fromkeys(part['system'])))
-    datasets = _datasets(part)
-    fig, axes = plt.subplots(len(datasets), len(systems), figsize=(4.2 * len(systems), 3.4 * len(datasets)),
-                             squeeze=False)
-    for row, (dataset, cell_part) in zip(axes, datasets):
-        for ax, system in zip(row, systems):
+    groups = _groups(part)
+    cols = len(systems) if len(groups) > 1 else int(np.ceil(np.sqrt(len(systems))))
+    rows = len(groups) * int(np.ceil(len(systems) / cols))
+    fig, grid = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False, sharex=True, sharey=True)
+    axes = iter(grid.flat)
+    for (dataset, label_set), cell_part in groups:
+        for system in systems:
+            ax = next(axes)
             cell = cell_part[cell_part['system'] == system]
             x, y = cell['ndcg'].to_numpy(float), cell['utility'].to_numpy(float)
             finite = np.isfinite(x) & np.isfinite(y)
-            ax.scatter(x[finite], y[finite], s=18, alpha=0.7, label='query')
-            r, _ = stats.correlation(x, y)
-            if finite.sum() >= 2 and np.ptp(x[finite]) > 0:
+            ax.scatter(x[finite], y[finite], s=14, alpha=0.7)
+            r, p = stats.correlation(x, y)
+            if np.isfinite(r):
                 slope, intercept = np.polyfit(x[finite], y[finite], 1)
-                grid = np.linspace(x[finite].min(), x[finite].max(), 2)
-                ax.plot(grid, slope * grid + intercept, color='black', label=f'least squares (r={r:.2f})')
-            ax.set_xlabel(f'nDCG@{k} ({ndcg_order} order)')
-            ax.set_ylabel('utility U')
-            ax.set_title(_title(dataset, system))
-            ax.legend(fontsize='x-small')
-    fig.suptitle(f'Per-query nDCG@{k} vs utility ({labels})')
+                grid_x = np.linspace(x[finite].min(), x[finite].max(), 2)
+                ax.plot(grid_x, slope * grid_x + intercept, color='black', lw=1)
+                fit = f'r = {r:.2f}, p = {p:.2g}'
+            else:
+                fit = 'no line: r undefined'
+            ax.set_title(_title(dataset, label_set, system) + f'\nn = {int(finite.sum())}, {fit}', fontsize='small')
+    for ax in axes:
+        ax.set_visible(False)
+    for ax in grid[-1]:
+        ax.set_xlabel(f'nDCG@{k} ({ndcg_order} order)')
+    for ax in grid[:, 0]:
+        ax.set_ylabel('utility U')
+    fig.suptitle(f'Per-query nDCG@{k} vs utility, with least-squares lines')
     fig.tight_layout()
     return _save(fig, path)
 
 
 def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: Optional[str] = None,
-                     path: Optional[Union[str, Path]] = None):
-    """Figure 5: the correlation of nDCG@k and utility across queries against k, a line per system,
-    a panel per dataset."""
+                     path: Optional[Union[str, Path]] = None, resamples: int = 1000):
+    """Figure 5: the correlation of nDCG@k and utility across queries against k, a line per system
+    with its 95% bootstrap interval over queries, a panel per dataset and label set (``labels``: one
+    only). A system whose r is undefined at every k (NRel, whose nDCG is 0; any with fewer than 3
+    queries) is not drawn, and the panel names it."""
     plt = _pyplot()
-    labels = _labels(per_query, labels)
-    datasets = _datasets(per_query[per_query['labels'] == labels])
-    fig, axes = _panels(plt, len(datasets), width=5.5, height=4)
-    for ax, (dataset, part) in zip(axes, datasets):
-        corr = stats.correlations(part.drop(columns=['dataset'], errors='ignore'), method=method)
+    groups = _groups(_labels(per_query, labels))
+    fig, axes = _panels(plt, len(groups), width=6.5, height=4)
+    for ax, ((dataset, label_set), part) in zip(axes, groups):
+        corr = stats.correlations(part.drop(columns=['dataset']), method=method, resamples=resamples)
+        drawn, undefined = [], []
         for system, line in corr.groupby('system', sort=False):
             if line['r'].notna().any():
-                ax.plot(line['k'], line['r'], marker='o', label=system)
+                ax.errorbar(line['k'], line['r'], yerr=[line['r'] - line['low'], line['high'] - line['r']],
+                            marker='o', capsize=3, label=system)
+                drawn.append(system)
+            else:
+                undefined.append(system)
         ax.axhline(0, color='grey', lw=0.8, ls=':')
         ax.set_xlabel('k (documents in the context)')
         ax.set_ylabel(f'{method.capitalize()} r(nDCG@k, U)')
-        ax.set_title(_title('Correlation of nDCG@k and utility vs k', dataset, labels))
+        n = int(corr['n'].max()) if len(corr) else 0
+        note = (f'not drawn, r undefined (fewer than 3 queries, or nDCG or U constant): {", ".join(undefined)}'
+                if undefined else '95% bootstrap intervals')
+        ax.set_title(_title('Correlation of nDCG@k and utility vs k', dataset, label_set, f'n = {n} queries')
+                     + '\n' + note, fontsize='medium')
         ax.set_xticks(sorted(corr['k'].unique()))
-        ax.legend(fontsize='small')
+        if drawn:
+            _legend_outside(ax)
+        else:
+            ax.text(0.5, 0.5, 'nothing to draw', ha='center', va='center', transform=ax.transAxes)
     fig.tight_layout()
     return _save(fig, path)
 
 
 def draw_figures(per_query: pd.DataFrame, folder: Union[str, Path], fig4_k: int, labels: Optional[str] = None,
                  ndcg_order: str = 'context', formats: Sequence[str] = ('png', 'pdf')) -> list:
-    """Figures 3-5 of a study into ``folder``, each as PNG and PDF; returns the file names."""
+    """Figures 3-5 of a study into ``folder``, each as PNG and PDF, each with a panel per dataset and
+    label set (``labels``: one only); returns the file names."""
     plt = _pyplot()
     folder = Path(folder)
     figures = {'fig3_utility_vs_k': lambda: utility_vs_k(per_query, labels=labels),

@@ -11,6 +11,11 @@ from ..errors import SettingError
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.
 BASELINE_MARK = '\u2020'
 REVERSAL_MARK = '\u2021'
+#: The fewest paired queries a mark is given on: a paired t-test over 2-4 queries has 1-3 degrees of
+#: freedom, and its p-value says little (this project's choice).
+MIN_N = 5
+#: The systems a table does not mark as best: the oracles are bounds, not competitors.
+ORACLES = ('Rel', 'NRel')
 
 
 def _paired(per_query: pd.DataFrame, a: str, b: str, column: str = 'utility') -> Tuple[np.ndarray, np.ndarray]:
@@ -18,6 +23,14 @@ def _paired(per_query: pd.DataFrame, a: str, b: str, column: str = 'utility') ->
     pivot = per_query.pivot(index='qid', columns='system', values=column)
     both = pivot[[a, b]].dropna()
     return both[a].to_numpy(float), both[b].to_numpy(float)
+
+
+def _test(cell: pd.DataFrame, a: str, b: Optional[str], systems) -> Tuple[float, int]:
+    """The paired t-test of ``a`` against ``b`` and the number of queries paired (NaN, 0 without ``b``)."""
+    if b is None or b == a or b not in systems:
+        return float('nan'), 0
+    x, y = _paired(cell, a, b)
+    return paired_ttest(x, y), len(x)
 
 
 def paired_ttest(x: np.ndarray, y: np.ndarray) -> float:
@@ -49,7 +62,7 @@ def adjust(p_values, method: Optional[str]) -> np.ndarray:
 
 
 def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-           reversed_suffix: str = '-r', correction: Optional[str] = None) -> pd.DataFrame:
+           reversed_suffix: str = '-r', correction: Optional[str] = None, min_n: int = MIN_N) -> pd.DataFrame:
     """Mean utility per (dataset,) label set, k and system, with paired t-tests over queries.
 
     ``p_baseline``: the system against ``baseline``; ``p_reversal``: a reversed system (name ending
@@ -58,7 +71,8 @@ def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: floa
     whose utility is finite (``n``); ``fbert_0shot`` is the mean 0-shot FBERT of the label set.
     With ``correction`` (e.g. ``'holm'``), each family of tests — the systems against the baseline,
     the reversals against their orderings, within one dataset, label set and k — is corrected, and
-    the p-values reported are the corrected ones.
+    the p-values reported are the corrected ones. A test over fewer than ``min_n`` paired queries
+    gives its p-value but no mark.
 
     Args:
         per_query: :attr:`StudyResults.per_query` (``labels``, ``system``, ``k``, ``qid``,
@@ -67,44 +81,62 @@ def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: floa
         alpha: the significance level.
         reversed_suffix: how reversed systems are named.
         correction: a multiple-testing correction method of statsmodels, or ``None``.
+        min_n: the fewest paired queries a mark is given on (:data:`MIN_N`).
     """
     rows = []
     keys, groups = _cells(per_query, 'k')
     for key, cell in groups:
         systems = list(dict.fromkeys(cell['system']))
         p0 = cell.drop_duplicates('qid')['fbert_0shot'].mean()
-        p_base, p_rev = [], []
-        for system in systems:
-            p_base.append(paired_ttest(*_paired(cell, system, baseline))
-                          if baseline in systems and system != baseline else float('nan'))
-            base = system[:-len(reversed_suffix)] if system.endswith(reversed_suffix) else None
-            p_rev.append(paired_ttest(*_paired(cell, system, base)) if base in systems else float('nan'))
-        p_base, p_rev = adjust(p_base, correction), adjust(p_rev, correction)
-        for system, pb, pr in zip(systems, p_base, p_rev):
+        base_tests = [_test(cell, system, baseline, systems) for system in systems]
+        rev_tests = [_test(cell, system, system[:-len(reversed_suffix)] if system.endswith(reversed_suffix) else None,
+                           systems) for system in systems]
+        p_base = adjust([p for p, _ in base_tests], correction)
+        p_rev = adjust([p for p, _ in rev_tests], correction)
+        for system, pb, pr, (_, nb), (_, nr) in zip(systems, p_base, p_rev, base_tests, rev_tests):
             u = cell.loc[cell['system'] == system, 'utility'].to_numpy(float)
-            mark = (BASELINE_MARK if pb < alpha else '') + (REVERSAL_MARK if pr < alpha else '')
+            mark = ((BASELINE_MARK if pb < alpha and nb >= min_n else '')
+                    + (REVERSAL_MARK if pr < alpha and nr >= min_n else ''))
             rows.append((*key, system, np.nanmean(u) if np.isfinite(u).any() else float('nan'),
                          int(np.isfinite(u).sum()), p0, pb, pr, mark))
     return pd.DataFrame(rows, columns=keys + ['system', 'utility', 'n', 'fbert_0shot', 'p_baseline',
                                               'p_reversal', 'mark'])
 
 
-def _legend(baseline: Optional[str], alpha: float, correction: Optional[str]) -> str:
+def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:
     return ((f'{BASELINE_MARK} differs from {baseline}, ' if baseline else '')
             + f'{REVERSAL_MARK} differs from its unreversed ordering (paired t-test, p < {alpha}'
-            + (f', {correction} correction' if correction else '') + ')')
+            + (f', {correction} correction' if correction else '')
+            + f'; no mark on fewer than {min_n} paired queries, too few for the test to say much)')
+
+
+def _n_text(part: pd.DataFrame) -> str:
+    """The number of queries behind the means of a table part: one number, or the range over its cells."""
+    n = part.loc[np.isfinite(part['utility'].to_numpy(float)), 'n']
+    if n.empty:
+        return 'n = 0 queries'
+    low, high = int(n.min()), int(n.max())
+    return f'n = {high} queries' if low == high else f'n = {low}\u2013{high} queries per cell'
+
+
+def _n_legend(table: pd.DataFrame) -> str:
+    """``_n_text`` of each dataset (of the whole table for one dataset)."""
+    if 'dataset' not in table.columns or table['dataset'].nunique() == 1:
+        return _n_text(table)
+    return '; '.join(f'{d}: {_n_text(part)}' for d, part in table.groupby('dataset', sort=False))
 
 
 def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-                    digits: int = 3, correction: Optional[str] = None) -> str:
-    """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system."""
+                    digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
+    """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system;
+    each block says over how many queries its means are."""
     blocks = []
     keys = [k for k in ('dataset', 'labels') if k in table.columns]
     for key, part in table.groupby(keys, sort=False):
         title = ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,)))
         systems = list(dict.fromkeys(part['system']))
         header = ['k', '0-shot FBERT'] + systems
-        lines = [f'**{title}**: mean utility over {part["n"].max()} queries; ' + _legend(baseline, alpha, correction),
+        lines = [f'**{title}**: mean utility, {_n_text(part)}; ' + _legend(baseline, alpha, correction, min_n),
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
         for k, row in part.groupby('k', sort=False):
             cells = {s: f'{u:.{digits}f}{m}' for s, u, m in zip(row['system'], row['utility'], row['mark'])}
@@ -114,81 +146,140 @@ def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha:
     return '\n\n'.join(blocks) + '\n'
 
 
-def _paper_layout(table: pd.DataFrame, digits: int):
-    """Rows (dataset, 0-shot FBERT per label set, system) and columns (label set, k), as the paper prints."""
+def _paper_layout(table: pd.DataFrame):
+    """Rows (dataset, 0-shot FBERT per label set, system, cells) and columns (label set, k), as the paper
+    prints them; a cell is (mean U, mark, best), best being the highest mean U of its column within the
+    dataset among the systems other than the oracles."""
     table = table if 'dataset' in table.columns else table.assign(dataset='')
     label_sets = list(dict.fromkeys(table['labels']))
     ks = list(dict.fromkeys(table['k']))
     rows = []
     for dataset, part in table.groupby('dataset', sort=False):
-        zero = ' / '.join(f'{part.loc[part["labels"] == lab, "fbert_0shot"].iloc[0]:.{digits}f}' for lab in label_sets
-                          if (part['labels'] == lab).any())
+        zeros = [part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0] if (part['labels'] == lab).any()
+                 else float('nan') for lab in label_sets]
+        finite = part[np.isfinite(part['utility'].to_numpy(float)) & ~part['system'].isin(ORACLES)]
+        best = finite.groupby(['labels', 'k'])['utility'].max()
         for i, system in enumerate(dict.fromkeys(part['system'])):
             cells = []
             for lab in label_sets:
                 for k in ks:
                     hit = part[(part['labels'] == lab) & (part['k'] == k) & (part['system'] == system)]
-                    cells.append(('', '') if hit.empty or not np.isfinite(hit['utility'].iloc[0])
-                                 else (f'{hit["utility"].iloc[0]:.{digits}f}', hit['mark'].iloc[0]))
-            rows.append((dataset if i == 0 else '', zero if i == 0 else '', system, cells))
+                    u = hit['utility'].iloc[0] if len(hit) else float('nan')
+                    cells.append((u, hit['mark'].iloc[0] if len(hit) else '',
+                                  system not in ORACLES and np.isfinite(u) and u == best.get((lab, k))))
+            rows.append((dataset, zeros if i == 0 else None, system, cells))
     return label_sets, ks, rows
 
 
 def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-                 digits: int = 4, correction: Optional[str] = None) -> str:
+                 digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
-    label set side by side, the 0-shot FBERT of each dataset (one value per label set), † and ‡.
+    label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
 
-    ``fmt``: ``'markdown'`` or ``'latex'`` (booktabs: ``\\usepackage{booktabs}``).
+    ``fmt``: ``'markdown'`` (the 0-shot FBERT of the label sets in one column, ``a / b``) or
+    ``'latex'``: a ``table`` with a caption (legend and n), booktabs rules (``\\usepackage{booktabs}``),
+    a 0-shot column per label set, a Dataset column only for several datasets, minus signs, and the
+    best retrieval system of each column in bold (the oracles Rel and NRel are not compared).
     """
     if fmt not in ('markdown', 'latex'):
         raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
-    label_sets, ks, rows = _paper_layout(table, digits)
+    label_sets, ks, rows = _paper_layout(table)
+    legend = f'Mean utility, {_n_legend(table)}; ' + _legend(baseline, alpha, correction, min_n)
     if fmt == 'markdown':
+        def number(x):
+            return '' if not np.isfinite(x) else f'{x:.{digits}f}'
         header = ['Dataset', '0-shot FBERT', 'System'] + [f'{lab}, k={k}' for lab in label_sets for k in ks]
         lines = ['| ' + ' | '.join(header) + ' |', '|---|---:|---|' + '---:|' * (len(header) - 3)]
-        lines += ['| ' + ' | '.join([d, z, s] + [u + m for u, m in cells]) + ' |' for d, z, s, cells in rows]
-        return 'Mean utility; ' + _legend(baseline, alpha, correction) + '\n\n' + '\n'.join(lines) + '\n'
+        for d, zeros, s, cells in rows:
+            zero = ' / '.join(number(z) for z in zeros if np.isfinite(z)) if zeros is not None else ''
+            lines.append('| ' + ' | '.join([d if zeros is not None else '', zero, s]
+                                           + [number(u) + (m if number(u) else '') for u, m, _ in cells]) + ' |')
+        return legend + '\n\n' + '\n'.join(lines) + '\n'
+    return _latex_table(label_sets, ks, rows, legend, digits)
+
+
+def _latex_number(x: float, digits: int) -> str:
+    return '' if not np.isfinite(x) else f'{x:.{digits}f}'.replace('-', '$-$')
+
+
+def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
     marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger'}
 
-    def cell(u, m):
-        return u + (f'$^{{{"".join(marks[c] for c in m)}}}$' if m else '')
-    n = len(ks)
-    lines = ['% ' + _legend(baseline, alpha, correction), '\\begin{tabular}{lrl' + 'r' * n * len(label_sets) + '}',
-             '\\toprule',
-             'Dataset & 0-shot $F_{\\mathrm{BERT}}$ & System & '
-             + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}' for lab in label_sets) + ' \\\\',
-             ''.join(f'\\cmidrule(lr){{{4 + i * n}-{3 + (i + 1) * n}}}' for i in range(len(label_sets))),
-             ' & & & ' + ' & '.join(f'$k={k}$' for _ in label_sets for k in ks) + ' \\\\', '\\midrule']
-    for i, (d, z, s, cells) in enumerate(rows):
-        if d and i:
+    def cell(u, m, best):
+        text = _latex_number(u, digits)
+        if text and best:
+            text = f'\\textbf{{{text}}}'
+        return text + (f'$^{{{"".join(marks[c] for c in m)}}}$' if text and m else '')
+    several = len({d for d, _, _, _ in rows}) > 1
+    lead = ['Dataset', 'System'] if several else ['System']
+    n = len(ks) + 1
+    first = len(lead) + 1
+    caption = _latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
+    lines = ['\\begin{table}', '\\centering',
+             f'\\caption{{{caption}. 0-shot: the mean $F_{{\\mathrm{{BERT}}}}$ of the answers without context; '
+             'in bold, the best retrieval system of each column.}', '\\label{tab:utility}',
+             '\\begin{tabular}{' + 'l' * len(lead) + 'r' * n * len(label_sets) + '}', '\\toprule',
+             ' & ' * (len(lead) - 1) + ' & ' + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}'
+                                                       for lab in label_sets) + ' \\\\',
+             ''.join(f'\\cmidrule(lr){{{first + i * n}-{first - 1 + (i + 1) * n}}}' for i in range(len(label_sets))),
+             ' & '.join(lead + [c for _ in label_sets for c in ['0-shot'] + [f'$k={k}$' for k in ks]]) + ' \\\\',
+             '\\midrule']
+    for i, (d, zeros, s, cells) in enumerate(rows):
+        if zeros is not None and i:
             lines.append('\\midrule')
-        lines.append(' & '.join([_latex(d), z, _latex(s)] + [cell(u, m) for u, m in cells]) + ' \\\\')
-    lines += ['\\bottomrule', '\\end{tabular}']
+        out = ([_latex(d) if zeros is not None else ''] if several else []) + [_latex(s)]
+        for j in range(len(label_sets)):
+            out.append(_latex_number(zeros[j], digits) if zeros is not None else '')
+            out += [cell(*c) for c in cells[j * len(ks):(j + 1) * len(ks)]]
+        lines.append(' & '.join(out) + ' \\\\')
+    lines += ['\\bottomrule', '\\end{tabular}', '\\end{table}']
     return '\n'.join(lines) + '\n'
 
 
 def _latex(text: str) -> str:
     special = {'\\': '\\textbackslash{}', '~': '\\textasciitilde{}', **{c: '\\' + c for c in '&%$#_{}'}}
-    return ''.join(special.get(c, c) for c in str(text)).replace('>=', '$\\geq$ ')
+    return (''.join(special.get(c, c) for c in str(text)).replace('>=', '$\\geq$').replace('<', '$<$')
+            .replace('\u2013', '--'))
 
 
 def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndcg',
-                 y: str = 'utility') -> pd.DataFrame:
+                 y: str = 'utility', resamples: int = 0, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Correlation of ``x`` (nDCG@k) and ``y`` (U) across queries, per label set, system and k.
 
     ``method``: pearson, spearman or kendall (tau-b). NaN where undefined (a constant side, such
-    as NRel's nDCG of 0, or fewer than 3 queries).
+    as NRel's nDCG of 0, or fewer than 3 queries). With ``resamples``, ``low`` and ``high`` hold a
+    percentile bootstrap interval of r over queries (resampled pairs; resamples where r is undefined
+    are left out), each cell with its own generator seeded by ``seed``.
     """
     if method not in METHODS:
         raise SettingError(f'correlations: method must be one of {sorted(METHODS)}, got {method!r}')
+    _check_level('correlations', level)
     rows = []
     keys, groups = _cells(per_query, 'system', 'k')
     for key, cell in groups:
-        r, p = correlation(cell[x], cell[y], method)
-        n = int((np.isfinite(cell[x].to_numpy(float)) & np.isfinite(cell[y].to_numpy(float))).sum())
-        rows.append((*key, method, r, p, n))
-    return pd.DataFrame(rows, columns=keys + ['method', 'r', 'p', 'n'])
+        xs, ys = cell[x].to_numpy(float), cell[y].to_numpy(float)
+        finite = np.isfinite(xs) & np.isfinite(ys)
+        r, p = correlation(xs, ys, method)
+        bounds = ()
+        if resamples:
+            bounds = (float('nan'),) * 2
+            if np.isfinite(r):
+                xs, ys = xs[finite], ys[finite]
+                draws = np.random.default_rng(seed).integers(0, len(xs), (resamples, len(xs)))
+                rs = np.array([correlation(xs[i], ys[i], method)[0] for i in draws])
+                if np.isfinite(rs).any():
+                    bounds = tuple(float(b) for b in np.nanpercentile(rs, _tails(level)))
+        rows.append((*key, method, r, p, int(finite.sum()), *bounds))
+    return pd.DataFrame(rows, columns=keys + ['method', 'r', 'p', 'n'] + (['low', 'high'] if resamples else []))
+
+
+def _check_level(name: str, level: float) -> None:
+    if not 0 < level < 1:
+        raise SettingError(f'{name}: level must lie between 0 and 1, got {level!r}')
+
+
+def _tails(level: float):
+    return [100 * (1 - level) / 2, 100 * (1 + level) / 2]
 
 
 def utility_ci(per_query: pd.DataFrame, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
@@ -210,11 +301,10 @@ def utility_ci(per_query: pd.DataFrame, resamples: int = 1000, level: float = 0.
         ci = utility_ci(results.per_query)
         print(ci[['system', 'k', 'utility', 'low', 'high']])
     """
-    if not 0 < level < 1:
-        raise SettingError(f'utility_ci: level must lie between 0 and 1, got {level!r}')
+    _check_level('utility_ci', level)
     rows = []
     keys, groups = _cells(per_query, 'system', 'k')
-    tails = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
+    tails = _tails(level)
     for key, cell in groups:
         u = cell['utility'].to_numpy(float)
         u = u[np.isfinite(u)]
@@ -224,3 +314,28 @@ def utility_ci(per_query: pd.DataFrame, resamples: int = 1000, level: float = 0.
             low, high = np.percentile(means, tails)
         rows.append((*key, len(u), u.mean() if len(u) else float('nan'), float(low), float(high)))
     return pd.DataFrame(rows, columns=keys + ['n', 'utility', 'low', 'high'])
+
+
+def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """``per_query`` with U read per sample: the mean over samples j of (P_k,j - P_0,j) / P_0,j, where
+    the study's U is a ratio of means, (mean_j P_k,j - mean_j P_0,j) / mean_j P_0,j. A sample whose
+    P_0,j is 0 is left out of its query's mean (NaN when all are).
+
+    Args:
+        per_query: :attr:`StudyResults.per_query`.
+        scores: :attr:`StudyResults.scores` (``labels``, ``system``, ``k``, ``qid``, ``sample``,
+            ``fbert``; the 0-shot answers as ``system`` '0-shot'; ``dataset`` for several).
+
+    Example::
+
+        table1(per_sample_utility(results.per_query, results.scores))
+    """
+    keys = [c for c in ('dataset', 'labels') if c in per_query.columns]
+    zero = scores[scores['system'] == '0-shot'].drop_duplicates(keys + ['qid', 'sample'])
+    zero = zero.set_index(keys + ['qid', 'sample'])['fbert'].rename('p0')
+    k_shot = scores[scores['system'] != '0-shot'].join(zero, on=keys + ['qid', 'sample'])
+    with np.errstate(divide='ignore', invalid='ignore'):
+        ratio = (k_shot['fbert'] - k_shot['p0']) / k_shot['p0'].where(k_shot['p0'] != 0)
+    u = k_shot.assign(u=ratio).groupby(keys + ['system', 'k', 'qid'], sort=False)['u'].mean()
+    out = per_query.drop(columns='utility').join(u.rename('utility'), on=keys + ['system', 'k', 'qid'])
+    return out[per_query.columns]

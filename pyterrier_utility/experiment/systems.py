@@ -7,7 +7,7 @@ import pyterrier as pt
 from ..errors import SettingError
 from ..settings import LabelsLike
 from ..models import RERANKERS
-from ..oracle import OracleSampler
+from ..oracle import ORACLE_MODES, OracleSampler
 
 #: The systems of the study (and those reported reversed), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel')
@@ -17,7 +17,7 @@ REVERSED_SYSTEMS = ('BM25', 'Neural')
 def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: LabelsLike = 2,
                     seed: int = 0, depth: int = 100, index: Optional[str] = None,
                     bm25: str = 'pisa', verbose: bool = False, retrieval: bool = True,
-                    reranker: bool = True) -> Dict[str, pt.Transformer]:
+                    reranker: bool = True, oracle: str = 'sampled') -> Dict[str, pt.Transformer]:
     """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
 
     Args:
@@ -33,12 +33,18 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         verbose: keep the engines' own logs.
         retrieval: build BM25 (its index) and the re-ranker; ``False`` gives the oracles alone.
         reranker: load the neural re-ranker (``False``: no ``Neural`` system).
+        oracle: how Rel and NRel pick documents: ``'sampled'`` (the paper's text: a random sample of
+            relevant / judged non-relevant documents, NRel completed from unjudged ones) or
+            ``'authors'`` (the authors' released runs: every judged document sorted by label,
+            highest first for Rel, lowest first for NRel); see :data:`~pyterrier_utility.oracle.ORACLE_MODES`.
 
     Example::
 
         systems = default_systems(d, d.get_qrels())
         results = run_study(topics, d.get_qrels(), systems, reader, d.texts, reverse=['BM25', 'Neural'])
     """
+    if oracle not in ORACLE_MODES:
+        raise SettingError(f'default_systems: oracle must be one of {list(ORACLE_MODES)}, got {oracle!r}')
     if neural not in RERANKERS:
         raise SettingError(f'default_systems: neural must be one of {sorted(RERANKERS)}, got {neural!r}')
     systems = {}
@@ -48,7 +54,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
             systems['Neural'] = systems['BM25'] >> RERANKERS[neural]()
     return {
         **systems,
-        'Rel': OracleSampler(qrels, dataset.texts, labels=labels, seed=seed, num_results=depth),
-        'NRel': OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=True, seed=seed,
-                              num_results=depth),
+        'Rel': OracleSampler(qrels, dataset.texts, labels=labels, seed=seed, num_results=depth, mode=oracle),
+        'NRel': OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=oracle == 'sampled', seed=seed,
+                              num_results=depth, mode=oracle),
     }

@@ -1,0 +1,107 @@
+"""Prompt formats: the k-shot and 0-shot templates, the layout of one context and how an answer is
+read back, as one named value (:data:`PROMPT_FORMATS`).
+
+Every answer, so every P and U, depends on the exact prompt string; the formats keep the layouts
+apart by name, with their source:
+
+- ``'plain'``: this project's layout: Figure 2's words (Tian et al., ECIR 2025), unquoted, one
+  part per line, "Answer:" on the line of "Now start your answer." (Figure 2 sets it on a line of
+  its own).
+- ``'authors'``: the layout the authors' code builds (github.com/DanielTian97/rag-utility,
+  ``tools/prompt_tools.py``: ``compose_context``, ``prompt_assembler``, ``prompt_assembler_0``
+  with ``long_answer=True``): texts and query in double quotes, ``;`` after each context, a space
+  before the first newline, "Answer: " on its own line.
+- ``'authors-short'``: the same file's ``long_answer=False`` prompts (their NQ runs): an answer
+  "within 5 words" between ``<answer>`` and ``</answer>``, the prompt ending in ``<answer>``,
+  generation stopped at ``</answer>`` (``tools/llama_tools.py``).
+"""
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+from .errors import SettingError
+
+__all__ = ['PROMPT_FORMATS', 'PromptFormat', 'prompt_format']
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How a query and its context texts become a prompt, and an answer is read back.
+
+    Args:
+        name: the format's name.
+        kshot: the k-shot template, with ``{contexts}`` (the context lines joined by newlines) and
+            ``{query}``.
+        zero_shot: the 0-shot template, with ``{query}``.
+        context: one context, with ``{i}`` (1-based) and ``{text}``.
+        stop: the stop sequences the format asks for (``None``: those of the backend's decoding).
+        answer_tags: ``(open, close)``: the answer is the text between them (the prompt may end
+            with ``open``; the text after ``close`` is dropped).
+
+    Example::
+
+        fmt = PROMPT_FORMATS['authors']
+        fmt.build('what is a sigmet', ['A warning.', 'Weather advisory.'])
+    """
+    name: str
+    kshot: str
+    zero_shot: str
+    context: str
+    stop: Optional[Tuple[str, ...]] = None
+    answer_tags: Optional[Tuple[str, str]] = None
+
+    def __post_init__(self):
+        for field, template, needs in (('kshot', self.kshot, ('{contexts}', '{query}')),
+                                       ('zero_shot', self.zero_shot, ('{query}',)),
+                                       ('context', self.context, ('{text}',))):
+            if not isinstance(template, str) or not all(n in template for n in needs):
+                raise SettingError(f'PromptFormat {self.name!r}: {field} must be a string with '
+                                   f'{", ".join(needs)}, got {template!r}')
+        if self.stop is not None:
+            object.__setattr__(self, 'stop', tuple(self.stop))
+
+    def build(self, query: str, texts: Sequence[str] = ()) -> str:
+        """The prompt for a query and its context texts (none: the 0-shot prompt). Texts are inserted
+        as data: braces inside them are kept verbatim."""
+        if not len(texts):
+            return self.zero_shot.format(query=query)
+        contexts = '\n'.join(self.context.format(i=i, text=t) for i, t in enumerate(texts, 1))
+        return self.kshot.format(contexts=contexts, query=query)
+
+    def extract(self, answer: str) -> str:
+        """The answer in a generation: between the answer tags where the format has them."""
+        if self.answer_tags is None:
+            return answer
+        opening, closing = self.answer_tags
+        answer = answer.split(closing, 1)[0]
+        return answer.split(opening, 1)[-1].strip()
+
+
+_KSHOT = ('You are an expert at answering questions based on your own knowledge and related context. '
+          'Please answer this question based on the given context. End your answer with STOP.')
+_ZEROSHOT = 'You are an expert at answering questions based on your own knowledge. Please answer this question. End your answer with STOP.'
+_KSHOT_SHORT = ('You are an expert at answering questions based on your own knowledge and related context. '
+                'Please answer this question based on the given context within 5 words. You should put your '
+                'answer inside <answer> and </answer>. ')
+_ZEROSHOT_SHORT = ('You are an expert at answering questions based on your own knowledge. Please answer this '
+                   'question within 5 words. You should put your answer inside <answer> and </answer>. ')
+
+#: The formats by name; see the module's docstring for the source of each.
+PROMPT_FORMATS: Dict[str, PromptFormat] = {f.name: f for f in (
+    PromptFormat('plain', _KSHOT + '\n{contexts}\nQuestion: {query}\nNow start your answer. Answer:',
+                 _ZEROSHOT + '\nQuestion: {query}\nNow start your answer. Answer:', 'Context {i}: {text}'),
+    PromptFormat('authors', _KSHOT + ' \n{contexts}\nQuestion: "{query}"\nNow start your answer. \nAnswer: ',
+                 _ZEROSHOT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: ', 'Context {i}: "{text}";'),
+    PromptFormat('authors-short',
+                 _KSHOT_SHORT + ' \n{contexts}\nQuestion: "{query}"\nNow start your answer. \nAnswer: <answer>',
+                 _ZEROSHOT_SHORT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: <answer>',
+                 'Context {i}: "{text}";', stop=('</answer>',), answer_tags=('<answer>', '</answer>')),
+)}
+
+
+def prompt_format(value: Union[str, PromptFormat]) -> PromptFormat:
+    """A :class:`PromptFormat` from itself or its name in :data:`PROMPT_FORMATS`."""
+    if isinstance(value, PromptFormat):
+        return value
+    if value not in PROMPT_FORMATS:
+        raise SettingError(f'prompt format must be one of {sorted(PROMPT_FORMATS)} or a PromptFormat, got {value!r}')
+    return PROMPT_FORMATS[value]

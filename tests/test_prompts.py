@@ -1,0 +1,100 @@
+"""Prompt formats, the authors' checked against the strings their code builds."""
+import pandas as pd
+import pytest
+
+from pyterrier_utility import PROMPT_FORMATS, PromptFormat, Reader
+from pyterrier_utility.errors import SettingError
+
+QUERY = 'definition of a sigmet'
+TEXTS = ['Definition of SIGMET. plural.', 'sigmet SIGMET, or Significant.']
+
+
+def test_authors_format_is_the_string_their_code_builds():
+    # github.com/DanielTian97/rag-utility, tools/prompt_tools.py: compose_context joins
+    # f'Context {num}: "{text}";\n', prompt_assembler(context, query, long_answer=True) returns
+    # f'{preamble} \n{context}Question: "{query}"\nNow start your answer. \nAnswer: ' and
+    # prompt_assembler_0 the same without the context; the preambles are used_preamble(_0)(True).
+    fmt = PROMPT_FORMATS['authors']
+    assert fmt.build(QUERY, TEXTS) == (
+        'You are an expert at answering questions based on your own knowledge and related context. Please answer '
+        'this question based on the given context. End your answer with STOP. \n'
+        'Context 1: "Definition of SIGMET. plural.";\n'
+        'Context 2: "sigmet SIGMET, or Significant.";\n'
+        'Question: "definition of a sigmet"\n'
+        'Now start your answer. \n'
+        'Answer: ')
+    assert fmt.build(QUERY) == (
+        'You are an expert at answering questions based on your own knowledge. Please answer this question. '
+        'End your answer with STOP. \n'
+        'Question: "definition of a sigmet"\n'
+        'Now start your answer. \n'
+        'Answer: ')
+
+
+def test_authors_short_format_and_its_extraction():
+    # The same file with long_answer=False (their NQ runs); tools/llama_tools.py stops at '</answer>'.
+    fmt = PROMPT_FORMATS['authors-short']
+    assert fmt.build(QUERY, TEXTS[:1]) == (
+        'You are an expert at answering questions based on your own knowledge and related context. Please answer '
+        'this question based on the given context within 5 words. You should put your answer inside <answer> and '
+        '</answer>.  \n'
+        'Context 1: "Definition of SIGMET. plural.";\n'
+        'Question: "definition of a sigmet"\n'
+        'Now start your answer. \n'
+        'Answer: <answer>')
+    assert fmt.build(QUERY) == (
+        'You are an expert at answering questions based on your own knowledge. Please answer this question within '
+        '5 words. You should put your answer inside <answer> and </answer>.  \n'
+        'Question: "definition of a sigmet"\n'
+        'Now start your answer. \n'
+        'Answer: <answer>')
+    assert fmt.stop == ('</answer>',)
+    assert fmt.extract(' a weather warning</answer>\nQuestion: x') == 'a weather warning'
+    assert fmt.extract('<answer> aviation advisory </answer>') == 'aviation advisory'
+    assert fmt.extract('no closing tag') == 'no closing tag'
+
+
+def test_plain_format_is_the_projects_earlier_layout():
+    assert PROMPT_FORMATS['plain'].build(QUERY, TEXTS) == (
+        'You are an expert at answering questions based on your own knowledge and related context. Please answer '
+        'this question based on the given context. End your answer with STOP.\n'
+        'Context 1: Definition of SIGMET. plural.\n'
+        'Context 2: sigmet SIGMET, or Significant.\n'
+        'Question: definition of a sigmet\n'
+        'Now start your answer. Answer:')
+
+
+def test_reader_with_the_authors_format(counting_backend):
+    results = pd.DataFrame({'qid': ['q1', 'q1'], 'query': [QUERY] * 2, 'docno': ['d1', 'd2'],
+                            'text': TEXTS, 'rank': [0, 1]})
+    reader = Reader(counting_backend, prompt_format='authors')
+    reader(results)
+    assert counting_backend.calls == [PROMPT_FORMATS['authors'].build(QUERY, TEXTS)]
+    assert "prompt_format='authors'" in repr(reader)
+
+
+def test_reader_with_the_short_format_stops_at_the_tag_and_extracts():
+    from pyterrier_rag.backend import Backend, BackendOutput
+
+    class Tagged(Backend):
+        def generate(self, inps, **kw):
+            return [BackendOutput(text=' SIGMET is a weather advisory</answer> and more') for _ in inps]
+
+    reader = Reader(Tagged('tagged'), prompt_format='authors-short')
+    assert reader.stop == ['</answer>']
+    out = reader(pd.DataFrame({'qid': ['q1'], 'query': [QUERY]}))
+    assert list(out['qanswer']) == ['SIGMET is a weather advisory']
+
+
+def test_template_arguments_override_the_format(counting_backend):
+    reader = Reader(counting_backend, prompt_format='authors', context_format='[{i}] {text}')
+    assert reader.template.name == 'authors+custom'
+    assert reader.build_prompt('q', ['t']) == PROMPT_FORMATS['authors'].kshot.format(contexts='[1] t', query='q')
+    assert reader.build_prompt('q') == PROMPT_FORMATS['authors'].build('q')
+
+
+def test_unknown_or_broken_formats_are_refused():
+    with pytest.raises(SettingError, match="one of \\['authors', 'authors-short', 'plain'\\]"):
+        Reader(None, prompt_format='figure2')
+    with pytest.raises(SettingError, match='kshot must be a string with {contexts}, {query}'):
+        PromptFormat('broken', '{query}', '{query}', '{text}')
