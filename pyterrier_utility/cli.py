@@ -83,6 +83,9 @@ OPTIONS = {
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
         (('--index',), 'index', dict(metavar='PATH'), 'an existing index for BM25 (default: PISA, built in the cache folder)'),
         (('--rel-labels',), 'rel_labels', dict(type=_labels, metavar='LABELS'), 'the labels the Rel oracle draws from'),
+        (('--oracle',), 'oracle', dict(choices=['sampled', 'authors']),
+         "Rel and NRel: a random sample (the paper's text) or every judged document by label (the authors' "
+         'released runs: Rel highest first, padded with lower labels)'),
         (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'), 'the seed of the Rel and NRel samples'),
         (('--cosmix-threshold',), 'cosmix_threshold', dict(type=float, metavar='COSINE'),
          "COSMix: the cosine to a document's nearest other document at or above which it is not sparse"),
@@ -91,6 +94,8 @@ OPTIONS = {
         (('--reader',), 'readers', dict(nargs='+', metavar='READER'),
          "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' (with --base-url) or "
          "'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
+        (('--prompt-format',), 'prompt_format', dict(choices=['plain', 'authors', 'authors-short']),
+         "the prompt layout: this project's plain one, the authors' exact one, or their short-answer one"),
         (('--samples',), 'samples', dict(type=_number(int, 1), metavar='N'), 'answers per prompt'),
         (('--seed',), 'seed', dict(type=_number(int, 0), metavar='N'), 'the seed of sample 0; sample j uses seed + j'),
     ],
@@ -112,6 +117,8 @@ OPTIONS = {
          'openai readers: the raw prompt (completions) or a chat message'),
         (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'), 'openai readers: seconds per request'),
         (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'), 'openai readers: retries of a failed request'),
+        (('--retry-deadline',), 'retry_deadline', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
+         "openai readers: seconds after a prompt's first attempt when it is not tried again"),
         (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'), 'vllm readers: GPUs per model'),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
@@ -121,6 +128,8 @@ OPTIONS = {
         (('--ndcg-order',), 'ndcg_order', dict(choices=['context', 'retrieval']),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
         (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS), 'a multiple-testing correction of the t-tests'),
+        (('--min-n',), 'min_n', dict(type=_number(int, 1), metavar='N'),
+         'the fewest paired queries a significance mark is given on'),
         (('--fig4-k',), 'fig4_k', dict(type=_number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
         (('--out',), 'out', dict(metavar='FOLDER'), 'the output folder'),
         (('--verbose',), 'verbose', dict(action='store_true', default=None),
@@ -144,7 +153,7 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
-            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction'):
+            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction', 'min_n'):
                 continue
             default = decoding[field] if field in decoding else getattr(base, field, None)
             paper = cfg.PAPER.decoding.as_dict()[field] if field in decoding else getattr(cfg.PAPER, field, None)
@@ -178,7 +187,7 @@ def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
     from .experiment import driver
     driver.report(args.folders, Path(args.out), correction=args.correction, fig4_k=args.fig4_k,
-                  ndcg_order=args.ndcg_order, html=args.html)
+                  ndcg_order=args.ndcg_order, html=args.html, min_n=args.min_n)
     return 0
 
 
@@ -209,6 +218,8 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument('--out', default='results/report')
     rep.add_argument('--correction', choices=cfg.CORRECTIONS, help='a multiple-testing correction of the t-tests')
     rep.add_argument('--fig4-k', type=_number(int, 1), default=5)
+    rep.add_argument('--min-n', type=_number(int, 1), default=5, metavar='N',
+                     help='the fewest paired queries a significance mark is given on')
     rep.add_argument('--html', action='store_true', help="also the folder's browsable report.html (one file, offline)")
     rep.add_argument('--ndcg-order', choices=['context', 'retrieval'], default='context',
                      help='how the study computed nDCG@k of reversed systems (for the figure labels)')

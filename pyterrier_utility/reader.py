@@ -8,7 +8,7 @@ import pyterrier_alpha as pta
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
-from ._util import check_int, normalise_frame, warn_qids
+from ._util import check_encodable, check_int, normalise_frame, warn_qids
 from .cache import GenerationCache, warn_unseeded
 from .errors import FrameError
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
@@ -203,6 +203,7 @@ class Reader(pt.Transformer):
             raise InputValidationError(f'{self!r}: input has no column {missing} (a {mode.mode_name} input: '
                                        'a result frame with qid, query, docno, text, or a query frame with qid, '
                                        f'query; has {list(inp.columns)})', e.modes) from None
+        check_encodable(repr(self), inp, ('query', 'text'))
         return self.answer_frame(normalise_frame(repr(self), inp, missing_docno_ok=True))
 
     def answer_frame(self, inp: pd.DataFrame, by: Union[str, Sequence[str]] = 'qid') -> pd.DataFrame:

@@ -197,3 +197,22 @@ def test_readers_of_both_kinds_need_their_shared_decoding_given():
     both = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
                                            'stop': ('STOP',)})
     assert both.decoding.repetition_penalty == 1.1 and both.readers == ('gemma3-270m', 'openai:m')
+
+
+def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, monkeypatch, capsys):
+    from pyterrier_utility import cli
+    paper = cfg.PRESETS['paper'].to_dict()
+    assert paper['datasets'] == ['irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged']
+    assert (paper['bm25'], paper['prompt_format'], paper['oracle'], paper['neural']) == \
+        ('terrier', 'authors', 'authors', 'monot5')
+    assert paper['label_sets'] == ['label in {2,3}', 'label in {3}'] and paper['ks'] == [2, 5, 10, 15]
+    assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 300,
+                                 'repetition_penalty': None, 'stop': ['STOP']}
+
+    def no_model(*a, **kw):
+        raise AssertionError('a reader was loaded before the settings were checked')
+    monkeypatch.setattr(pu.backends, 'get_backend', no_model)
+    # DL's label sets on Cranfield leave out its top label (4, "complete answer"), which Rel draws from.
+    with pytest.raises(SystemExit):
+        cli.main(['study', '--preset', 'paper', '--dataset', 'cranfield', '--bm25', 'pisa', '--out', str(tmp_path)])
+    assert 'label set label in {2,3} leaves out label [4] of cranfield' in capsys.readouterr().err

@@ -48,7 +48,7 @@ def test_what_the_study_writes_reads_back_equal(tmp_path):
     (HEADER + ROWS[0].replace(',1,1,1,', ',,1,1,'), r'line 2, column k: is empty'),
     (HEADER + ROWS[0].replace(',1,1,1,', ',0,1,1,'), r"line 2, column k: is not an integer >= 1 \('0'\)"),
     (HEADER + ROWS[0].replace(',1,1,1,', ',1.5,1,1,'), r"line 2, column k: is not an integer >= 1 \('1.5'\)"),
-    (HEADER + ROWS[0].replace('0.75', ''), r"line 2, column fbert: is not a number \(''\)"),
+    (HEADER + ROWS[0].replace('0.75', 'high'), r"line 2, column fbert: is not a number \(nor empty\) \('high'\)"),
     (HEADER + ROWS[0].replace('Rel', ' '), r'line 2, column system: is empty'),
 ])
 def test_a_malformed_file_is_named_by_line_and_column(tmp_path, text, message):

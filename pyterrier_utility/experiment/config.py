@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 from ..errors import SettingError
+from ..oracle import ORACLE_MODES
+from ..prompts import PROMPT_FORMATS
 from ..settings import BASE_MODEL_STOP, FIELDS, STOP, Decoding, LabelSet
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
@@ -52,7 +54,9 @@ class StudyConfig:
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (``'original'``, ``'reversed'``, ``'lim'``, ``'lim-r'``), ``windows``
     (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
-    ``cosmix_threshold``, ``oracle_seed`` (the Rel/NRel samples). Readers: ``readers`` (several: each
+    ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
+    runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
+    'authors-short'). Readers: ``readers`` (several: each
     with its own 0-shot baseline, one generation cache, a ``reader`` column in the results), ``decoding``,
     ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
     ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
@@ -79,7 +83,9 @@ class StudyConfig:
     bm25: str = 'pisa'
     index: Optional[str] = None
     cosmix_threshold: float = 0.65
+    oracle: str = 'sampled'
     oracle_seed: int = 0
+    prompt_format: str = 'plain'
     readers: Tuple[str, ...] = ('gemma3-270m',)
     decoding: Decoding = Decoding(max_new_tokens=32, **OFFLINE_CONVENIENCES)
     samples: int = 5
@@ -91,9 +97,11 @@ class StudyConfig:
     chat_template: bool = False
     timeout: float = 600.0
     max_retries: int = 5
+    retry_deadline: Optional[float] = None
     scorer: str = 'minilm'
     ndcg_order: str = 'context'
     correction: Optional[str] = None
+    min_n: int = 5
     fig4_k: int = 5
     out: str = 'results/study'
     verbose: bool = False
@@ -124,7 +132,7 @@ class StudyConfig:
         for name in ('queries', 'seed', 'oracle_seed'):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
                  f'{name} must be an integer >= 0, got {getattr(self, name)!r}')
-        for name in ('samples', 'concurrency', 'tensor_parallel_size', 'fig4_k'):
+        for name in ('samples', 'concurrency', 'tensor_parallel_size', 'fig4_k', 'min_n'):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1,
                  f'{name} must be an integer >= 1, got {getattr(self, name)!r}')
         unknown = sorted(set(self.systems) - set(SYSTEMS))
@@ -140,6 +148,11 @@ class StudyConfig:
                                                          f'got {self.ndcg_order!r}')
         need(self.correction is None or self.correction in CORRECTIONS,
              f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
+        need(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
+        need(self.prompt_format in PROMPT_FORMATS,
+             f'prompt_format must be one of {list(PROMPT_FORMATS)}, got {self.prompt_format!r}')
+        need(self.retry_deadline is None or self.retry_deadline > 0,
+             f'retry_deadline must be > 0 seconds, got {self.retry_deadline!r}')
         need(self.neural in ('dense', 'monot5'), f"neural must be 'dense' or 'monot5', got {self.neural!r}")
         need(self.bm25 in ('pisa', 'terrier'), f"bm25 must be 'pisa' or 'terrier', got {self.bm25!r}")
         need(self.endpoint in ('completions', 'chat'), f"endpoint must be 'completions' or 'chat', "
@@ -158,7 +171,7 @@ class StudyConfig:
         from ..backends._hf import CausalLMBackend
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
-                'max_retries': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
+                'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
         for reader in self.readers:
             engine = engine_of(reader)
             backend = {'offline': CausalLMBackend, 'huggingface': CausalLMBackend,
@@ -180,7 +193,8 @@ class StudyConfig:
         options: Dict[str, object] = {'decoding': self.decoding}
         if engine == 'openai':
             options.update(base_urls=list(self.base_urls or ['http://127.0.0.1:8000/v1']), endpoint=self.endpoint,
-                           concurrency=self.concurrency, timeout=self.timeout, max_retries=self.max_retries)
+                           concurrency=self.concurrency, timeout=self.timeout, max_retries=self.max_retries,
+                           retry_deadline=self.retry_deadline)
         if engine == 'vllm':
             options['tensor_parallel_size'] = self.tensor_parallel_size
         if engine in ('huggingface', 'vllm'):
@@ -246,11 +260,13 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 #: BM25's top 100, both reversed, Rel and NRel oracles, k = 2, 5, 10, 15, Llama-3-8B-Instruct,
 #: 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3} and {3}. From the authors'
 #: code (github.com/DanielTian97/rag-utility): temperature 0.3, top-k 50, 300 new tokens, stop at
-#: "STOP". This project's choices: Rel draws from labels 2 and up; every query is used.
+#: "STOP", their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their oracle
+#: (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
+#: This project's choices: Rel draws from labels 2 and up; every query is used.
 PAPER = StudyConfig(
     datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
-    rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier',
+    rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
     readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=Decoding(), samples=5,
     scorer='bert-large-uncased', out='results/paper', preset='paper')
 #: Named configurations (``--preset``).

@@ -28,6 +28,7 @@ from . import figures
 from .config import StudyConfig
 from .html import write_report
 from .output import owned, staged
+from .validate import read_per_query
 from .study import StudyResults, blocks, run_study, variants
 from .systems import REVERSED_SYSTEMS, default_systems
 
@@ -79,7 +80,7 @@ def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = No
     from ..backends import get_backend
     backend = get_backend(name, **config.backend_options(name))
     return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
-                  verbose=True)
+                  prompt_format=config.prompt_format, verbose=True)
 
 
 def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, topics: pd.DataFrame,
@@ -92,7 +93,7 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
         built = default_systems(dataset, qrels, neural=config.neural, labels=config.rel_labels,
                                 seed=config.oracle_seed, index=config.index, bm25=config.bm25,
                                 verbose=config.verbose, retrieval=bool(asked & {'BM25', 'Neural'}),
-                                reranker='Neural' in asked)
+                                reranker='Neural' in asked, oracle=config.oracle)
         systems.update({s: built[s] for s in config.systems if s in built})
     if 'COSMix' in config.systems:
         from ..cosmix import cosmix_system
@@ -163,7 +164,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     with staged(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)
         (stage / 'settings.json').write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
-        paths = results.save(stage, correction=config.correction)
+        paths = results.save(stage, correction=config.correction, min_n=config.min_n)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
@@ -244,7 +245,7 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
 
 
 def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5,
-           ndcg_order: str = 'context', html: bool = False) -> List[str]:
+           ndcg_order: str = 'context', html: bool = False, min_n: int = 5) -> List[str]:
     """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
     e.g. one per dataset, make one table); nothing is generated. With ``html``, also each folder's
     browsable page (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
@@ -255,7 +256,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
         path = Path(folder) / 'per_query.csv'
         if not path.is_file():
             raise SettingError(f'{path} does not exist: report reads the per_query.csv of a study folder')
-        frame = pd.read_csv(path, dtype={'qid': str})
+        frame = read_per_query(path)
         if 'dataset' not in frame.columns:
             frame.insert(0, 'dataset', Path(folder).name)
         frames.append(frame)
@@ -264,7 +265,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
         per_query = per_query.drop(columns=['dataset'])
     check_out(out)
     baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
-    paths = write_tables(per_query, out, baseline=baseline, correction=correction)
+    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n)
     ks = sorted(set(per_query['k']))
     drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
     print(paths['table1_paper.md'].read_text())

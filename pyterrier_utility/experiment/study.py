@@ -116,7 +116,8 @@ class StudyResults:
         self.save(folder)
         return write_report(folder, path)
 
-    def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
+    def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
+             min_n: int = stats.MIN_N) -> Dict[str, Path]:
         """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv and the tables
         (see :func:`write_tables`)."""
         folder = Path(folder)
@@ -127,7 +128,8 @@ class StudyResults:
             if frame is not None and name != 'per_query':
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
-        paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction))
+        paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
+                                  min_n=min_n))
         return paths
 
 
@@ -143,18 +145,18 @@ def blocks(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
-                 alpha: float = 0.05, correction: Optional[str] = None) -> Dict[str, Path]:
+                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = stats.MIN_N) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
-    Kendall) into ``folder``."""
+    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     per_query = blocks(per_query)
-    table = stats.table1(per_query, baseline=baseline, alpha=alpha, correction=correction)
+    table = stats.table1(per_query, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
                                               'table1.tex', 'correlations.csv')}
     table.to_csv(paths['table1.csv'], index=False)
-    options = dict(baseline=baseline, alpha=alpha, correction=correction)
+    options = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     paths['table1.md'].write_text(stats.table1_markdown(table, **options))
     paths['table1_paper.md'].write_text(stats.table1_paper(table, 'markdown', **options))
     paths['table1.tex'].write_text(stats.table1_paper(table, 'latex', **options))

@@ -15,9 +15,10 @@ COLUMNS = ('labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbe
 KEY = ('dataset', 'reader', 'labels', 'system', 'k', 'qid')
 #: Integer columns and their least value.
 INTEGERS = {'k': 1, 'n_docs': 0}
-#: Number columns, and those that may be empty (NaN): U is undefined when the 0-shot FBERT is 0.
+#: Number columns, and those that may be empty (NaN): P is undefined for a query without a
+#: relevant document under a label set, and U also when the 0-shot FBERT is 0.
 NUMBERS = ('ndcg', 'fbert_0shot', 'fbert', 'utility')
-MAY_BE_EMPTY = ('utility',)
+MAY_BE_EMPTY = ('fbert_0shot', 'fbert', 'utility')
 
 
 def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
