@@ -13,6 +13,7 @@ from pyterrier.validate import InputValidationError
 
 from .errors import UtilityError
 from .experiment import config as cfg
+from .experiment import driver
 from .settings import LabelSet
 
 #: What ``--top-k none`` parses to, told apart from an option not given.
@@ -185,7 +186,6 @@ def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfi
 
 def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
-    from .experiment import driver
     driver.report(args.folders, Path(args.out), correction=args.correction, fig4_k=args.fig4_k,
                   ndcg_order=args.ndcg_order, html=args.html, min_n=args.min_n)
     return 0
@@ -233,7 +233,6 @@ def main(argv=None) -> int:
     try:
         if args.command == 'report':
             return report(args)
-        from .experiment import driver
         config = config_of(args, args.base)
         if args.command == 'study':
             driver.study(config, argv=sys.argv[1:] if argv is None else list(argv))

@@ -15,21 +15,26 @@ from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 import pyterrier as pt
+from pyterrier.measures import nDCG
 
+from .. import backends, measures
 from .._version import __version__
 from ..bertscore import BertScore
 from ..cache import GenerationCache, backend_key
+from ..cosmix import cosmix_system
 from ..datasets import get_dataset
 from ..errors import SettingError
+from ..fbert import FBertScorer
 from ..order import Window
 from ..reader import Reader
 from ..runs import RunFile
+from ..utility import UtilityEvaluator
 from . import figures
 from .config import StudyConfig
 from .html import write_report
 from .output import owned, staged
 from .validate import read_per_query
-from .study import StudyResults, blocks, run_study, variants
+from .study import StudyResults, blocks, run_study, variants, write_tables
 from .systems import REVERSED_SYSTEMS, default_systems
 
 
@@ -77,8 +82,7 @@ def load_collection(name: str, config: StudyConfig):
 def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None) -> Reader:
     """The reader ``name`` of the config: its backend (every decoding setting in it) behind a
     generation cache (one file for every reader: keys hold the model)."""
-    from ..backends import get_backend
-    backend = get_backend(name, **config.backend_options(name))
+    backend = backends.get_backend(name, **config.backend_options(name))
     return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
                   prompt_format=config.prompt_format, verbose=True)
 
@@ -96,7 +100,6 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
                                 reranker='Neural' in asked, oracle=config.oracle)
         systems.update({s: built[s] for s in config.systems if s in built})
     if 'COSMix' in config.systems:
-        from ..cosmix import cosmix_system
         systems['COSMix'] = cosmix_system(dataset, reader, threshold=config.cosmix_threshold, reranker=config.neural)
     for run_name, path in config.runs:
         run = RunFile(path, dataset.texts)
@@ -202,11 +205,6 @@ def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
 def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     """The ``experiment`` command: the systems at one k as pipelines in ``pt.Experiment`` (nDCG@k,
     FBERT, FBERT0, Utility, t-tests against Rel); one dataset, one k, one label set."""
-    from pyterrier.measures import nDCG
-
-    from .. import measures
-    from ..fbert import FBertScorer
-    from ..utility import UtilityEvaluator
     for what, values in (('dataset', config.datasets), ('k', config.ks), ('label set', config.label_sets),
                          ('reader', config.readers)):
         if len(values) > 1:
@@ -250,7 +248,6 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
     e.g. one per dataset, make one table); nothing is generated. With ``html``, also each folder's
     browsable page (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
     Returns the file names."""
-    from .study import write_tables
     frames = []
     for folder in folders:
         path = Path(folder) / 'per_query.csv'
