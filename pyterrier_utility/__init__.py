@@ -2,27 +2,26 @@
 
 PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdonald, ECIR 2025),
 eRAG and LLM-retEval.
+
+Names are imported when first used (PEP 562), so ``pyterrier-utility --help`` does not wait for
+PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual.
 """
-from . import backends, cosmix, datasets, errors, experiment, models, prompts, protocols, reader, settings
-from .bertscore import BertScore
-from .cache import GenerationCache
-from .correlation import rank_correlation
-from .erag import ERAGLabeller
-from .fbert import FBertScorer
-from .measures import ERAG_P, FBERT, FBERT0, ERAG_Hit, RetEval, Utility, erag_measure
-from .oracle import OracleSampler
-from .order import LostInTheMiddle, Ordering, Permutation, ReverseOrder, Window, permutations
-from .prompts import PROMPT_FORMATS, PromptFormat
-from .reader import Reader
-from .reteval import LLMRetEval
-from .runs import RunFile
-from .settings import Decoding, LabelSet
-from .utility import UtilityEvaluator
+from ._lazy import lazy_module
+from ._version import __version__
 
-from ._version import __version__  # noqa: E402
+#: Public name -> the module defining it.
+_NAMES = {
+    'BertScore': 'bertscore', 'Decoding': 'settings', 'ERAGLabeller': 'erag', 'ERAG_Hit': 'measures',
+    'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'fbert',
+    'GenerationCache': 'cache', 'LLMRetEval': 'reteval', 'LabelSet': 'settings', 'LostInTheMiddle': 'order',
+    'OracleSampler': 'oracle', 'Ordering': 'order', 'PROMPT_FORMATS': 'prompts', 'Permutation': 'order',
+    'PromptFormat': 'prompts', 'Reader': 'reader',
+    'RetEval': 'measures', 'ReverseOrder': 'order', 'RunFile': 'runs', 'Utility': 'measures',
+    'UtilityEvaluator': 'utility', 'Window': 'order', 'erag_measure': 'measures', 'permutations': 'order',
+    'rank_correlation': 'correlation',
+}
+_MODULES = ('backends', 'cosmix', 'datasets', 'errors', 'experiment', 'models', 'prompts', 'protocols', 'reader',
+            'settings')
 
-__all__ = ['BertScore', 'Decoding', 'ERAGLabeller', 'ERAG_Hit', 'ERAG_P', 'FBERT', 'FBERT0', 'FBertScorer',
-           'GenerationCache', 'LLMRetEval', 'LabelSet', 'LostInTheMiddle', 'OracleSampler', 'Ordering', 'Permutation',
-           'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'RetEval', 'ReverseOrder', 'RunFile', 'Utility', 'UtilityEvaluator', 'Window',
-           'backends', 'cosmix', 'datasets', 'erag_measure', 'errors', 'experiment', 'models', 'permutations',
-           'prompts', 'protocols', 'rank_correlation', 'reader', 'settings']
+__all__ = sorted([*_NAMES, *_MODULES])
+__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

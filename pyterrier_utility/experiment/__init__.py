@@ -1,5 +1,8 @@
 """The study: a k-sweep over systems, Table 1 with significance marks, and Figures 3-5.
 
+Names are imported when first used (PEP 562): the CLI reads :mod:`.config` without loading the
+study's models and plotting.
+
 Example::
 
     from pyterrier_utility import experiment
@@ -8,16 +11,21 @@ Example::
     print(experiment.table1_markdown(results.table()))
     experiment.utility_vs_k(results.per_query, 'fig3.png')
 """
-from . import config
-from .config import PAPER, PRESETS, StudyConfig
-from .figures import correlation_vs_k, draw_figures, ndcg_vs_utility, utility_vs_k
-from .folder import read_study
-from .html import query_view, write_report
-from .stats import adjust, correlation, correlations, paired_ttest, table1, table1_markdown, table1_paper, utility_ci
-from .study import StudyResults, run_study, system_names, write_tables
-from .systems import REVERSED_SYSTEMS, SYSTEMS, default_systems
-from .driver import one_k, report, run, save, study
+from .._lazy import lazy_module
 
-__all__ = ['read_study', 'query_view', 'utility_ci', 'write_report', 'PAPER', 'PRESETS', 'StudyConfig', 'config', 'one_k', 'report', 'run', 'save', 'study', 'REVERSED_SYSTEMS', 'SYSTEMS', 'StudyResults', 'adjust', 'correlation', 'correlation_vs_k', 'correlations',
-           'default_systems', 'draw_figures', 'ndcg_vs_utility', 'paired_ttest', 'run_study', 'system_names', 'table1',
-           'table1_markdown', 'table1_paper', 'utility_vs_k', 'write_tables']
+#: Public name -> the module defining it.
+_NAMES = {
+    'PAPER': 'config', 'PRESETS': 'config', 'StudyConfig': 'config',
+    'correlation_vs_k': 'figures', 'draw_figures': 'figures', 'ndcg_vs_utility': 'figures', 'utility_vs_k': 'figures',
+    'read_study': 'folder', 'query_view': 'html', 'write_report': 'html',
+    'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
+    'table1_markdown': 'stats', 'table1_paper': 'stats', 'utility_ci': 'stats',
+    'StudyResults': 'study', 'run_study': 'study', 'system_names': 'study', 'write_tables': 'study',
+    'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'systems', 'default_systems': 'systems',
+    'one_k': 'driver', 'report': 'driver', 'run': 'driver', 'save': 'driver',
+}
+# ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.
+_MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'stats', 'study', 'systems')
+
+__all__ = sorted([*_NAMES, *_MODULES])
+__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -1,0 +1,47 @@
+"""The package imports its names when first used, so the command line can parse before PyTerrier
+and torch load."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyterrier_utility as pu
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _loaded_after(code: str) -> dict:
+    probe = (f'import sys, json\n{code}\n'
+             "print(json.dumps({m: m in sys.modules for m in ('torch', 'pyterrier', 'pyterrier_rag', "
+             "'matplotlib', 'pyterrier_utility.reader')}))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_package_loads_no_model_library():
+    assert _loaded_after('import pyterrier_utility') == {
+        'torch': False, 'pyterrier': False, 'pyterrier_rag': False, 'matplotlib': False,
+        'pyterrier_utility.reader': False}
+
+
+def test_a_name_is_imported_when_first_used():
+    loaded = _loaded_after('import pyterrier_utility as pu; pu.Reader')
+    assert loaded['pyterrier_utility.reader'] and loaded['pyterrier_rag']
+    assert not loaded['matplotlib']
+
+
+def test_every_public_name_resolves_to_its_module_object():
+    from pyterrier_utility.reader import Reader
+    from pyterrier_utility.experiment.study import run_study
+    assert pu.Reader is Reader and pu.experiment.run_study is run_study
+    assert all(getattr(pu, name) is not None for name in pu.__all__)
+    assert all(getattr(pu.experiment, name) is not None for name in pu.experiment.__all__)
+    assert set(pu.__all__) <= set(dir(pu))
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    import pytest
+    with pytest.raises(AttributeError, match="'pyterrier_utility' has no attribute 'Nope'"):
+        pu.Nope
