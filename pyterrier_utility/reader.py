@@ -8,7 +8,7 @@ import pyterrier_alpha as pta
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
-from ._util import check_encodable, check_int, normalise_frame, warn_qids
+from ._util import check_encodable, check_int, normalise_frame, resolve_verbose, warn_qids
 from .cache import GenerationCache, warn_unseeded
 from .errors import FrameError
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
@@ -65,7 +65,8 @@ class Reader(pt.Transformer):
             format's).
         max_prompt_tokens: the most prompt tokens; ``None`` takes the backend's ``max_input_length``
             less the new tokens when the backend has a ``tokenizer`` (else prompts are not measured).
-        verbose: show progress.
+        verbose: a progress bar counting the answers generated, with rate and ETA (``None``: in a
+            notebook only; the CLI shows it).
 
     Example::
 
@@ -78,7 +79,7 @@ class Reader(pt.Transformer):
                  prompt_format: Union[str, PromptFormat] = 'plain', prompt: Optional[str] = None,
                  zero_shot_prompt: Optional[str] = None, context_format: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None,
-                 verbose: bool = False):
+                 verbose: Optional[bool] = None):
         check_int('Reader', 'n_samples', n_samples, 1)
         check_int('Reader', 'seed', seed, 0)
         if max_new_tokens is not None:
@@ -106,7 +107,7 @@ class Reader(pt.Transformer):
             self.stop = list(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP)
         else:
             self.stop = list(Decoding(stop=stop).stop)
-        self.verbose = verbose
+        self.verbose = resolve_verbose(verbose)
         self.tokenizer = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
             max_prompt_tokens = inner.max_input_length - (max_new_tokens or getattr(inner, 'max_new_tokens', 0) or 0)

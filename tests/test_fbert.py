@@ -83,3 +83,13 @@ def test_disk_cache_reloads_identical_embeddings(tmp_path, cranfield):
     b = second.f1_matrix(ANSWERS, docs)
     assert second.encoded == 0
     np.testing.assert_array_equal(a, b)
+
+
+def test_progress_counts_the_texts_encoded_when_verbose(cranfield, capsys):
+    scorer = BertScore('minilm', verbose=True)
+    scorer.embed(['one text', 'another text', 'one text'])
+    err = capsys.readouterr().err
+    assert 'texts encoded: 100%' in err and '2/2' in err and 'text/s' in err
+    scorer.embed(['one text', 'a third'], verbose=False)
+    assert capsys.readouterr().err == ''
+    assert scorer.encoded == 3

@@ -84,3 +84,23 @@ def test_reader_shares_an_explicit_cache(counting_backend, results, tmp_path):
     Reader(cache)(results)
     Reader(GenerationCache(counting_backend, tmp_path / 'answers.sqlite'))(results)
     assert len(counting_backend.calls) == 2
+
+
+def test_progress_counts_answers_with_rate_when_verbose_and_is_silent_otherwise(counting_backend, results, capsys):
+    Reader(counting_backend, n_samples=2, verbose=True)(results)
+    err = capsys.readouterr().err
+    assert 'answers: 100%' in err and '4/4' in err and 'answer/s' in err
+    Reader(counting_backend, n_samples=2, seed=7, verbose=False)(results)
+    assert capsys.readouterr().err == ''
+
+
+def test_progress_is_on_by_default_in_a_notebook_kernel_only(counting_backend, monkeypatch):
+    import sys
+    import types
+    assert Reader(counting_backend).verbose is False
+    shell = types.SimpleNamespace(kernel=object())
+    monkeypatch.setitem(sys.modules, 'IPython', types.SimpleNamespace(get_ipython=lambda: shell))
+    assert Reader(counting_backend).verbose is True
+    assert Reader(counting_backend, verbose=False).verbose is False
+    shell.kernel = None  # a terminal IPython shows no widgets either
+    assert Reader(counting_backend).verbose is False

@@ -2,12 +2,13 @@
 import os
 import shutil
 import tempfile
+import time
 from importlib.util import find_spec
 from pathlib import Path
 
 import torch
 
-from .._util import cache_dir
+from .._util import cache_dir, say
 from ._hf import CausalLMBackend
 
 
@@ -17,6 +18,10 @@ def _converted(name: str, gguf_path_fn) -> Path:
     if (target / 'config.json').exists():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    # Minutes of silence otherwise: say what happens, once, whatever the caller's verbosity.
+    say(f'pyterrier_utility: preparing {name} for first use (GGUF assembled and dequantised into '
+        f'{target}; 1-3 minutes, once)')
+    start = time.time()
     gguf = Path(gguf_path_fn())
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
@@ -31,6 +36,7 @@ def _converted(name: str, gguf_path_fn) -> Path:
     tokenizer.save_pretrained(staging)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
+    say(f'pyterrier_utility: {name} ready in {time.time() - start:.0f} s')
     return target
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .._util import check_int, normalise_frame, validate_columns
-from ..models import RERANKERS
+from ..models import reranker as cached_reranker
 from ..order import LostInTheMiddle
 from ..reader import Reader
 from .partition import CorpusEmbeddings, SparsePartition
@@ -113,7 +113,7 @@ def cosmix_system(dataset, reader: Reader, *, validator: Optional[Validator] = N
     def hybrid(subset):
         return HybridRetriever(bm25, DenseRetriever(embeddings, dataset.texts, subset, num_results=depth), subset,
                                num_results=depth)
-    rerank = RERANKERS[reranker]()
+    rerank = cached_reranker(reranker, dataset.corpus_name)
     cosmix = COSMix(reader, validator or Validator(reader.backend), hybrid(partition.rest),
                     hybrid(partition.sparse) >> rerank, k=k)
     cosmix.partition = partition

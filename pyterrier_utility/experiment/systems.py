@@ -6,7 +6,7 @@ import pyterrier as pt
 
 from ..errors import SettingError
 from ..settings import LabelsLike
-from ..models import RERANKERS
+from ..models import RERANKERS, reranker as cached_reranker
 from ..oracle import ORACLE_MODES, OracleSampler
 
 #: The systems of the study (and those reported reversed), in the order they are reported.
@@ -17,7 +17,8 @@ REVERSED_SYSTEMS = ('BM25', 'Neural')
 def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: LabelsLike = 2,
                     seed: int = 0, depth: int = 100, index: Optional[str] = None,
                     bm25: str = 'pisa', verbose: bool = False, retrieval: bool = True,
-                    reranker: bool = True, oracle: str = 'sampled') -> Dict[str, pt.Transformer]:
+                    reranker: bool = True, oracle: str = 'sampled',
+                    progress: Optional[bool] = None) -> Dict[str, pt.Transformer]:
     """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
 
     Args:
@@ -32,11 +33,13 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         bm25: BM25's engine, ``'pisa'`` or ``'terrier'``.
         verbose: keep the engines' own logs.
         retrieval: build BM25 (its index) and the re-ranker; ``False`` gives the oracles alone.
-        reranker: load the neural re-ranker (``False``: no ``Neural`` system).
+        reranker: load the neural re-ranker (``False``: no ``Neural`` system); its scores are
+            kept in the cache folder across runs (:func:`pyterrier_utility.models.reranker`).
         oracle: how Rel and NRel pick documents: ``'sampled'`` (the paper's text: a random sample of
             relevant / judged non-relevant documents, NRel completed from unjudged ones) or
             ``'authors'`` (the authors' released runs: every judged document sorted by label,
             highest first for Rel, lowest first for NRel); see :data:`~pyterrier_utility.oracle.ORACLE_MODES`.
+        progress: a bar of the documents re-ranked (``None``: in a notebook only).
 
     Example::
 
@@ -51,7 +54,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
     if retrieval:
         systems['BM25'] = dataset.bm25(num_results=depth, index=index, engine=bm25, verbose=verbose)
         if reranker:
-            systems['Neural'] = systems['BM25'] >> RERANKERS[neural]()
+            systems['Neural'] = systems['BM25'] >> cached_reranker(neural, dataset.corpus_name, verbose=progress)
     return {
         **systems,
         'Rel': OracleSampler(qrels, dataset.texts, labels=labels, seed=seed, num_results=depth, mode=oracle),
