@@ -4,6 +4,7 @@ Both give topics (``qid``, ``query``), graded qrels (``qid``, ``docno``, ``label
 relevant), document texts by docno and a BM25 retriever, so the study runs on either unchanged.
 """
 import gzip
+import json
 import os
 import re
 from collections import OrderedDict
@@ -15,7 +16,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 import pandas as pd
 import pyterrier as pt
 
-from ._util import cache_dir, native_output_silenced
+from ._util import cache_dir, native_output_silenced, stable_hash
 from .errors import SettingError
 from .settings import LabelSet
 
@@ -260,7 +261,8 @@ class Dataset(pt.datasets.Dataset):
 
 
 class Cranfield(Dataset):
-    """The Cranfield collection (1400 aerodynamics abstracts, 225 queries), shipped in the package.
+    """The Cranfield collection (1400 aerodynamics abstracts, 225 queries), shipped in the package:
+    a copy of ``irds:cranfield`` (the same documents, queries and qrels) that needs no download.
 
     Queries are numbered 1..225 in file order (the ``.I`` numbers of the query file are not the
     qrels' ids). Cleverdon's codes become labels by :data:`CRANFIELD_LABELS`: 1 (complete answer)
@@ -354,6 +356,88 @@ class PyTerrierDataset(Dataset):
             yield {'docno': doc['docno'], 'text': doc.get('text', '')}
 
 
+class LocalDataset(Dataset):
+    """A test collection from files in a folder, found by their conventional names:
+
+    - ``docs.tsv`` (``docno<TAB>text`` per line) or ``docs.jsonl`` (``{"docno": ..., "text": ...}``
+      per line);
+    - ``topics.tsv`` (``qid<TAB>query`` per line);
+    - ``qrels`` or ``qrels.txt`` in TREC format (``qid 0 docno label``, larger is more relevant).
+
+    A header line (``docno  text``, ``qid  query``) is allowed. The BM25 index is built in the cache
+    folder on first use, under a name that changes when ``docs`` changes.
+
+    Args:
+        folder: the folder holding the files.
+
+    Example::
+
+        d = LocalDataset('my_collection')            # or get_dataset('my_collection'), --dataset my_collection
+        d.get_topics(); d.get_qrels(); d.texts['D1']
+    """
+
+    DOCS = ('docs.tsv', 'docs.jsonl')
+    TOPICS = ('topics.tsv',)
+    QRELS = ('qrels', 'qrels.txt')
+
+    def __init__(self, folder: Union[str, os.PathLike]):
+        self.folder = os.path.abspath(folder)
+        self.name = os.path.basename(self.folder.rstrip(os.sep))
+        self.docs_path, self.topics_path, self.qrels_path = (self._find(names) for names in
+                                                             (self.DOCS, self.TOPICS, self.QRELS))
+
+    def _find(self, names) -> str:
+        found = [n for n in names if os.path.isfile(os.path.join(self.folder, n))]
+        if len(found) != 1:
+            raise SettingError(f'{self.folder}: a local collection needs exactly one of {list(names)}, found '
+                               f'{found or "none"} (the folder holds {sorted(os.listdir(self.folder))[:20]})')
+        return os.path.join(self.folder, found[0])
+
+    @staticmethod
+    def _tsv(path: str, columns: List[str]) -> pd.DataFrame:
+        frame = pd.read_csv(path, sep='\t', header=None, names=columns, dtype=str, quoting=3,
+                            keep_default_na=False, on_bad_lines='error', engine='python')
+        if len(frame) and list(frame.iloc[0]) == columns:
+            frame = frame.iloc[1:].reset_index(drop=True)
+        return frame
+
+    @cached_property
+    def _topics(self) -> pd.DataFrame:
+        return self._tsv(self.topics_path, ['qid', 'query'])
+
+    @cached_property
+    def _qrels(self) -> pd.DataFrame:
+        qrels = pt.io.read_qrels(self.qrels_path)
+        return qrels[['qid', 'docno', 'label']].astype({'qid': str, 'docno': str, 'label': int})
+
+    def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:
+        return self._topics.copy()
+
+    def get_qrels(self, variant: Optional[str] = None) -> pd.DataFrame:
+        return self._qrels.copy()
+
+    def get_corpus_iter(self, verbose: bool = False) -> Iterator[Dict[str, str]]:
+        if self.docs_path.endswith('.tsv'):
+            for docno, text in self._tsv(self.docs_path, ['docno', 'text']).itertuples(index=False):
+                yield {'docno': docno, 'text': text}
+            return
+        with open(self.docs_path, encoding='utf8') as lines:
+            for number, line in enumerate(lines, 1):
+                if line.strip():
+                    doc = json.loads(line)
+                    if 'docno' not in doc or 'text' not in doc:
+                        raise SettingError(f'{self.docs_path} line {number}: a document needs "docno" and "text", '
+                                           f'has {sorted(doc)}')
+                    yield {'docno': str(doc['docno']), 'text': doc['text']}
+
+    @property
+    def corpus_name(self) -> str:
+        """The folder and a digest of the documents file's size and time, so an edited corpus gets a
+        new index."""
+        stat = os.stat(self.docs_path)
+        return f'local-{self.name}-' + stable_hash(self.docs_path, stat.st_size, stat.st_mtime_ns)[:12]
+
+
 def _doc_text(doc) -> str:
     text = getattr(doc, 'text', None)
     return text if isinstance(text, str) else doc.default_text()
@@ -393,7 +477,15 @@ def cranfield() -> Cranfield:
 
 
 def get_dataset(name: str, variant: Optional[str] = None) -> Dataset:
-    """``'cranfield'`` for the embedded default, else any PyTerrier / ir_datasets id."""
+    """``'cranfield'`` for the embedded default, a folder of files for a :class:`LocalDataset`,
+    else any PyTerrier / ir_datasets id (``irds:...``)."""
     if name == 'cranfield':
         return cranfield()
+    if os.path.isdir(name):
+        return LocalDataset(name)
+    if name.startswith('rag:'):
+        raise SettingError(f'{name}: pyterrier-rag\'s datasets give questions and gold answers, not graded '
+                           'judgements of documents, so they cannot give the study its references or its Rel and '
+                           'NRel systems; use an ir_datasets id with qrels (irds:...), a folder of files '
+                           '(docs.tsv, topics.tsv, qrels) or cranfield')
     return PyTerrierDataset(name, variant)

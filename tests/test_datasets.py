@@ -50,3 +50,71 @@ def test_bm25_retrieves_with_text(cranfield):
 
 def test_get_dataset_default():
     assert isinstance(pu.datasets.get_dataset('cranfield'), pu.datasets.Cranfield)
+
+
+def _write_collection(folder, docs='tsv'):
+    """Ten short documents, three topics, graded qrels: a user's own collection."""
+    import json
+    folder.mkdir()
+    texts = {f'D{i}': f'document {i} about {"aerodynamics" if i < 5 else "thermodynamics"}' for i in range(10)}
+    texts['D1'] = 'document 1 about wings and lift: a wing gives lift'
+    texts['D6'] = 'document 6 about heat in slabs: heat moves in slabs by conduction'
+    if docs == 'tsv':
+        (folder / 'docs.tsv').write_text('docno\ttext\n' + ''.join(f'{d}\t{t}\n' for d, t in texts.items()))
+    else:
+        (folder / 'docs.jsonl').write_text(''.join(json.dumps({'docno': d, 'text': t}) + '\n' for d, t in texts.items()))
+    (folder / 'topics.tsv').write_text('q1\twhat gives a wing lift\nq2\thow does heat move in slabs\nq3\tnothing judged\n')
+    (folder / 'qrels').write_text('q1 0 D1 2\nq1 0 D2 1\nq1 0 D7 0\nq2 0 D6 3\nq2 0 D8 2\nq2 0 D1 0\n')
+    return texts
+
+
+@pytest.mark.parametrize('docs', ['tsv', 'jsonl'])
+def test_a_folder_of_files_is_a_collection_like_cranfield(tmp_path, docs):
+    texts = _write_collection(tmp_path / 'mine', docs)
+    d = pu.datasets.get_dataset(str(tmp_path / 'mine'))
+    assert isinstance(d, pu.datasets.LocalDataset) and d.name == 'mine'
+    pd.testing.assert_frame_equal(d.get_topics(), pd.DataFrame({
+        'qid': ['q1', 'q2', 'q3'], 'query': ['what gives a wing lift', 'how does heat move in slabs', 'nothing judged']}))
+    assert d.get_qrels().values.tolist() == [['q1', 'D1', 2], ['q1', 'D2', 1], ['q1', 'D7', 0],
+                                             ['q2', 'D6', 3], ['q2', 'D8', 2], ['q2', 'D1', 0]]
+    assert dict(d.texts) == texts
+    run = d.bm25(num_results=3)(d.get_topics().head(2))
+    assert run.groupby('qid')['docno'].first().to_dict() == {'q1': 'D1', 'q2': 'D6'}
+    assert (run['text'] == run['docno'].map(texts)).all()
+
+
+def test_an_edited_corpus_gets_a_new_index(tmp_path):
+    _write_collection(tmp_path / 'mine')
+    before = pu.datasets.get_dataset(str(tmp_path / 'mine')).corpus_name
+    with open(tmp_path / 'mine' / 'docs.tsv', 'a') as f:
+        f.write('D10\ta new document\n')
+    assert pu.datasets.get_dataset(str(tmp_path / 'mine')).corpus_name != before
+
+
+def test_a_folder_without_the_conventional_files_says_which_are_needed(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    _write_collection(tmp_path / 'mine')
+    (tmp_path / 'mine' / 'qrels').rename(tmp_path / 'mine' / 'judgements')
+    with pytest.raises(SettingError, match=r"exactly one of \['qrels', 'qrels.txt'\], found none"):
+        pu.datasets.get_dataset(str(tmp_path / 'mine'))
+
+
+def test_rag_datasets_cannot_drive_the_study_and_the_error_says_what_can():
+    from pyterrier_utility.errors import SettingError
+    with pytest.raises(SettingError, match=r'rag:nq.*gold answers.*irds:.*docs.tsv'):
+        pu.datasets.get_dataset('rag:nq')
+
+
+def test_the_cli_runs_a_study_on_a_folder_of_files(tmp_path, monkeypatch, capsys):
+    from conftest import CountingBackend
+    from pyterrier_utility import cli
+    _write_collection(tmp_path / 'mine')
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    out = tmp_path / 'out'
+    assert cli.main(['study', '--dataset', str(tmp_path / 'mine'), '-k', '1', '--labels', '2',
+                     '--systems', 'BM25', 'Rel', 'NRel', '--fig4-k', '1', '--samples', '1', '--out', str(out)]) == 0
+    per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str})
+    assert sorted(set(per_query['qid'])) == ['q1', 'q2']  # q3 has no relevant document
+    assert set(per_query['system']) == {'BM25', 'BM25-r', 'Rel', 'NRel'}
+    answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str})
+    assert answers['qanswer'].str.contains('document 1 about wings').any()
