@@ -20,8 +20,8 @@ _NAMES = {
     'UtilityEvaluator': 'utility', 'Window': 'order', 'erag_measure': 'measures', 'permutations': 'order',
     'rank_correlation': 'correlation',
 }
-_MODULES = ('backends', 'cosmix', 'datasets', 'errors', 'experiment', 'models', 'prompts', 'protocols', 'reader',
-            'settings')
+_MODULES = ('backends', 'cosmix', 'datasets', 'errors', 'experiment', 'interop', 'models', 'prompts', 'protocols',
+            'reader', 'settings')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -20,6 +20,12 @@ class FBertScorer(pt.Transformer):
     relevant document, get NaN and one warning naming them; an empty answer scores 0 (as in
     bert_score) and is warned about.
 
+    It is pyterrier-rag's ``pyterrier_rag.measures.BERTScore(rel=r, agg='max')`` as a transformer:
+    the same values on the same pairs with the same model (tested), with any model and label set,
+    each text encoded once, NaN rather than an assertion for a query without a relevant document,
+    and the qrels' texts looked up rather than carried in a ``text`` column. pyterrier-rag's measure
+    is fixed to ``bert-large-uncased`` through Hugging Face ``evaluate`` (downloaded from the hub).
+
     Args:
         qrels: ``qid``, ``docno``, ``label``.
         texts: docno -> text of (at least) the relevant documents.

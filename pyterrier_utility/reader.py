@@ -54,7 +54,8 @@ class Reader(pt.Transformer):
         n_samples: answers per query (the study uses 5).
         seed: the seed of sample 0.
         max_new_tokens: the most tokens per answer (``None``: the backend's own limit, which for
-            the backends of this package is their :class:`~pyterrier_utility.settings.Decoding`'s).
+            the backends of this package is their :class:`~pyterrier_utility.settings.Decoding`'s,
+            and for pyterrier-rag's their ``max_new_tokens``, passed on every call).
         stop: stop sequences, removed from the answer (``None``: the prompt format's, else the
             backend's decoding's, else ``'STOP'``).
         prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
@@ -99,8 +100,12 @@ class Reader(pt.Transformer):
         warn_unseeded(self.backend.backend, n_samples)
         self.n_samples = n_samples
         self.seed = seed
-        self.max_new_tokens = max_new_tokens
         inner = self.backend.backend
+        if max_new_tokens is None and not isinstance(inner, DecodingBackend):
+            # pyterrier-rag's backends apply their own limit only when their generation_args hold
+            # none; given generation_args without it, transformers would fall back to max_length.
+            max_new_tokens = getattr(inner, 'max_new_tokens', None)
+        self.max_new_tokens = max_new_tokens
         if stop is None and self.template.stop is not None:
             self.stop = list(self.template.stop)
         elif stop is None:

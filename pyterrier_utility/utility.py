@@ -6,7 +6,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ._util import validate_columns, warn_qids
-from .errors import FrameError
+from .errors import FrameError, SettingError
 from .fbert import FBertScorer
 from .reader import Reader
 
@@ -45,6 +45,11 @@ class UtilityEvaluator(pt.Transformer):
     """
 
     def __init__(self, reader: Reader, scorer: FBertScorer):
+        if not isinstance(reader, Reader):
+            raise SettingError(f'UtilityEvaluator: the reader must be a pyterrier_utility.Reader, got {reader!r}: P_0 '
+                               'comes from its 0-shot answers for the same samples, which pyterrier-rag\'s Reader does '
+                               'not give. Give its backend to pyterrier_utility.Reader(backend) (any pyterrier-rag '
+                               'Backend works), or score its answers alone with FBertScorer (needs qid, qanswer)')
         self.reader = reader
         self.scorer = scorer
 
@@ -99,6 +104,9 @@ class UtilityEvaluator(pt.Transformer):
                              "the input mixes several readers' outputs; evaluate each on its own")
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        if 'query' not in inp.columns and 'qanswer' in inp.columns:
+            raise FrameError(f'{self!r}: the input has answers but no query column (pyterrier-rag\'s Reader drops '
+                             'it): its reader must be this evaluator\'s pyterrier_utility.Reader, which keeps query')
         validate_columns(self, inp, ['qid', 'query', 'qanswer'])
         frame = inp if 'sample' in inp.columns else inp.assign(sample=0)
         if frame.empty:
