@@ -42,6 +42,10 @@ class UtilityEvaluator(pt.Transformer):
 
         pipeline = dataset.bm25() % 5 >> reader >> UtilityEvaluator(reader, scorer)
         pt.Experiment([pipeline], topics, qrels, [nDCG@5, FBERT, Utility])
+
+    To save and reuse runs, ``pt.Experiment(..., save_dir=d, save_mode='reuse', save_format=pickle)``
+    (the ``pickle`` module): the default TREC files keep only qid, docno, rank and score, so the
+    measures would find no ``fbert`` or ``utility`` column (a ``KeyError``) when reading them back.
     """
 
     def __init__(self, reader: Reader, scorer: FBertScorer):

@@ -46,3 +46,28 @@ def test_measures_in_experiment_read_columns_with_one_mean_everywhere():
     assert res['nDCG@2'][0] == pytest.approx(expected_ndcg)
     per_query = pt.Experiment([system], topics, QRELS, [pu.Utility], perquery=True)
     assert per_query.set_index('qid')['value'].to_dict() == pytest.approx({'q1': 0.5, 'q2': -0.4, 'q3': np.nan}, nan_ok=True)
+
+
+def test_pt_experiment_reuses_saved_runs_with_save_format_pickle_not_trec(cranfield, minilm, tmp_path):
+    """TREC run files keep qid, docno, rank and score: the evaluators' columns need ``save_format=pickle``."""
+    import pickle
+
+    from conftest import CountingBackend
+    qrels = cranfield.get_qrels()
+    topics = pu.datasets.answerable_topics(cranfield.get_topics().head(3), qrels)
+    backend = CountingBackend()
+    reader = pu.Reader(backend)
+    system = pu.OracleSampler(qrels, cranfield.texts) % 2 >> reader >> pu.UtilityEvaluator(
+        reader, pu.FBertScorer(qrels, cranfield.texts, model_type=minilm))
+
+    def experiment(fmt, folder):
+        folder.mkdir(exist_ok=True)
+        return pt.Experiment([system], topics, qrels, [pu.FBERT, pu.Utility], names=['Rel'], save_dir=str(folder),
+                             save_mode='reuse', save_format=fmt)
+    first = experiment(pickle, tmp_path / 'pickled')
+    generated = len(backend.calls)
+    pd.testing.assert_frame_equal(experiment(pickle, tmp_path / 'pickled'), first)
+    assert len(backend.calls) == generated  # read back, nothing generated
+    experiment('trec', tmp_path / 'trec')
+    with pytest.raises(KeyError, match='fbert|utility'):
+        experiment('trec', tmp_path / 'trec')
