@@ -53,7 +53,7 @@ class FBertScorer(pt.Transformer):
         self.qrels = qrels
         self.texts = texts
         self.model_type, self.num_layers, self.idf = model_type, num_layers, idf
-        self.batch_size, self.device = batch_size, device
+        self.batch_size, self.device, self.verbose = batch_size, device, verbose
         validate_columns('FBertScorer qrels', qrels, ['qid', 'docno', 'label'])
         self.labels = LabelSet.parse(labels)
         self.relevant = self.labels.relevant_docnos(qrels)
