@@ -48,7 +48,8 @@ class BertScore:
                  idf: bool = False, idf_sents: Optional[Sequence[str]] = None, batch_size: int = 64,
                  device: Optional[str] = None, cache_bytes: int = 2 << 30,
                  cache_path: Optional[Union[str, Path]] = None, verbose: Optional[bool] = None):
-        from bert_score.utils import get_idf_dict, get_model, get_tokenizer, model2layers
+        from bert_score.utils import get_idf_dict, model2layers
+        self.model_name = model_type
         if model_type == OFFLINE_MODEL:
             from .models import minilm_path
             model_type, num_layers = minilm_path(), num_layers or 6
@@ -60,8 +61,7 @@ class BertScore:
         self.num_layers = num_layers
         self.batch_size = batch_size
         self.device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-        self.tokenizer = get_tokenizer(model_type, use_fast=False)
-        self.model = get_model(model_type, num_layers).to(self.device)
+        self._load()
         self.idf = idf
         if idf:
             if not idf_sents:
@@ -78,10 +78,25 @@ class BertScore:
         self._db = None
         self.verbose = resolve_verbose(verbose)
 
+    def _load(self) -> None:
+        from bert_score.utils import get_model, get_tokenizer
+        self.tokenizer = get_tokenizer(self.model_type, use_fast=False)
+        self.model = get_model(self.model_type, self.num_layers).to(self.device)
+
     def __getstate__(self):
-        state = dict(self.__dict__)
-        state['_db'] = None  # reconnected when next needed
+        # The model is pickled as its name (loaded again on unpickling, the offline one from the
+        # package that ships it), not as ~90 MB of weights; embeddings stay in the cache file.
+        state = dict(self.__dict__, _db=None, model=None, tokenizer=None, _cache=OrderedDict(), _cached_bytes=0)
+        if self.model_name == OFFLINE_MODEL:
+            state['model_type'] = OFFLINE_MODEL
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.model_type == OFFLINE_MODEL:
+            from .models import minilm_path
+            self.model_type = minilm_path()
+        self._load()
 
     def _database(self) -> Optional[sqlite3.Connection]:
         if self.cache_path is not None and self._db is None:

@@ -93,3 +93,14 @@ def test_progress_counts_the_texts_encoded_when_verbose(cranfield, capsys):
     scorer.embed(['one text', 'a third'], verbose=False)
     assert capsys.readouterr().err == ''
     assert scorer.encoded == 3
+
+
+def test_a_pickled_scorer_holds_the_model_name_not_its_weights(cranfield, minilm):
+    import pickle
+    scorer = FBertScorer(cranfield.get_qrels(), cranfield.texts, labels=2, model_type=minilm)
+    data = pickle.dumps(scorer)
+    assert len(data) < 5e6  # 93 MB with the MiniLM weights
+    copy = pickle.loads(data)
+    assert copy.bertscore.model_type == minilm.model_type
+    answers = ['the lift of a wing in a slipstream increases', 'heat conduction in slabs']
+    assert copy.score(['1', '2'], answers).tolist() == pytest.approx(scorer.score(['1', '2'], answers).tolist(), abs=1e-6)
