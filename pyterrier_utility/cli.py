@@ -9,11 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pyterrier.validate import InputValidationError
-
 from .errors import UtilityError
 from .experiment import config as cfg
-from .experiment import driver
 from .settings import LabelSet
 
 #: What ``--top-k none`` parses to, told apart from an option not given.
@@ -186,6 +183,7 @@ def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfi
 
 def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
+    from .experiment import driver  # after parsing: --help needs no PyTerrier nor torch
     driver.report(args.folders, Path(args.out), correction=args.correction, fig4_k=args.fig4_k,
                   ndcg_order=args.ndcg_order, html=args.html, min_n=args.min_n)
     return 0
@@ -230,6 +228,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if not getattr(args, 'verbose', False):
         quiet_third_parties()
+    from pyterrier.validate import InputValidationError
+
+    from .experiment import driver  # after parsing: --help needs no PyTerrier nor torch
     try:
         if args.command == 'report':
             return report(args)

@@ -10,7 +10,7 @@ from ._util import check_int, normalise_frame, stable_hash, validate_columns, wa
 from .datasets import texts_of
 from .errors import SettingError
 from .protocols import IndexedTexts
-from .settings import LabelSet, LabelsLike
+from .settings import ORACLE_MODES, LabelSet, LabelsLike
 
 #: How an oracle picks its documents: ``'sampled'``, the paper's text (Section 3: Rel "samples a set
 #: of k relevant documents from the known set of assessed documents ... If the number of relevant
@@ -19,7 +19,6 @@ from .settings import LabelSet, LabelsLike
 #: ``res/reverse_oracle_dl_19.csv``): every judged document of the query sorted by label, highest
 #: first for Rel (padded with label 1 and 0 documents when fewer than k are relevant), lowest first
 #: for NRel.
-ORACLE_MODES = ('sampled', 'authors')
 
 
 class OracleSampler(pt.Transformer):

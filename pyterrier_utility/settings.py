@@ -126,6 +126,15 @@ class Decoding:
 
 #: The fields of :class:`Decoding`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
+#: The decoding settings each engine honours (its backend's ``DECODING_FIELDS``), declared here so
+#: that a study's settings are checked before any engine is imported.
+ENGINE_DECODING = {
+    'huggingface': frozenset({'temperature', 'top_k', 'max_new_tokens', 'repetition_penalty', 'stop'}),
+    'openai': frozenset(FIELDS), 'vllm': frozenset(FIELDS)}
+ENGINE_DECODING['offline'] = ENGINE_DECODING['huggingface']
+#: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
+#: document by label (the authors' released runs).
+ORACLE_MODES = ('sampled', 'authors')
 
 
 @dataclass(frozen=True)

@@ -45,3 +45,10 @@ def test_an_unknown_name_is_an_attribute_error():
     import pytest
     with pytest.raises(AttributeError, match="'pyterrier_utility' has no attribute 'Nope'"):
         pu.Nope
+
+
+def test_the_command_line_parses_its_help_before_any_model_library_loads():
+    loaded = _loaded_after('from pyterrier_utility import cli\n'
+                           'try:\n    cli.main(["study", "--help"])\nexcept SystemExit:\n    pass')
+    assert loaded == {'torch': False, 'pyterrier': False, 'pyterrier_rag': False, 'matplotlib': False,
+                      'pyterrier_utility.reader': False}

@@ -123,4 +123,4 @@ def test_cli_study_over_a_pool_of_two_servers_writes_the_settings_asked_for(serv
     assert len(cached) == sum(answered)  # every stored answer came from a server's 200 response
     answers = pd.read_csv(out / 'answers.csv', keep_default_na=False)
     assert set(answers['qanswer']) <= set(cached.values())
-    assert 'pyterrier-utility study: ' in capsys.readouterr().out
+    assert 'pyterrier-utility study: ' in capsys.readouterr().err  # progress lines on stderr, with the bars

@@ -14,7 +14,7 @@ import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from .._util import check, check_int
-from ..settings import Decoding
+from ..settings import ENGINE_DECODING, Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from ._prefix import PrefixCache, line_chunks
 
@@ -106,7 +106,7 @@ class CausalLMBackend(DecodingBackendBase):
         backend = CausalLMBackend.from_pretrained('google/gemma-3-1b-it', chat_template=True)
         reader = pyterrier_utility.Reader(backend)
     """
-    DECODING_FIELDS = frozenset({'temperature', 'top_k', 'max_new_tokens', 'repetition_penalty', 'stop'})
+    DECODING_FIELDS = ENGINE_DECODING['huggingface']
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks')
     #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
     truncated = 0

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 from ..errors import SettingError
-from ..oracle import ORACLE_MODES
 from ..prompts import PROMPT_FORMATS
-from ..settings import BASE_MODEL_STOP, FIELDS, STOP, Decoding, LabelSet
+from ..settings import BASE_MODEL_STOP, ENGINE_DECODING, FIELDS, ORACLE_MODES, STOP, Decoding, LabelSet
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -167,16 +166,12 @@ class StudyConfig:
 
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
-        from ..backends import OpenAICompatibleBackend, VLLMBackend
-        from ..backends._hf import CausalLMBackend
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
                 'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
         for reader in self.readers:
             engine = engine_of(reader)
-            backend = {'offline': CausalLMBackend, 'huggingface': CausalLMBackend,
-                       'openai': OpenAICompatibleBackend, 'vllm': VLLMBackend}[engine]
-            self.decoding.check_honoured(f'the reader {reader!r}', backend.DECODING_FIELDS)
+            self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine])
             refused = [name for name, engines in only.items()
                        if getattr(self, name) != default[name].default and engine not in engines]
             if refused:

@@ -18,6 +18,7 @@ import pyterrier as pt
 from pyterrier.measures import nDCG
 
 from .. import backends, measures
+from .._util import say
 from .._version import __version__
 from ..bertscore import BertScore
 from ..cache import GenerationCache, backend_key
@@ -97,7 +98,7 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
         built = default_systems(dataset, qrels, neural=config.neural, labels=config.rel_labels,
                                 seed=config.oracle_seed, index=config.index, bm25=config.bm25,
                                 verbose=config.verbose, retrieval=bool(asked & {'BM25', 'Neural'}),
-                                reranker='Neural' in asked, oracle=config.oracle)
+                                reranker='Neural' in asked, oracle=config.oracle, progress=True)
         systems.update({s: built[s] for s in config.systems if s in built})
     if 'COSMix' in config.systems:
         systems['COSMix'] = cosmix_system(dataset, reader, threshold=config.cosmix_threshold, reranker=config.neural)
@@ -106,7 +107,7 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
         if run.qids() & set(topics['qid'].astype(str)):
             systems[run_name] = run
         else:
-            print(f'{name}: run {run_name} ranks none of its queries; left out', flush=True)
+            say(f'{name}: run {run_name} ranks none of its queries; left out')
     return {s: systems[s] for s in list(config.systems) + [r for r, _ in config.runs] if s in systems}
 
 
@@ -124,9 +125,9 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'scorer', 'neural',
                                                    'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
-    print(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
-          + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
-          + f'; settings in {out / "settings.json"}', flush=True)
+    say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
+        + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
+        + f'; settings in {out / "settings.json"}')
     return record
 
 
@@ -146,7 +147,7 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
                 systems = build_systems(config, name, dataset, qrels, topics, reader)
-            print(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}', flush=True)
+            say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
             results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
                                      label_sets=config.label_sets, reverse=ranked_systems(config, systems),
                                      orderings=config.orderings, windows=config.windows,
@@ -179,7 +180,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
 
 def _scorer(name: str) -> BertScore:
     try:
-        return BertScore(name)
+        return BertScore(name, verbose=True)
     except Exception as e:  # any loading failure: the message says which model and why
         raise SettingError(f'--scorer {name!r} cannot be loaded ({type(e).__name__}: {e})') from None
 
@@ -192,8 +193,8 @@ def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
         written = save(results, config, branches)
     if branches is not None:
         share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())
-        print('COS-Mix fell back to the sparse documents for '
-              + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index), flush=True)
+        say('COS-Mix fell back to the sparse documents for '
+            + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index))
     out = Path(config.out)
     print()
     print((out / 'table1_paper.md').read_text())

@@ -8,7 +8,7 @@ import ir_measures
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, check_int, normalise_frame, validate_columns, warn_qids
+from .._util import check, check_int, normalise_frame, say, validate_columns, warn_qids
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
@@ -175,7 +175,7 @@ class _Phases:
     def done(self, what: str) -> None:
         if self.verbose:
             now = time.perf_counter()
-            pt.tqdm.write(f'{what} ({now - self.start:.1f} s)')
+            say(f'{what} ({now - self.start:.1f} s)')
             self.start = now
 
 
