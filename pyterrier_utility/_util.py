@@ -83,12 +83,25 @@ def stable_hash(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode('utf8')).hexdigest()
 
 
-def warn_qids(message: str, qids: Iterable, stacklevel: int = 3) -> None:
-    """Warns once for a group of queries, naming them."""
+#: Packages whose frames a warning skips to reach the user's line (a pipeline runs through them).
+_LIBRARY = ('pyterrier_utility', 'pyterrier', 'pyterrier_alpha', 'pandas', 'ir_measures')
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside this package and the libraries a pipeline
+    runs through, so a warning points at the user's line (a notebook cell, a script), not ours."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_globals.get('__name__') or '').split('.')[0] in _LIBRARY:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_qids(message: str, qids: Iterable) -> None:
+    """Warns once for a group of queries, naming them, at the user's line."""
     qids = sorted({str(q) for q in qids})
     if qids:
         shown = ', '.join(qids[:20]) + (f' ... ({len(qids)} in all)' if len(qids) > 20 else '')
-        warnings.warn(f'{message}: qid {shown}', stacklevel=stacklevel)
+        warnings.warn(f'{message}: qid {shown}', stacklevel=user_stacklevel())
 
 
 def validate_columns(owner, frame, includes: Iterable[str]) -> None:

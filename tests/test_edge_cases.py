@@ -289,3 +289,10 @@ def test_text_that_cannot_be_encoded_is_named_by_qid_and_docno():
         check_encodable('Reader', frame([('q1', 'lift', 'd1', 'one', 0), ('q2', 'drag', 'd7', 'bad \ud800', 0)]))
     with pytest.raises(FrameError, match=r"Reader: query cannot be encoded as UTF-8 .* for qid q3$"):
         check_encodable('Reader', frame([('q3', '\udfff?', 'd1', 'one', 0), ('q3', '\udfff?', 'd2', 'two', 1)]))
+
+
+def test_warnings_point_at_the_users_line_not_the_library():
+    reader = Reader(CountingBackend())
+    with pytest.warns(UserWarning, match='empty document text') as caught:
+        reader(pd.DataFrame({'qid': ['q1'], 'query': ['lift'], 'docno': ['d1'], 'text': ['']}))
+    assert {w.filename for w in caught} == {__file__}
