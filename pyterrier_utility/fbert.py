@@ -6,13 +6,15 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import validate_columns, warn_qids
-from .bertscore import PAPER_MODEL, BertScore
+from ._util import check, validate_columns, warn_qids
+from .bertscore import AGGREGATIONS, PAPER_MODEL, SUBMEASURES, BertScore
 from .datasets import texts_of
 from .settings import LabelSet, LabelsLike
 
 class FBertScorer(pt.Transformer):
-    """Adds ``fbert``: P(a) = max over the query's relevant documents of BERTScore F1(a, document).
+    """Adds ``fbert``: P(a) = max over the query's relevant documents of BERTScore F1(a, document)
+    (the paper's FBERT; ``submeasure`` and ``agg`` choose precision or recall, and the mean over
+    the documents, as the authors' evaluator also records).
 
     Each row's answer (``qanswer``) is scored against the texts of the documents judged relevant for
     its ``qid``. Each distinct answer is scored once per query; each text is encoded once (see
@@ -35,6 +37,8 @@ class FBertScorer(pt.Transformer):
             ready :class:`~pyterrier_utility.bertscore.BertScore` to share its embedding cache.
         num_layers, idf, batch_size, device: as in bert_score. With ``idf``, idf is computed over
             the relevant documents' texts.
+        submeasure: BERTScore's ``'P'``, ``'R'`` or ``'F1'`` (the paper).
+        agg: over the relevant documents, ``'max'`` (the paper) or ``'mean'``.
         answer_column: the column holding answers.
         output_column: the column written.
         verbose: a progress bar counting the texts encoded (``None``: in a notebook only; a
@@ -49,7 +53,11 @@ class FBertScorer(pt.Transformer):
     def __init__(self, qrels: pd.DataFrame, texts: Mapping[str, str], *, labels: LabelsLike = 2,
                  model_type: Union[str, BertScore] = PAPER_MODEL, num_layers: Optional[int] = None,
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
-                 answer_column: str = 'qanswer', output_column: str = 'fbert', verbose: Optional[bool] = None):
+                 submeasure: str = 'F1', agg: str = 'max', answer_column: str = 'qanswer',
+                 output_column: str = 'fbert', verbose: Optional[bool] = None):
+        check(submeasure in SUBMEASURES, 'FBertScorer', f'submeasure must be one of {list(SUBMEASURES)}, got {submeasure!r}')
+        check(agg in AGGREGATIONS, 'FBertScorer', f'agg must be one of {list(AGGREGATIONS)}, got {agg!r}')
+        self.submeasure, self.agg = submeasure, agg
         self.qrels = qrels
         self.texts = texts
         self.model_type, self.num_layers, self.idf = model_type, num_layers, idf
@@ -77,13 +85,23 @@ class FBertScorer(pt.Transformer):
         self.answer_column = answer_column
         self.output_column = output_column
 
+    @property
+    def measure(self) -> str:
+        """The name of what it scores, in messages: ``FBERT``, or ``FBERT(P, mean)`` and the like."""
+        return 'FBERT' if (self.submeasure, self.agg) == ('F1', 'max') else f'FBERT({self.submeasure}, {self.agg})'
+
+    @property
+    def references(self) -> str:
+        """What answers are scored against, in messages: the relevant labels."""
+        return str(self.labels)
+
     def score(self, qids: Sequence, answers: Sequence[str]) -> np.ndarray:
         """FBERT of each (qid, answer) pair; NaN where the query has no relevant document."""
         return self.score_with_reference(qids, answers)[0]
 
     def score_with_reference(self, qids: Sequence, answers: Sequence[str]) -> Tuple[np.ndarray, List[Optional[str]]]:
         """FBERT of each (qid, answer) pair and the relevant docno that gave the maximum (``None``
-        where the score is NaN)."""
+        where the score is NaN, and with ``agg='mean'``)."""
         qids = [str(q) for q in qids]
         answers = ['' if a is None or (isinstance(a, float) and np.isnan(a)) else str(a) for a in answers]
         out = np.full(len(qids), np.nan)
@@ -92,10 +110,10 @@ class FBertScorer(pt.Transformer):
         if unjudged:
             why = {q: 'not in the qrels' if q not in self.judged_qids else 'no relevant document' for q in unjudged}
             for reason in sorted(set(why.values())):
-                warn_qids(f'FBERT is NaN ({reason}, {self.labels})',
+                warn_qids(f'{self.measure} is NaN ({reason}, {self.labels})',
                           [q for q, r in why.items() if r == reason])
         empty = {q for q, a in zip(qids, answers) if not a.strip() and q in self.relevant}
-        warn_qids('empty answer scored FBERT 0', empty)
+        warn_qids(f'empty answer scored {self.measure} 0', empty)
         by_qid: Dict[str, List[int]] = {}
         for i, q in enumerate(qids):
             if q in self.relevant:
@@ -105,11 +123,11 @@ class FBertScorer(pt.Transformer):
         for q, rows in by_qid.items():
             distinct = list(dict.fromkeys(answers[i] for i in rows))
             refs = [self.ref_texts[d] for d in self.relevant[q]]
-            f1 = self.bertscore.f1_matrix(distinct, refs)
-            best = dict(zip(distinct, zip(f1.max(axis=1), f1.argmax(axis=1))))
+            values, ref = self.bertscore.best(distinct, refs, self.submeasure, self.agg)
+            docnos = [None] * len(distinct) if ref is None else [self.relevant[q][r] for r in ref]
+            best = dict(zip(distinct, zip(values, docnos)))
             for i in rows:
-                value, ref = best[answers[i]]
-                out[i], best_docno[i] = value, self.relevant[q][ref]
+                out[i], best_docno[i] = best[answers[i]]
         return out, best_docno
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -117,4 +135,4 @@ class FBertScorer(pt.Transformer):
         return inp.assign(**{self.output_column: self.score(inp['qid'], inp[self.answer_column])})
 
     def __repr__(self):
-        return f'FBertScorer({self.bertscore.name!r}, {self.labels})'
+        return f'FBertScorer({self.bertscore.name!r}, {self.labels}, submeasure={self.submeasure!r}, agg={self.agg!r})'

@@ -104,3 +104,40 @@ def test_a_pickled_scorer_holds_the_model_name_not_its_weights(cranfield, minilm
     assert copy.bertscore.model_type == minilm.model_type
     answers = ['the lift of a wing in a slipstream increases', 'heat conduction in slabs']
     assert copy.score(['1', '2'], answers).tolist() == pytest.approx(scorer.score(['1', '2'], answers).tolist(), abs=1e-6)
+
+
+def test_precision_and_recall_matrices_equal_bert_score(minilm, cranfield, reference):
+    docs = [cranfield.texts[d] for d in ['1', '12', '51']]
+    ours = minilm.matrices(ANSWERS, docs)
+    for i, a in enumerate(ANSWERS):
+        p, r, f = reference.score([a] * len(docs), docs)
+        for name, theirs in (('P', p), ('R', r), ('F1', f)):
+            np.testing.assert_allclose(ours[name][i], theirs.numpy(), atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize('submeasure, agg', [('P', 'max'), ('R', 'max'), ('F1', 'mean'), ('R', 'mean')])
+def test_fbert_submeasure_and_aggregation_equal_bert_score(minilm, cranfield, reference, submeasure, agg):
+    qrels = cranfield.get_qrels()
+    scorer = FBertScorer(qrels, cranfield.texts, labels={3, 4}, model_type=minilm, submeasure=submeasure, agg=agg)
+    rel = qrels[(qrels.qid == '1') & qrels.label.isin([3, 4])]['docno'].tolist()
+    docs = [cranfield.texts[d] for d in rel]
+    p, r, f = reference.score([ANSWERS[0]] * len(docs), docs)
+    theirs = {'P': p, 'R': r, 'F1': f}[submeasure].numpy()
+    scores, best = scorer.score_with_reference(['1'], [ANSWERS[0]])
+    assert scores[0] == pytest.approx(theirs.max() if agg == 'max' else theirs.mean(), abs=1e-5)
+    assert best == ([rel[int(theirs.argmax())]] if agg == 'max' else [None])
+    assert repr(scorer) == f"FBertScorer('{minilm_path()}@L6', label in {{3,4}}, submeasure={submeasure!r}, agg={agg!r})"
+    assert scorer.measure == f'FBERT({submeasure}, {agg})'
+
+
+def test_default_fbert_is_max_f1_and_unknown_submeasures_are_refused(minilm):
+    from pyterrier_utility.errors import SettingError
+    qrels = pd.DataFrame([('q1', 'd1', 2), ('q1', 'd2', 2)], columns=['qid', 'docno', 'label'])
+    texts = {'d1': 'lift of wings', 'd2': 'heat transfer in slabs'}
+    default = FBertScorer(qrels, texts, model_type=minilm)
+    assert default.measure == 'FBERT' and "submeasure='F1', agg='max'" in repr(default)
+    assert default.score(['q1'], ['wings lift'])[0] == pytest.approx(
+        minilm.f1_matrix(['wings lift'], list(texts.values())).max())
+    for bad in (dict(submeasure='f1'), dict(agg='min')):
+        with pytest.raises(SettingError, match='FBertScorer'):
+            FBertScorer(qrels, texts, model_type=minilm, **bad)
