@@ -8,7 +8,9 @@ code asks ``isinstance(backend, KeyedBackend)`` (or the accessors below) and not
 Every ability is optional: any :class:`pyterrier_rag.backend.Backend` drives the Reader, with
 defaults that are always correct (one prompt order, no seeds, no prompt fitting).
 """
-from typing import Dict, Iterable, Mapping, Protocol, runtime_checkable
+from typing import Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
+
+import numpy as np
 
 from .settings import Decoding
 
@@ -87,3 +89,17 @@ def changes_contexts_with_cutoff(system) -> bool:
     validation depends on k), declared by the class attribute ``cutoff_changes_contexts``; such a
     system runs once per k in a study."""
     return bool(getattr(type(system), 'cutoff_changes_contexts', False))
+
+
+@runtime_checkable
+class AnswerScorer(Protocol):
+    """Scores answers to queries, P(a), as :class:`~pyterrier_utility.UtilityEvaluator` needs:
+    :class:`~pyterrier_utility.FBertScorer` (against relevant documents) and
+    :class:`~pyterrier_utility.GoldAnswerScorer` (against gold answers)."""
+    #: What it scores (``'FBERT'``, ``'EM'``, ...) and against what (``'label>=2'``, ``'gold answers'``),
+    #: in messages.
+    measure: str
+    references: str
+
+    def score_with_reference(self, qids: Sequence, answers: Sequence[str]) -> Tuple[np.ndarray, List[Optional[str]]]:
+        """P of each (qid, answer) pair (NaN: no reference) and the reference that gave it."""

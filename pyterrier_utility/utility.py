@@ -7,7 +7,7 @@ import pyterrier as pt
 
 from ._util import validate_columns, warn_qids
 from .errors import FrameError, SettingError
-from .fbert import FBertScorer
+from .protocols import AnswerScorer
 from .reader import Reader
 
 
@@ -36,7 +36,10 @@ class UtilityEvaluator(pt.Transformer):
 
     Args:
         reader: the reader that produced the k-shot answers.
-        scorer: the FBERT scorer.
+        scorer: the answer-quality scorer: an :class:`~pyterrier_utility.FBertScorer` (the paper's
+            FBERT against relevant documents) or a :class:`~pyterrier_utility.GoldAnswerScorer`
+            (EM, token F1 or BERTScore against gold answers); any
+            :class:`~pyterrier_utility.protocols.AnswerScorer`. Its P fills ``fbert``.
 
     Example::
 
@@ -48,7 +51,7 @@ class UtilityEvaluator(pt.Transformer):
     measures would find no ``fbert`` or ``utility`` column (a ``KeyError``) when reading them back.
     """
 
-    def __init__(self, reader: Reader, scorer: FBertScorer):
+    def __init__(self, reader: Reader, scorer: AnswerScorer):
         if not isinstance(reader, Reader):
             raise SettingError(f'UtilityEvaluator: the reader must be a pyterrier_utility.Reader, got {reader!r}: P_0 '
                                'comes from its 0-shot answers for the same samples, which pyterrier-rag\'s Reader does '
@@ -90,7 +93,8 @@ class UtilityEvaluator(pt.Transformer):
         groups = k_shot.groupby(by, sort=False)['fbert'].mean().rename('fbert').reset_index()
         groups['fbert_0shot'] = groups['qid'].map(p_0).astype(float)
         groups['utility'] = utility(groups['fbert'], groups['fbert_0shot'])
-        warn_qids(f'utility is NaN because the 0-shot FBERT is 0 ({self.scorer.labels})', p_0.index[p_0 == 0])
+        warn_qids(f'utility is NaN because the 0-shot {self.scorer.measure} is 0 ({self.scorer.references})',
+                  p_0.index[p_0 == 0])
         zero = zero.assign(**{c: v for c, v in (('system', '0-shot'), ('k', 0)) if c in by})
         return groups, pd.concat([zero[k_shot.columns], k_shot], ignore_index=True)
 
