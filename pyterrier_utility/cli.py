@@ -122,7 +122,12 @@ OPTIONS = {
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
     ],
     'scoring and output': [
+        (('--quality',), 'quality', dict(choices=cfg.QUALITIES),
+         "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
+         'answers: BERTScore, exact match, token F1'),
         (('--scorer',), 'scorer', dict(metavar='MODEL'), "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
+        (('--submeasure',), 'submeasure', dict(choices=cfg.SUBMEASURES), "BERTScore's precision, recall or F1"),
+        (('--agg',), 'agg', dict(choices=cfg.AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
         (('--ndcg-order',), 'ndcg_order', dict(choices=['context', 'retrieval']),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
         (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS), 'a multiple-testing correction of the t-tests'),

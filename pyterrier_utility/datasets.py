@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Mapping as MappingABC
 from functools import cached_property
 from importlib import resources
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -206,6 +206,11 @@ class Dataset(pt.datasets.Dataset):
     def get_corpus_iter(self) -> Iterator[Dict[str, str]]:
         raise NotImplementedError
 
+    def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
+        """qid -> the gold answers of a QA collection (a :class:`SettingError` for the others)."""
+        raise SettingError(f'{self.name} has no gold answers: answer quality against gold answers needs a QA '
+                           "collection (pyterrier-rag's rag: datasets, or topics with a gold_answer or answers column)")
+
     @cached_property
     def texts(self) -> Dict[str, str]:
         """docno -> document text."""
@@ -339,9 +344,27 @@ class PyTerrierDataset(Dataset):
         return LazyTexts(fetch, docnos=lambda: (d.doc_id for d in irds.docs_iter()), count=irds.docs_count,
                          docno_at=lambda i: iter(store)[i].doc_id)
 
-    def get_topics(self) -> pd.DataFrame:
+    @cached_property
+    def _topics(self) -> pd.DataFrame:
         topics = self._dataset.get_topics(self.variant) if self.variant else self._dataset.get_topics()
-        return topics[['qid', 'query']]
+        if 'query' not in topics.columns and 'text' in topics.columns:
+            # ir_datasets queries with fields besides their text (dpr-w100's answers) keep the names.
+            topics = topics.rename(columns={'text': 'query'})
+        return topics
+
+    def get_topics(self) -> pd.DataFrame:
+        return self._topics[['qid', 'query']].copy()
+
+    def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
+        """qid -> gold answers: pyterrier-rag's ``get_answers()`` where the dataset has it (its
+        ``rag:`` datasets), else the topics' ``gold_answer`` or ``answers`` column (ir_datasets'
+        QA queries)."""
+        from .gold import GOLD_COLUMNS, gold_answers
+        get_answers = getattr(self._dataset, 'get_answers', None)  # declared by pyterrier-rag's RAGDataset
+        source = (get_answers(self.variant) if self.variant else get_answers()) if get_answers else self._topics
+        if not isinstance(source, pd.DataFrame) or not set(GOLD_COLUMNS) & set(source.columns):
+            return super().gold_answers()
+        return gold_answers(source)
 
     def get_qrels(self) -> pd.DataFrame:
         qrels = self._dataset.get_qrels(self.variant) if self.variant else self._dataset.get_qrels()

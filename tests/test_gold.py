@@ -79,3 +79,106 @@ def test_bertscore_against_gold_answers_equals_bert_score(minilm, submeasure, ag
         theirs = dict(zip(('P', 'R', 'F1'), reference.score([a] * len(GOLD[q]), GOLD[q])))[submeasure].numpy()
         assert value == pytest.approx(theirs.max() if agg == 'max' else theirs.mean(), abs=1e-5)
     assert scorer.measure == ('BERTScore' if agg == 'max' else 'BERTScore(P, mean)')
+
+
+# A QA collection: one relevant document per query, gold answers in the queries' ``answers`` field
+# (as ir_datasets' dpr-w100/natural-questions gives them). q4 has none, so a gold-answer study leaves it out.
+QA_DOCS = {'d1': 'the wing lift is caused by pressure', 'd2': 'heat flows through slabs',
+           'd3': 'shock waves form at mach one', 'd4': 'boundary layers thicken downstream',
+           'd5': 'a flap raises lift', 'd6': 'jets are loud', 'd7': 'vortex shedding behind cylinders'}
+QA_QUERIES = [('q1', 'what causes wing lift', ('pressure', 'pressure differences')),
+              ('q2', 'when do shock waves form', ('No context.', 'mach one')),
+              ('q3', 'what raises lift', ('no context (seed 0, 0 contexts)', 'flaps')),
+              ('q4', 'why are jets loud', ())]
+QA_QRELS = [('q1', 'd1', 2), ('q1', 'd2', 0), ('q2', 'd3', 2), ('q2', 'd4', 0), ('q3', 'd5', 2), ('q3', 'd6', 0),
+            ('q4', 'd6', 2), ('q4', 'd7', 0)]
+
+
+@pytest.fixture(scope='module')
+def qa_collection(tmp_path_factory):
+    """Registers irds:pu-test/qa from local files: documents, qrels, and queries with answers."""
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.datasets.dpr_w100 import DprW100Query
+    from ir_datasets.formats import BaseQueries, TrecQrels, TsvDocs
+    from ir_datasets.util import LocalDownload
+
+    class Queries(BaseQueries):
+        def queries_iter(self):
+            return iter(DprW100Query(*q) for q in QA_QUERIES)
+
+        def queries_cls(self):
+            return DprW100Query
+
+        def queries_namespace(self):
+            return 'pu-test/qa'
+
+        def queries_lang(self):
+            return 'en'
+
+    folder = tmp_path_factory.mktemp('qa')
+    (folder / 'docs.tsv').write_text(''.join(f'{d}\t{t}\n' for d, t in QA_DOCS.items()))
+    (folder / 'qrels').write_text(''.join(f'{q} 0 {d} {label}\n' for q, d, label in QA_QRELS))
+    if 'pu-test/qa' not in ir_datasets.registry:
+        ir_datasets.registry.register('pu-test/qa', Dataset(
+            TsvDocs(LocalDownload(folder / 'docs.tsv'), namespace='pu-test/qa'), Queries(),
+            TrecQrels(LocalDownload(folder / 'qrels'), {0: 'not', 2: 'relevant'})))
+    return 'irds:pu-test/qa'
+
+
+def test_a_qa_collections_gold_answers_are_read_from_its_topics(qa_collection):
+    import pyterrier_utility as pu
+    d = pu.datasets.get_dataset(qa_collection)
+    assert list(d.get_topics().columns) == ['qid', 'query'] and len(d.get_topics()) == 4
+    assert d.gold_answers() == {q: answers for q, _, answers in QA_QUERIES if answers}
+    with pytest.raises(SettingError, match='cranfield has no gold answers'):
+        pu.datasets.cranfield().gold_answers()
+
+
+@pytest.mark.parametrize('quality', ['em', 'f1'])
+def test_cli_study_scores_p_against_the_gold_answers(qa_collection, quality, tmp_path, monkeypatch):
+    import json
+
+    from conftest import CountingBackend
+
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    out = tmp_path / quality
+    assert cli.main(['study', '--dataset', qa_collection, '--quality', quality, '--queries', '0', '-k', '1',
+                     '--systems', 'Rel', '--labels', '2', '--samples', '1', '--out', str(out)]) == 0
+    settings = json.loads((out / 'settings.json').read_text())
+    assert (settings['quality'], settings['submeasure'], settings['agg']) == (quality, 'F1', 'max')
+    per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str}).set_index('qid')
+    answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str}, keep_default_na=False)
+    # The fake reader answers with Context 1 and its seed: 0-shot 'no context (seed 0, 0 contexts)',
+    # Rel at k=1 'the wing lift is caused by pressure (seed 0, 1 contexts)' for q1.
+    assert answers.loc[(answers['system'] == 'Rel') & (answers['qid'] == 'q1'), 'qanswer'].tolist() == [
+        'the wing lift is caused by pressure (seed 0, 1 contexts)']
+    assert list(per_query.index) == ['q1', 'q2', 'q3']  # q4 has no gold answer
+    measure = ems if quality == 'em' else (lambda a, golds: max(f1_score(a, g) for g in golds))
+    gold = {q: answers for q, _, answers in QA_QUERIES}
+    for system, column in (('0-shot', 'fbert_0shot'), ('Rel', 'fbert')):
+        rows = answers[answers['system'] == system].set_index('qid')['qanswer']
+        assert per_query[column].tolist() == pytest.approx([measure(rows[q], gold[q]) for q in per_query.index])
+    if quality == 'em':
+        # Only q3's 0-shot answer is one of its gold answers.
+        assert per_query['fbert_0shot'].tolist() == [0.0, 0.0, 1.0] and per_query['fbert'].tolist() == [0.0, 0.0, 0.0]
+        assert per_query['utility'].isna().tolist() == [True, True, False] and per_query.loc['q3', 'utility'] == -1.0
+    else:
+        # q1: 'wing lift is caused by pressure seed 0 1 contexts' against 'pressure': P 1/10, R 1 -> 2/11.
+        # q2: 0-shot 'no context seed 0 0 contexts' against 'no context': P 2/6, R 1 -> 1/2;
+        #     'shock waves form at mach one seed 0 1 contexts' against 'mach one': P 2/10, R 1 -> 1/3.
+        # q3: 0-shot F1 1 (it is a gold answer); 'flap raises lift seed 0 1 contexts' shares 'seed 0
+        #     contexts' with it: P 3/7, R 3/6 -> 6/13 ('flaps' is not 'flap': no stemming).
+        assert per_query['fbert_0shot'].tolist() == pytest.approx([0.0, 0.5, 1.0])
+        assert per_query['fbert'].tolist() == pytest.approx([2 / 11, 1 / 3, 6 / 13])
+        assert per_query['utility'].tolist()[1:] == pytest.approx([(1 / 3 - 1 / 2) / (1 / 2), 6 / 13 - 1])
+
+
+def test_gold_quality_settings_are_checked_once():
+    from pyterrier_utility.experiment import StudyConfig
+    assert StudyConfig().quality == 'fbert-docs' and StudyConfig(quality='bertscore-gold', agg='mean').agg == 'mean'
+    for bad in (dict(quality='rouge'), dict(quality='em', submeasure='P'), dict(submeasure='F'), dict(agg='min')):
+        with pytest.raises(SettingError, match='StudyConfig'):
+            StudyConfig(**bad)

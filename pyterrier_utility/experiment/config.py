@@ -9,7 +9,9 @@ import json
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from ..bertscore import AGGREGATIONS, SUBMEASURES
 from ..errors import SettingError
+from ..gold import GOLD_QUALITIES
 from ..prompts import PROMPT_FORMATS
 from ..settings import BASE_MODEL_STOP, ENGINE_DECODING, FIELDS, ORACLE_MODES, STOP, Decoding, LabelSet
 
@@ -26,6 +28,9 @@ OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
 #: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
 ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r')
+#: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
+#: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
+QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
 #: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
 CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
                'fdr_tsbh', 'fdr_tsbky')
@@ -59,7 +64,10 @@ class StudyConfig:
     with its own 0-shot baseline, one generation cache, a ``reader`` column in the results), ``decoding``,
     ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
     ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
-    ``timeout``, ``max_retries``. Scoring and output: ``scorer``, ``ndcg_order``, ``correction``,
+    ``timeout``, ``max_retries``. Scoring and output: ``quality`` (what P is, :data:`QUALITIES`:
+    FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
+    label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
+    (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
     ``fig4_k``, ``out``, ``verbose``.
 
     Example::
@@ -97,7 +105,10 @@ class StudyConfig:
     timeout: float = 600.0
     max_retries: int = 5
     retry_deadline: Optional[float] = None
+    quality: str = 'fbert-docs'
     scorer: str = 'minilm'
+    submeasure: str = 'F1'
+    agg: str = 'max'
     ndcg_order: str = 'context'
     correction: Optional[str] = None
     min_n: int = 5
@@ -145,6 +156,12 @@ class StudyConfig:
              f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
         need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
                                                          f'got {self.ndcg_order!r}')
+        need(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
+        need(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
+             f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
+             f'got {self.submeasure!r}, {self.agg!r}')
+        need(self.quality not in ('em', 'f1') or (self.submeasure, self.agg) == ('F1', 'max'),
+             f'submeasure and agg are those of BERTScore; quality {self.quality!r} takes the best gold answer')
         need(self.correction is None or self.correction in CORRECTIONS,
              f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
         need(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')

@@ -11,7 +11,7 @@ Example::
 import json
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
 import pyterrier as pt
@@ -26,9 +26,12 @@ from ..cosmix import cosmix_system
 from ..datasets import get_dataset
 from ..errors import SettingError
 from ..fbert import FBertScorer
+from ..gold import GOLD_QUALITIES, GoldAnswerScorer
 from ..order import Window
+from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..runs import RunFile
+from ..settings import LabelSet
 from ..utility import UtilityEvaluator
 from . import figures
 from .config import StudyConfig
@@ -54,7 +57,7 @@ def check_out(out: Path) -> None:
 
 def load_collection(name: str, config: StudyConfig):
     """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
-    give NaN for the others). A label set that no document has, or that leaves out the collection's
+    give NaN for the others) and, for a gold-answer quality, with a gold answer. A label set that no document has, or that leaves out the collection's
     top grade or labels the Rel oracle draws from, is refused: P would silently ignore documents
     that Rel gives the reader."""
     dataset = get_dataset(name)
@@ -73,6 +76,8 @@ def load_collection(name: str, config: StudyConfig):
     answerable = set()
     for labels in config.label_sets:
         answerable |= set(labels.relevant_docnos(qrels))
+    if config.quality in GOLD_QUALITIES:
+        answerable &= set(dataset.gold_answers())
     topics = dataset.get_topics()
     topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)
     if config.queries:
@@ -122,7 +127,7 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     first = next(iter(readers.values()))
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv)
-    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'scorer', 'neural',
+    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer', 'neural',
                                                    'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
@@ -138,7 +143,7 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     out = Path(config.out)
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
-    bertscore = _scorer(config.scorer)
+    bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
     readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
     record = announce('study', config, readers, out, argv)
     results, branches = [], []
@@ -151,7 +156,8 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
             results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
                                      label_sets=config.label_sets, reverse=ranked_systems(config, systems),
                                      orderings=config.orderings, windows=config.windows,
-                                     bertscore=bertscore, baseline='Rel' if 'Rel' in systems else None,
+                                     scorer_for=scorer_factory(config, dataset, qrels, bertscore),
+                                     baseline='Rel' if 'Rel' in systems else None,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
                                      reader_name=reader_name if len(readers) > 1 else None))
             if 'COSMix' in systems:
@@ -176,6 +182,18 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
         drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order)
         write_report(stage)
         return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
+
+
+def scorer_factory(config: StudyConfig, dataset, qrels: pd.DataFrame,
+                   bertscore: Optional[BertScore]) -> Callable[[LabelSet], AnswerScorer]:
+    """The scorer of P under each label set, by ``config.quality``: FBERT against the documents of
+    that label set, or one scorer against the gold answers whatever the label set."""
+    if config.quality == 'fbert-docs':
+        return lambda labels: FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore,
+                                          submeasure=config.submeasure, agg=config.agg)
+    gold = GoldAnswerScorer(dataset.gold_answers(), config.quality, model_type=bertscore or config.scorer,
+                            submeasure=config.submeasure, agg=config.agg)
+    return lambda labels: gold
 
 
 def _scorer(name: str) -> BertScore:
@@ -219,8 +237,8 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
     record = announce('experiment', config, {config.readers[0]: reader}, out, argv)
     (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
-    evaluate = UtilityEvaluator(reader, FBertScorer(qrels, dataset.texts, labels=config.label_sets[0],
-                                                    model_type=_scorer(config.scorer)))
+    bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
+    evaluate = UtilityEvaluator(reader, scorer_factory(config, dataset, qrels, bertscore)(config.label_sets[0]))
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     pipelines = {}
     for s, system in systems.items():

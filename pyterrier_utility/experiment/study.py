@@ -2,7 +2,7 @@
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import ir_measures
 import pandas as pd
@@ -13,7 +13,7 @@ from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
 from ..order import LostInTheMiddle, ReverseOrder, Window
-from ..protocols import changes_contexts_with_cutoff
+from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import Reader
 from ..settings import LabelSet, LabelsLike
 from ..utility import UtilityEvaluator
@@ -308,7 +308,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
               orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (),
-              bertscore: Union[str, BertScore] = 'minilm', baseline: str = 'Rel',
+              bertscore: Union[str, BertScore] = 'minilm',
+              scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: str = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
               verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
@@ -347,6 +348,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         orderings: names from :data:`ORDERINGS`; ``'original'`` always, ``'reversed'`` by default.
         windows: start ranks of deeper windows (1 is the top k itself).
         bertscore: BERTScore model name or a shared :class:`~pyterrier_utility.BertScore`.
+        scorer_for: the scorer of P under a label set (default: :class:`~pyterrier_utility.FBertScorer`
+            against that label set's documents with ``bertscore``, the paper's FBERT); e.g.
+            ``lambda labels: GoldAnswerScorer(answers, 'em')`` for P against gold answers, whatever
+            the label set (which then drives only Rel and nDCG). P fills the ``fbert`` columns.
         baseline: the system significance is tested against in :meth:`StudyResults.table`.
         ndcg_order: nDCG@k of a reversed system on the contexts as the reader sees them
             (``'context'``) or in the retrieval order of its unreversed system (``'retrieval'``); the
@@ -380,11 +385,12 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     generated = reader.backend.generated - before
     clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
 
-    if not isinstance(bertscore, BertScore):
-        bertscore = BertScore(bertscore)
+    if scorer_for is None:
+        bertscore = bertscore if isinstance(bertscore, BertScore) else BertScore(bertscore)
+        scorer_for = lambda labels: FBertScorer(qrels, texts, labels=labels, model_type=bertscore)  # noqa: E731
     frames, scores = [], []
     for labels in label_sets:
-        evaluator = UtilityEvaluator(reader, FBertScorer(qrels, texts, labels=labels, model_type=bertscore))
+        evaluator = UtilityEvaluator(reader, scorer_for(labels))
         groups, per_answer = evaluator.evaluate(answered, by=CELL)
         rows = cells.merge(groups, on=CELL, how='left')
         rows.insert(3, 'n_docs', _ordered(contexts[contexts['docno'].notna()], cells).groupby(CELL, sort=False)[
