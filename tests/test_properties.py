@@ -66,7 +66,8 @@ class HashScorer:
     """A stand-in for FBERT: a fixed value in [0, 1) per (qid, answer); NaN for q3 (no relevant
     document); 0 for an empty answer."""
 
-    labels = 'label>=2'
+    measure = 'FBERT'
+    references = 'label>=2'
 
     def score_with_reference(self, qids, answers):
         scores = np.array([math.nan if q == 'q3' else (0.0 if not a else (hash((q, a)) % 1000) / 1000)

@@ -6,15 +6,21 @@ from pyterrier_utility.utility import utility
 
 
 class TableScorer:
-    """FBERT looked up from a table, to check the arithmetic exactly."""
+    """FBERT looked up from a table, to check the arithmetic exactly (an AnswerScorer)."""
 
-    labels = 'label>=2'
+    measure = 'FBERT'
+    references = 'label>=2'
 
     def __init__(self, table):
         self.table = table
 
     def score_with_reference(self, qids, answers):
         return np.array([self.table[a] for a in answers], dtype=float), ['d'] * len(answers)
+
+
+def test_the_table_scorer_is_an_answer_scorer():
+    from pyterrier_utility.protocols import AnswerScorer
+    assert isinstance(TableScorer({}), AnswerScorer)
 
 
 def test_utility_formula():
