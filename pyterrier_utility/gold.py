@@ -114,6 +114,7 @@ class GoldAnswerScorer(pt.Transformer):
               f'got {submeasure!r}, {agg!r}')
         check(quality == 'bertscore-gold' or (submeasure, agg) == ('F1', 'max'), 'GoldAnswerScorer',
               f'submeasure and agg are those of BERTScore; {quality!r} takes the best gold answer')
+        self.answers, self.model_type = answers, model_type
         self.gold = gold_answers(answers)
         self.quality, self.submeasure, self.agg = quality, submeasure, agg
         self.bertscore = None

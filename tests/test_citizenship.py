@@ -25,6 +25,7 @@ def transformers(cranfield, minilm, tmp_path_factory):
     return {
         'Reader': reader, 'ReverseOrder': pu.ReverseOrder(), 'OracleSampler': pu.OracleSampler(QRELS, cranfield.texts),
         'FBertScorer': scorer, 'UtilityEvaluator': pu.UtilityEvaluator(reader, scorer),
+        'GoldAnswerScorer': pu.GoldAnswerScorer({'1': ['lift']}, 'bertscore-gold', model_type=minilm),
         'ERAGLabeller': pu.ERAGLabeller(reader, scorer), 'LLMRetEval': pu.LLMRetEval(reader, QRELS, cranfield.texts,
                                                                                        bertscore=minilm, gold_reader=gold),
         'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.backend,
@@ -34,7 +35,8 @@ def transformers(cranfield, minilm, tmp_path_factory):
     }
 
 
-@pytest.mark.parametrize('name', ['Reader', 'ReverseOrder', 'OracleSampler', 'FBertScorer', 'UtilityEvaluator',
+@pytest.mark.parametrize('name', ['Reader', 'ReverseOrder', 'OracleSampler', 'FBertScorer', 'GoldAnswerScorer',
+                                  'UtilityEvaluator',
                                   'ERAGLabeller', 'LLMRetEval', 'TextLoader', 'GenerationCache', 'PisaBM25', 'RunFile',
                                   'DenseRetriever', 'HybridRetriever', 'COSMix'])
 def test_every_public_transformer_has_inspectable_attributes_and_a_telling_repr(name, transformers):

@@ -182,3 +182,18 @@ def test_gold_quality_settings_are_checked_once():
     for bad in (dict(quality='rouge'), dict(quality='em', submeasure='P'), dict(submeasure='F'), dict(agg='min')):
         with pytest.raises(SettingError, match='StudyConfig'):
             StudyConfig(**bad)
+
+
+def test_cli_experiment_runs_a_gold_quality_in_pt_experiment(qa_collection, tmp_path, monkeypatch):
+    from conftest import CountingBackend
+
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    out = tmp_path / 'experiment'
+    assert cli.main(['experiment', '--dataset', qa_collection, '--quality', 'f1', '-k', '1', '--systems', 'Rel',
+                     '--labels', '2', '--out', str(out)]) == 0
+    table = pd.read_csv(out / 'experiment.csv').set_index('name')
+    # The same P as the study's (see above): F1 of the Rel answers 2/11, 1/3, 6/13; 0-shot 0, 1/2, 1.
+    assert table.loc['Rel', 'FBERT'] == pytest.approx((2 / 11 + 1 / 3 + 6 / 13) / 3, abs=1e-4)
+    assert table.loc['Rel', 'FBERT0'] == pytest.approx(0.5, abs=1e-4)
