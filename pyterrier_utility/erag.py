@@ -5,7 +5,7 @@ with that answer's score; :func:`pyterrier_utility.measures.erag_measure` aggreg
 the ranking for ``pt.Experiment``; :func:`pyterrier_utility.rank_correlation` compares per-query eRAG
 scores with an end-to-end measure (utility, answer quality) across queries, as the eRAG paper does.
 """
-from typing import Optional, Sequence, Union
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -14,21 +14,10 @@ import pyterrier as pt
 from ._util import normalise_frame, validate_columns
 from .errors import SettingError
 from .fbert import FBertScorer
+from .gold import gold_answer_score
 from .reader import Reader
 
 GOLD_METRICS = ('em', 'f1')
-
-
-def gold_answer_score(answer: str, gold: Union[str, Sequence[str]], metric: str = 'f1') -> float:
-    """Exact match or token F1 (SQuAD normalisation, as pyterrier-rag's EM / F1) against the best of
-    the gold answers."""
-    from pyterrier_rag._measures import ems, f1_score
-    golds = [gold] if isinstance(gold, str) else list(gold)
-    if not golds:
-        return float('nan')
-    if metric == 'em':
-        return float(ems(answer, golds))
-    return float(max(f1_score(answer, g) for g in golds))
 
 
 class ERAGLabeller(pt.Transformer):

@@ -55,7 +55,8 @@ class FBertScorer(pt.Transformer):
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
                  submeasure: str = 'F1', agg: str = 'max', answer_column: str = 'qanswer',
                  output_column: str = 'fbert', verbose: Optional[bool] = None):
-        check(submeasure in SUBMEASURES, 'FBertScorer', f'submeasure must be one of {list(SUBMEASURES)}, got {submeasure!r}')
+        check(submeasure in SUBMEASURES, 'FBertScorer',
+              f'submeasure must be one of {list(SUBMEASURES)}, got {submeasure!r}')
         check(agg in AGGREGATIONS, 'FBertScorer', f'agg must be one of {list(AGGREGATIONS)}, got {agg!r}')
         self.submeasure, self.agg = submeasure, agg
         self.qrels = qrels

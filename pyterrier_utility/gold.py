@@ -50,6 +50,15 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def gold_answer_score(answer: str, gold: Union[str, Sequence[str]], metric: str = 'f1') -> float:
+    """Exact match (``'em'``) or token F1 (``'f1'``) against the best of the gold answers (one or
+    several); NaN for none."""
+    golds = [gold] if isinstance(gold, str) else list(gold)
+    if not golds:
+        return float('nan')
+    return max((exact_match if metric == 'em' else token_f1)(answer, g) for g in golds)
+
+
 def _strings(value) -> List[str]:
     if isinstance(value, str):
         return [value]
@@ -156,8 +165,8 @@ class GoldAnswerScorer(pt.Transformer):
                 best = self.bertscore.best(list(distinct), self.gold[q], self.submeasure, self.agg)[0]
                 value.update(((q, a), v) for a, v in zip(distinct, best))
         else:
-            one = exact_match if self.quality == 'em' else token_f1
-            value = {(q, a): max(one(a, g) for g in self.gold[q]) for q, distinct in by_qid.items() for a in distinct}
+            value = {(q, a): gold_answer_score(a, self.gold[q], self.quality)
+                     for q, distinct in by_qid.items() for a in distinct}
         scores = np.array([value.get((q, a), np.nan) for q, a in zip(qids, answers)], dtype=float)
         return scores, [None] * len(qids)
 

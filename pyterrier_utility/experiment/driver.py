@@ -127,8 +127,8 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     first = next(iter(readers.values()))
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv)
-    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer', 'neural',
-                                                   'bm25', 'ks', 'label_sets', 'rel_labels'))
+    shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
+                                                   'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
         + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
