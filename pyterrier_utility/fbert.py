@@ -7,9 +7,9 @@ import pandas as pd
 import pyterrier as pt
 
 from ._util import check, validate_columns, warn_qids
-from .bertscore import AGGREGATIONS, PAPER_MODEL, SUBMEASURES, BertScore
+from .bertscore import PAPER_MODEL, BertScore
 from .datasets import texts_of
-from .settings import LabelSet, LabelsLike
+from .settings import AGGREGATIONS, SUBMEASURES, LabelSet, LabelsLike
 
 class FBertScorer(pt.Transformer):
     """Adds ``fbert``: P(a) = max over the query's relevant documents of BERTScore F1(a, document)

@@ -15,10 +15,9 @@ import pandas as pd
 import pyterrier as pt
 
 from ._util import check, validate_columns, warn_qids
-from .bertscore import AGGREGATIONS, SUBMEASURES, BertScore
+from .bertscore import BertScore
+from .settings import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 
-#: The gold-answer qualities: exact match, token F1, BERTScore (``submeasure``, ``agg``).
-GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 #: The topic columns gold answers are read from: pyterrier-rag's, then ir_datasets'.
 GOLD_COLUMNS = ('gold_answer', 'answers')
 _NAMES = {'em': 'EM', 'f1': 'F1', 'bertscore-gold': 'BERTScore'}

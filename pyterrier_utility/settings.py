@@ -18,6 +18,13 @@ STOP = ('STOP',)
 #: Stop sequences for base (non-instruction) models, which ignore "STOP" and go on to invent the
 #: next "Question:" or "Context": the answer is what comes before.
 BASE_MODEL_STOP = ('STOP', '\nQuestion:', '\nContext')
+#: BERTScore's submeasures: precision (answer tokens matched in the reference), recall (reference
+#: tokens matched in the answer) and their harmonic mean, as bert_score returns them.
+SUBMEASURES = ('P', 'R', 'F1')
+#: How the scores against several references make one: the best one (the paper) or their mean.
+AGGREGATIONS = ('max', 'mean')
+#: The answer qualities against gold answers: exact match, token F1, BERTScore (``submeasure``, ``agg``).
+GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 
 
 def _is_int(value) -> bool:

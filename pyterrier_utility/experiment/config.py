@@ -9,11 +9,10 @@ import json
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from ..bertscore import AGGREGATIONS, SUBMEASURES
 from ..errors import SettingError
-from ..gold import GOLD_QUALITIES
 from ..prompts import PROMPT_FORMATS
-from ..settings import BASE_MODEL_STOP, ENGINE_DECODING, FIELDS, ORACLE_MODES, STOP, Decoding, LabelSet
+from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, FIELDS, GOLD_QUALITIES, ORACLE_MODES, STOP,
+                        SUBMEASURES, Decoding, LabelSet)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
