@@ -209,7 +209,8 @@ class Dataset(pt.datasets.Dataset):
     def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
         """qid -> the gold answers of a QA collection (a :class:`SettingError` for the others)."""
         raise SettingError(f'{self.name} has no gold answers: answer quality against gold answers needs a QA '
-                           "collection (pyterrier-rag's rag: datasets, or topics with a gold_answer or answers column)")
+                           "collection with qrels (an ir_datasets id whose queries have answers, such as "
+                           'dpr-w100/natural-questions/dev, or topics with a gold_answer or answers column)')
 
     @cached_property
     def texts(self) -> Dict[str, str]:
@@ -356,9 +357,9 @@ class PyTerrierDataset(Dataset):
         return self._topics[['qid', 'query']].copy()
 
     def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
-        """qid -> gold answers: pyterrier-rag's ``get_answers()`` where the dataset has it (its
-        ``rag:`` datasets), else the topics' ``gold_answer`` or ``answers`` column (ir_datasets'
-        QA queries)."""
+        """qid -> gold answers: the dataset's ``get_answers()`` where it has one (pyterrier-rag's
+        RAGDataset interface), else the topics' ``gold_answer`` or ``answers`` column (ir_datasets'
+        QA queries, e.g. dpr-w100/natural-questions)."""
         from .gold import GOLD_COLUMNS, gold_answers
         get_answers = getattr(self._dataset, 'get_answers', None)  # declared by pyterrier-rag's RAGDataset
         source = (get_answers(self.variant) if self.variant else get_answers()) if get_answers else self._topics
