@@ -24,6 +24,30 @@ def test_batched_greedy_equals_one_at_a_time(gemma):
     assert all(batched)
 
 
+@pytest.mark.parametrize('repetition_penalty', [1.0, 1.3])
+def test_log_probability_is_the_models_own_for_the_chosen_tokens(gemma, repetition_penalty):
+    """Checked against the model's forward pass over prompt + answer tokens, chosen independently by
+    transformers' greedy ``generate``; a penalty changes the tokens chosen, not their log-probability."""
+    import torch
+    exact = backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='float32',
+                                     temperature=0, max_new_tokens=8, repetition_penalty=repetition_penalty)
+    answers = exact.generate(PROMPTS, stop_sequences=[])
+    model, eos = exact.model, exact.eos_token_ids
+    for prompt, answer in zip(PROMPTS, answers):
+        ids = exact.tokenizer(prompt, return_tensors='pt').input_ids
+        with torch.no_grad():
+            whole = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                                   repetition_penalty=repetition_penalty, top_k=None, top_p=None)
+            new = whole[0, ids.shape[1]:]
+            logits = model(whole).logits[0, ids.shape[1] - 1:-1].float()
+        expected = torch.log_softmax(logits, -1).gather(1, new[:, None]).sum().item()
+        assert answer.text == exact.tokenizer.decode(new, skip_special_tokens=True).strip()
+        assert answer.tokens == len(new)
+        assert answer.truncated == (new[-1].item() not in eos)
+        assert answer.logprob == pytest.approx(expected, abs=1e-3)
+        assert answer.mean_logprob == pytest.approx(expected / len(new), abs=1e-3)
+
+
 def test_seeds_reproduce_and_differ(gemma):
     backend = sampler(gemma, batch_size=3)
     a = [o.text for o in backend.generate([PROMPTS[0]] * 3, seeds=[1, 2, 3])]

@@ -1,8 +1,8 @@
 """What the backends of this package share: a :class:`~pyterrier_utility.settings.Decoding` value
 from which the generation key is derived, the scheduling of prompts into batches, and answers that
-say whether they were cut at ``max_new_tokens``."""
+say whether they were cut at ``max_new_tokens`` and, where the engine gives it, their log-probability."""
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -15,9 +15,26 @@ from ..settings import FIELDS, Decoding
 
 @dataclass
 class Answer(BackendOutput):
-    """A backend's answer; ``truncated``: generation stopped at ``max_new_tokens`` (the server's
-    ``finish_reason: length``, or a local model's last token not an end of text or stop sequence)."""
-    truncated: bool = False
+    """A backend's answer and what the engine says about it.
+
+    Attributes:
+        truncated: generation stopped at ``max_new_tokens`` (the server's ``finish_reason: length``,
+            or a local model's last token not an end of text or stop sequence); ``None``: unknown (a
+            third-party backend, or an answer cached before this was recorded).
+        logprob: the sequence log-probability: the sum, over the generated tokens (an end-of-text
+            token included, tokens past a stop sequence's start too), of the model's log-probability
+            of the chosen token before temperature, top-k or penalties; ``None`` where the engine
+            gives none.
+        tokens: the number of tokens ``logprob`` sums over.
+    """
+    truncated: Optional[bool] = False
+    logprob: Optional[float] = None
+    tokens: Optional[int] = None
+
+    @property
+    def mean_logprob(self) -> Optional[float]:
+        """The mean token log-probability (``logprob / tokens``); ``None`` when unknown."""
+        return self.logprob / self.tokens if self.logprob is not None and self.tokens else None
 
 
 #: Texts that third-party backends return in place of an answer when a request failed
@@ -129,6 +146,14 @@ def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
     return texts
 
 
+def checked_answers(backend: Backend, outputs, count: int) -> List[Answer]:
+    """:func:`checked_texts` as :class:`Answer` s: a backend's own answers as they are; another
+    backend's outputs with what they do not say (``truncated``, ``logprob``) unknown."""
+    texts = checked_texts(backend, outputs, count)
+    return [out if isinstance(out, Answer) else Answer(text=text, truncated=None)
+            for out, text in zip(outputs, texts)]
+
+
 def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int]) -> List[List[int]]:
     """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
     ``prompt_order`` (:class:`~pyterrier_utility.protocols.OrderedBackend`: prompts sharing a prefix
@@ -151,7 +176,7 @@ def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int
 
 
 def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
-                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[str]:
+                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[Answer]:
     """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
 
     Backends that support seeds take them directly. For others, torch's generator is seeded once
@@ -161,7 +186,7 @@ def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
     if supports_seeds(backend):
         outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
                                 stop_sequences=stop_sequences)
-        return checked_texts(backend, outs, len(prompts))
+        return checked_answers(backend, outs, len(prompts))
     answers = [None] * len(prompts)
     for seed in sorted(set(seeds)):
         idx = [i for i, s in enumerate(seeds) if s == seed]
@@ -169,6 +194,6 @@ def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
             torch.manual_seed(seed)
             outs = backend.generate([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
                                     stop_sequences=stop_sequences)
-        for i, text in zip(idx, checked_texts(backend, outs, len(idx))):
-            answers[i] = cut_at_stop(text, stop_sequences)
+        for i, answer in zip(idx, checked_answers(backend, outs, len(idx))):
+            answers[i] = replace(answer, text=cut_at_stop(answer.text, stop_sequences))
     return answers

@@ -263,7 +263,8 @@ class CausalLMBackend(DecodingBackendBase):
                 stop_sequences: Optional[Sequence[str]]) -> List[List[Answer]]:
         """The answers to ``(prompt, seeds)`` items, one per seed: each prompt prefilled once, all
         rows decoded together (finished rows leave the batch); an answer is ``truncated`` when its
-        row was still going (no end of text, no stop sequence) after ``max_new_tokens``."""
+        row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
+        ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included."""
         from transformers import RepetitionPenaltyLogitsProcessor
         prefills, row_seeds = [], []
         for prompt, seeds in items:
@@ -282,13 +283,19 @@ class CausalLMBackend(DecodingBackendBase):
                    if d.repetition_penalty not in (None, 1.0) else None)
         tokens: List[List[int]] = [[] for _ in row_seeds]
         cut = [False] * len(row_seeds)
+        logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)
         active = list(range(len(row_seeds)))
         for step in range(max_new_tokens):
+            # Of the model's raw logits: before the penalty, the temperature and top-k.
+            logp = torch.log_softmax(scores, dim=-1)
             if penalty is not None:
                 scores = penalty(history, scores)
             chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores, active)
+            picked = logp.gather(1, chosen.to(logp.device)[:, None])[:, 0].tolist()
             keep = []
             for j, (row, token) in enumerate(zip(active, chosen.tolist())):
+                logprob[row] += picked[j]
+                counted[row] += 1
                 if token in self.eos_token_ids:
                     continue
                 tokens[row].append(token)
@@ -312,7 +319,7 @@ class CausalLMBackend(DecodingBackendBase):
             cache, scores = out.past_key_values, out.logits[:, -1].float()
         self.generated_tokens += sum(map(len, tokens))
         texts = [Answer(text=cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences),
-                        truncated=c) for t, c in zip(tokens, cut)]
+                        truncated=c, logprob=lp, tokens=n) for t, c, lp, n in zip(tokens, cut, logprob, counted)]
         answers, row = [], 0
         for (_, seeds), (_, _, _, n) in zip(items, prefills):
             answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))
