@@ -11,15 +11,21 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
 import pyterrier as pt
-from pyterrier_rag.backend import Backend, BackendOutput
+from pyterrier_rag.backend import Backend
 
 from ._util import encodable, stable_hash
-from .backends._base import ERROR_MARKERS, generate_seeded, work_batches
+from .backends._base import ERROR_MARKERS, Answer, generate_seeded, work_batches
 from .errors import BackendError, CacheError
 from .protocols import DecodingBackend, KeyedBackend, deterministic, supports_seeds
 
 #: The format a cache file declares in its ``meta`` table.
 CACHE_FORMAT = 'pyterrier_utility.generations/1'
+#: The tables of a cache file and their columns; ``answer_info`` was added later, without a new
+#: format: a file without it gains it on opening.
+TABLES = {'settings': 'id TEXT PRIMARY KEY, definition TEXT NOT NULL',
+          'answers': 'key TEXT PRIMARY KEY, answer TEXT NOT NULL',
+          'meta': 'key TEXT PRIMARY KEY, value TEXT NOT NULL',
+          'answer_info': 'key TEXT PRIMARY KEY, logprob REAL, tokens INTEGER, truncated INTEGER'}
 
 
 def backend_key(backend: Backend) -> object:
@@ -69,6 +75,11 @@ class GenerationCache(Backend):
     part-way (a server going away, or Ctrl-C), the answers it completed before are stored first. A file that cannot be used (corrupt, read-only, another program's)
     raises :class:`~pyterrier_utility.errors.CacheError` naming it, and is never replaced.
 
+    With each answer, in the same transaction, goes what the backend said about it (table
+    ``answer_info``: ``logprob``, ``tokens``, ``truncated``; see :class:`~pyterrier_utility.backends.Answer`).
+    A file written before that table existed gains it when opened, its answers kept and their info
+    unknown (``None``); answers are never regenerated for it.
+
     Args:
         backend: the backend that generates on a cache miss.
         path: an SQLite file to persist answers across runs; ``None`` keeps them in memory.
@@ -86,7 +97,7 @@ class GenerationCache(Backend):
         self.backend = backend
         self.path = None if path is None else Path(path)
         self.generated = 0
-        self._memory: Dict[str, str] = {}
+        self._memory: Dict[str, Answer] = {}
         self._settings: Dict[str, str] = {}
         self._lock = threading.Lock()
         self._db = None
@@ -118,7 +129,7 @@ class GenerationCache(Backend):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path), check_same_thread=False)
             tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables - {'answers', 'meta', 'settings'}:
+            if tables - set(TABLES):
                 raise sqlite3.DatabaseError(f'it has tables {sorted(tables)}, not a generation cache\'s')
             if 'answers' in tables:
                 columns = [row[1] for row in db.execute('PRAGMA table_info(answers)')]
@@ -128,11 +139,10 @@ class GenerationCache(Backend):
                 fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if fmt is not None and fmt[0] != CACHE_FORMAT:
                     raise sqlite3.DatabaseError(f'it declares format {fmt[0]!r}, not {CACHE_FORMAT!r}')
-            if tables != {'answers', 'meta', 'settings'}:
+            if tables != set(TABLES):
                 db.execute('PRAGMA journal_mode=WAL')
-                db.execute('CREATE TABLE IF NOT EXISTS settings (id TEXT PRIMARY KEY, definition TEXT NOT NULL)')
-                db.execute('CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)')
-                db.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
+                for name, columns in TABLES.items():
+                    db.execute(f'CREATE TABLE IF NOT EXISTS {name} ({columns})')
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (CACHE_FORMAT,))
                 db.commit()
         except sqlite3.Error as e:
@@ -192,7 +202,7 @@ class GenerationCache(Backend):
         return stable_hash(self.settings_id(max_new_tokens, stop_sequences), prompt,
                            None if self.deterministic else int(seed))
 
-    def _lookup(self, keys: List[str]) -> Dict[str, str]:
+    def _lookup(self, keys: List[str]) -> Dict[str, Answer]:
         found = {k: self._memory[k] for k in keys if k in self._memory}
         missing = [k for k in keys if k not in found]
         if self.path is not None and missing:
@@ -201,18 +211,25 @@ class GenerationCache(Backend):
                 for start in range(0, len(missing), 500):
                     chunk = missing[start:start + 500]
                     rows = db.execute(
-                        f'SELECT key, answer FROM answers WHERE key IN ({",".join("?" * len(chunk))})', chunk)
-                    found.update(rows)
+                        'SELECT a.key, a.answer, i.logprob, i.tokens, i.truncated FROM answers a '
+                        f'LEFT JOIN answer_info i ON i.key = a.key WHERE a.key IN ({",".join("?" * len(chunk))})',
+                        chunk)
+                    found.update((k, Answer(text=text, logprob=logprob, tokens=tokens,
+                                            truncated=None if truncated is None else bool(truncated)))
+                                 for k, text, logprob, tokens, truncated in rows)
             except sqlite3.Error as e:
                 raise self._fail(e, 'reading') from None
             self._memory.update(found)
         return found
 
-    def _store(self, answers: Dict[str, str]) -> None:
+    def _store(self, answers: Dict[str, Answer]) -> None:
         if self.path is not None and answers:
             db = self._connect()
+            info = [(k, a.logprob, a.tokens, a.truncated) for k, a in answers.items()
+                    if (a.logprob, a.tokens, a.truncated) != (None, None, None)]
             try:
-                db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)', answers.items())
+                db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)', [(k, a.text) for k, a in answers.items()])
+                db.executemany('INSERT OR REPLACE INTO answer_info VALUES (?, ?, ?, ?)', info)
                 db.commit()
             except BaseException as e:
                 # Whatever failed (even text sqlite cannot encode), no transaction is left open.
@@ -224,9 +241,10 @@ class GenerationCache(Backend):
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[Answer]:
         if return_logprobs or num_responses != 1:
-            raise ValueError('GenerationCache returns one answer per prompt, without logprobs')
+            raise ValueError('GenerationCache returns one answer per prompt (its Answer.logprob sums the '
+                             'tokens\' log-probabilities where the backend gives them), not per-token logprobs')
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
         if len(seeds) != len(inps):
             raise ValueError(f'GenerationCache: {len(seeds)} seeds for {len(inps)} prompts')
@@ -234,12 +252,19 @@ class GenerationCache(Backend):
         greedy = self.deterministic
         keys = [stable_hash(sid, p, None if greedy else int(s)) for p, s in zip(inps, seeds)]
         found = self._answers(keys, inps, seeds, max_new_tokens, stop_sequences)
-        return [BackendOutput(text=found[k]) for k in keys]
+        return [found[k] for k in keys]
 
     def answer(self, prompts: Sequence[str], seeds: Sequence[int], *, max_new_tokens: Optional[int] = None,
                stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[str]]:
         """Each prompt's answers, one per seed: what is cached is read, the rest generated in the
         backend's batches (with a progress bar counting answers when ``verbose``)."""
+        return [[a.text for a in row] for row in self.answer_details(
+            prompts, seeds, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences, verbose=verbose)]
+
+    def answer_details(self, prompts: Sequence[str], seeds: Sequence[int], *, max_new_tokens: Optional[int] = None,
+                       stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[Answer]]:
+        """:meth:`answer` as :class:`~pyterrier_utility.backends.Answer` s: each text with its
+        ``logprob``, ``tokens`` and ``truncated`` (``None`` where unknown)."""
         seeds = [int(s) for s in seeds]
         sid = self.settings_id(max_new_tokens, stop_sequences)
         greedy = self.deterministic
@@ -249,7 +274,7 @@ class GenerationCache(Backend):
         return [[found[k] for k in row] for row in keys]
 
     def _answers(self, keys: List[str], inps: Sequence[str], seeds: Sequence[int], max_new_tokens, stop_sequences,
-                 verbose: bool = False) -> Dict[str, str]:
+                 verbose: bool = False) -> Dict[str, Answer]:
         """key -> answer for every key: those not cached are generated, grouped by :func:`work_batches`
         (the one place prompts are batched), and stored as each batch completes."""
         with self._lock:
@@ -267,7 +292,7 @@ class GenerationCache(Backend):
                     progress.update(len(chunk))
         return found
 
-    def _generate_batch(self, chunk: List[tuple], max_new_tokens, stop_sequences) -> Dict[str, str]:
+    def _generate_batch(self, chunk: List[tuple], max_new_tokens, stop_sequences) -> Dict[str, Answer]:
         """Generates one batch of ``(key, prompt, seed)`` and stores it; on a failure, the answers the
         backend completed are stored before the error goes on."""
         try:
@@ -275,9 +300,11 @@ class GenerationCache(Backend):
                                       max_new_tokens, stop_sequences)
         except (BackendError, KeyboardInterrupt) as e:
             # A Ctrl-C may carry the answers completed too (OpenAICompatibleBackend's does).
-            kept = {chunk[i][0]: t for i, t in getattr(e, 'completed', {}).items()
-                    if 0 <= i < len(chunk) and isinstance(t, str) and not t.startswith(ERROR_MARKERS)
-                    and encodable(t)}
+            completed = {i: a if isinstance(a, Answer) else Answer(text=a, truncated=None)
+                         for i, a in getattr(e, 'completed', {}).items()}
+            kept = {chunk[i][0]: a for i, a in completed.items()
+                    if 0 <= i < len(chunk) and isinstance(a.text, str) and not a.text.startswith(ERROR_MARKERS)
+                    and encodable(a.text)}
             self._store(kept)
             self.generated += len(kept)
             if isinstance(e, KeyboardInterrupt):

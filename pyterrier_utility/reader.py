@@ -9,6 +9,7 @@ from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
 from ._util import check_encodable, check_int, normalise_frame, resolve_verbose, warn_qids
+from .backends._base import Answer
 from .cache import GenerationCache, warn_unseeded
 from .errors import FrameError
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
@@ -33,7 +34,10 @@ class Reader(pt.Transformer):
     which is removed.
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay
-    (nDCG@k can still be computed downstream). With ``n_samples > 1`` every row is repeated per
+    (nDCG@k can still be computed downstream), and what the engine says of the answer:
+    ``logprob`` (its sequence log-probability), ``mean_logprob`` (per token) and ``truncated``
+    (stopped at ``max_new_tokens``), NaN or ``None`` where the backend does not say (see
+    :class:`~pyterrier_utility.backends.Answer`). With ``n_samples > 1`` every row is repeated per
     sample and a ``sample`` column (0 .. n_samples-1) says which; sample ``j`` uses seed
     ``seed + j``. Answers are memoised for the reader's lifetime (every 0-shot answer is generated
     once per experiment); wrap the backend in :class:`~pyterrier_utility.GenerationCache` with a
@@ -224,22 +228,32 @@ class Reader(pt.Transformer):
         by = [by] if isinstance(by, str) else list(by)
         prompts = [self.prompts(frame, by) for frame in frames]
         distinct = list(dict.fromkeys(p for group in prompts for p in group.values()))
-        answered = dict(zip(distinct, self.answer(distinct)))
+        answered = dict(zip(distinct, self.answer_details(distinct)))
         out = []
         for frame, group in zip(frames, prompts):
             keys = list(frame[by].itertuples(index=False, name=None)) if len(by) > 1 else list(frame[by[0]])
             per_sample = []
             for j in range(self.n_samples):
-                answers = frame.assign(qanswer=[answered[group[g]][j] for g in keys])
+                rows = [answered[group[g]][j] for g in keys]
+                answers = frame.assign(qanswer=[a.text for a in rows],
+                                       logprob=pd.Series([a.logprob for a in rows], index=frame.index, dtype=float),
+                                       mean_logprob=pd.Series([a.mean_logprob for a in rows], index=frame.index,
+                                                              dtype=float),
+                                       truncated=[a.truncated for a in rows])
                 per_sample.append(answers.assign(sample=j) if self.n_samples > 1 else answers)
             out.append(pd.concat(per_sample, ignore_index=True))
         return out
 
     def answer(self, prompts: List[str]) -> List[List[str]]:
         """Answers for each prompt, one per sample, read back by the prompt format."""
-        answers = self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
-                                      stop_sequences=self.stop, verbose=self.verbose)
-        return [[self.template.extract(a) for a in per_prompt] for per_prompt in answers]
+        return [[a.text for a in per_prompt] for per_prompt in self.answer_details(prompts)]
+
+    def answer_details(self, prompts: List[str]) -> List[List[Answer]]:
+        """:meth:`answer` as :class:`~pyterrier_utility.backends.Answer` s, with what the backend
+        said of each (``logprob``, ``tokens``, ``truncated``: of the whole generated text)."""
+        answers = self.backend.answer_details(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
+                                              stop_sequences=self.stop, verbose=self.verbose)
+        return [[replace(a, text=self.template.extract(a.text)) for a in per_prompt] for per_prompt in answers]
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
         """0-shot answers for a query frame (``qid``, ``query``), one row per query and sample."""

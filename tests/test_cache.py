@@ -5,6 +5,7 @@ import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from pyterrier_utility import GenerationCache
+from pyterrier_utility.backends import Answer
 from pyterrier_utility.errors import BackendError, CacheError
 
 
@@ -25,6 +26,45 @@ def test_persistent_cache_survives_reopen_and_holds_plain_text(counting_backend,
     assert first == second and again.generated == 0 and len(again) == 2
     rows = sqlite3.connect(path).execute('SELECT answer FROM answers').fetchall()
     assert sorted(r[0] for r in rows) == sorted(first)
+
+
+def test_what_the_backend_says_of_an_answer_survives_a_reopen(tmp_path):
+    from conftest import CountingBackend
+    path = tmp_path / 'g.sqlite'
+    first = GenerationCache(CountingBackend(logprobs=True), path).generate(['x', 'Context 1: y'], seeds=[1, 2])
+    assert first == [Answer(text='no context (seed 1, 0 contexts)', truncated=True, logprob=-1.5, tokens=6),
+                     Answer(text='y (seed 2, 1 contexts)', truncated=False, logprob=-3.75, tokens=5)]
+    again = GenerationCache(CountingBackend(), path)
+    assert again.generate(['x', 'Context 1: y'], seeds=[1, 2]) == first and again.generated == 0
+    assert again.answer_details(['Context 1: y'], [2]) == [[first[1]]]
+    assert again.answer(['Context 1: y'], [2]) == [['y (seed 2, 1 contexts)']]
+    assert first[1].mean_logprob == -0.75
+
+
+def test_an_answer_of_a_backend_that_says_nothing_of_it_has_unknown_info(tmp_path, counting_backend):
+    path = tmp_path / 'g.sqlite'
+    GenerationCache(counting_backend, path).generate(['x'])
+    assert GenerationCache(counting_backend, path).generate(['x']) == [
+        Answer(text='no context (seed 0, 0 contexts)', truncated=None, logprob=None, tokens=None)]
+    assert sqlite3.connect(path).execute('SELECT COUNT(*) FROM answer_info').fetchone() == (0,)
+
+
+def test_a_file_written_before_answer_info_keeps_its_answers_with_unknown_info(tmp_path):
+    from conftest import CountingBackend
+    path = tmp_path / 'g.sqlite'
+    GenerationCache(CountingBackend(logprobs=True), path).generate(['x'], seeds=[1])
+    db = sqlite3.connect(path)
+    db.execute('DROP TABLE answer_info')  # what the cache wrote before it recorded answer info
+    db.commit()
+    db.close()
+    backend = CountingBackend(logprobs=True)
+    cache = GenerationCache(backend, path)
+    assert cache.generate(['x', 'z'], seeds=[1, 1]) == [
+        Answer(text='no context (seed 1, 0 contexts)', truncated=None, logprob=None, tokens=None),
+        Answer(text='no context (seed 1, 0 contexts)', truncated=True, logprob=-1.5, tokens=6)]
+    assert backend.calls == ['z'] and len(cache) == 2
+    assert sqlite3.connect(path).execute('SELECT key, logprob, tokens, truncated FROM answer_info').fetchall() == [
+        (cache.key('z', 1, None, None), -1.5, 6, 1)]
 
 
 def test_settings_are_part_of_the_key(counting_backend):
@@ -137,7 +177,7 @@ def test_samples_of_a_prompt_are_never_split_across_backend_calls(counting_backe
 def test_text_sqlite_cannot_write_leaves_no_transaction_open_and_the_cache_usable(tmp_path, counting_backend):
     cache = GenerationCache(counting_backend, tmp_path / 'g.sqlite')
     with pytest.raises(UnicodeEncodeError):
-        cache._store({'a': 'fine', 'b': 'bad \ud800'})
+        cache._store({'a': Answer(text='fine'), 'b': Answer(text='bad \ud800')})
     assert not cache._connect().in_transaction
     assert len(cache.generate(['p'])) == 1 and len(cache) == 1
 

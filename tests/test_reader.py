@@ -25,10 +25,25 @@ def test_zero_shot_prompt_for_query_frame(counting_backend):
 
 def test_output_keeps_documents_and_adds_answer(counting_backend, results):
     out = Reader(counting_backend)(results)
-    assert list(out.columns) == list(results.columns) + ['qanswer']
+    assert list(out.columns) == list(results.columns) + ['qanswer', 'logprob', 'mean_logprob', 'truncated']
     assert len(out) == len(results)
     assert set(out[out.qid == 'q1']['qanswer']) == {'first doc (seed 0, 3 contexts)'}
     assert set(out[out.qid == 'q2']['qanswer']) == {'drag doc (seed 0, 1 contexts)'}
+
+
+def test_output_says_what_the_backend_says_of_each_answer(results):
+    from conftest import CountingBackend
+    out = Reader(CountingBackend(logprobs=True), n_samples=2)(results)
+    q2 = out[out.qid == 'q2'][['sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']].reset_index(drop=True)
+    pd.testing.assert_frame_equal(q2, pd.DataFrame({
+        'sample': [0, 1], 'qanswer': ['drag doc (seed 0, 1 contexts)', 'drag doc (seed 1, 1 contexts)'],
+        'logprob': [-4.5, -4.5], 'mean_logprob': [-0.75, -0.75], 'truncated': [False, True]}))
+
+
+def test_what_a_backend_does_not_say_is_missing(counting_backend, results):
+    out = Reader(counting_backend)(results)
+    assert out['logprob'].isna().all() and out['mean_logprob'].isna().all()
+    assert out['truncated'].tolist() == [None] * len(results)
 
 
 def test_samples_have_their_own_seeds_and_rows(counting_backend, results):
