@@ -181,6 +181,28 @@ def test_answers_cut_by_max_tokens_are_counted_and_flagged():
         assert b.truncated == 3
 
 
+@pytest.mark.parametrize('endpoint,asked', [('completions', 1), ('chat', True)])
+def test_log_probabilities_are_asked_for_only_with_logprobs_and_summed_as_reported(endpoint, asked):
+    with SimulatedServer(logprobs=True) as server:
+        plain = backend(server.url, endpoint=endpoint).generate(['p'], seeds=[1])[0]
+        outs = backend(server.url, endpoint=endpoint, logprobs=True).generate(['p', 'q'], seeds=[1, 2])
+    assert 'logprobs' not in server.bodies[0] and [b['logprobs'] for b in server.bodies[1:]] == [asked, asked]
+    assert (plain.logprob, plain.tokens) == (None, None)
+    # The simulated answer has 3 words, of log-probabilities -1/8, -2/8, -3/8.
+    assert [(o.text, o.logprob, o.tokens, o.mean_logprob) for o in outs] == [
+        (simulated_answer('p', 1), -0.75, 3, -0.25), (simulated_answer('q', 2), -0.75, 3, -0.25)]
+
+
+def test_a_server_that_ignores_the_request_for_log_probabilities_gives_none(tmp_path):
+    with SimulatedServer() as server:
+        cache = pu.GenerationCache(backend(server.url, logprobs=True), tmp_path / 'g.sqlite')
+        out = cache.generate(['p'])[0]
+    assert server.bodies[0]['logprobs'] == 1
+    assert (out.text, out.logprob, out.tokens, out.truncated) == (simulated_answer('p', 0), None, None, False)
+    again = pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite').generate(['p'])[0]
+    assert (again.logprob, again.tokens, again.truncated) == (None, None, False)
+
+
 INTERRUPTED = '''
 import sys
 sys.path.insert(0, {tests!r})

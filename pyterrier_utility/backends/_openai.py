@@ -9,12 +9,14 @@ import http.client
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import socket
 import threading
 import time
 import urllib.parse
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .._util import check, check_int, encodable
@@ -59,7 +61,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     Each answer is an :class:`~pyterrier_utility.backends.Answer` whose ``truncated`` says the server
     stopped it at ``max_tokens`` (``finish_reason: length``); ``truncated`` on the backend counts
-    them over all calls, ``requests`` counts the answered requests.
+    them over all calls, ``requests`` counts the answered requests. With ``logprobs``, its ``logprob``
+    and ``tokens`` are the sum and count of the chosen tokens' log-probabilities the server reports
+    (``None`` from a server that ignores the request for them).
 
     Args:
         model: the model name the servers serve (the ``model`` field of each request).
@@ -85,6 +89,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         tokenizer: the model's Hugging Face tokenizer (or its name or path), so the Reader can fit
             prompts into ``max_input_length`` by truncating documents evenly; optional.
         max_input_length: the most prompt tokens (with a tokenizer).
+        logprobs: ask for the chosen tokens' log-probabilities (completions: ``logprobs: 1``; chat:
+            ``logprobs: true``). Off by default: some servers reject the field. Not part of the cache
+            key (it does not change the answers): answers cached without it keep no log-probability.
 
     Example::
 
@@ -103,7 +110,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                  api_key: Optional[str] = None, endpoint: str = 'completions', decoding: Optional[Decoding] = None,
                  extra_body: Optional[Dict[str, object]] = None, concurrency: int = 8, timeout: float = 600.0,
                  max_retries: int = 5, backoff: float = 1.0, retry_deadline: Optional[float] = None, tokenizer=None,
-                 max_input_length: Optional[int] = None, verbose: bool = False, **decoding_fields):
+                 max_input_length: Optional[int] = None, logprobs: bool = False, verbose: bool = False,
+                 **decoding_fields):
         owner = f'OpenAICompatibleBackend({model!r})'
         decoding = split_decoding(owner, decoding, Decoding(), decoding_fields)
         check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
@@ -138,6 +146,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self.max_retries = max_retries
         self.backoff = float(backoff)
         self.retry_deadline = None if retry_deadline is None else float(retry_deadline)
+        self.logprobs = bool(logprobs)
         if tokenizer is not None:
             self.tokenizer = tokenizer
         self.requests = 0
@@ -188,6 +197,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         body.update(self.sampling_fields())
         if stop:
             body['stop'] = list(stop)
+        if self.logprobs:
+            body['logprobs'] = True if self.endpoint == 'chat' else 1
         if self.endpoint == 'chat':
             body['messages'] = [{'role': 'user', 'content': prompt}]
         else:
@@ -249,9 +260,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 self._open.discard(conn)
             conn.close()
 
-    def _post(self, url: str, body: Dict[str, object], deadline: float, limit: str) -> Tuple[str, bool]:
-        """The answer text of one request, and whether the server cut it at ``max_tokens``; ``limit``
-        names what sets ``deadline`` (for the error message)."""
+    def _post(self, url: str, body: Dict[str, object], deadline: float, limit: str) -> Answer:
+        """The answer of one request: its text, whether the server cut it at ``max_tokens``, and its
+        log-probability when asked for and reported; ``limit`` names what sets ``deadline`` (for the
+        error message)."""
         where = url + ('/chat/completions' if self.endpoint == 'chat' else '/completions')
         try:
             status, headers, data = self._exchange(where, json.dumps(body).encode(), deadline)
@@ -279,9 +291,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if not encodable(text):
             raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
                                'nothing of it was stored')
-        return text, choice.get('finish_reason') == 'length'
+        logprob, tokens = _reported_logprob(choice, self.endpoint == 'chat') if self.logprobs else (None, None)
+        return Answer(text=text, truncated=choice.get('finish_reason') == 'length', logprob=logprob, tokens=tokens)
 
-    def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Tuple[str, bool]:
+    def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Answer:
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
         start = time.monotonic()
         give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
@@ -300,7 +313,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 now = time.monotonic()
                 limit = (f'the {self.timeout:g} s timeout' if now + self.timeout <= give_up
                          else f'the retry deadline of {self.retry_deadline:g} s')
-                text, cut = self._post(url, body, min(now + self.timeout, give_up), limit)
+                answer = self._post(url, body, min(now + self.timeout, give_up), limit)
             except _Retryable as e:
                 failure, failed, last, retry_after = e, url, str(e), e.retry_after
                 continue
@@ -308,8 +321,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 self._release(url, failure)
             with self._lock:
                 self.requests += 1
-                self.truncated += cut
-            return cut_at_stop(text, stop), cut
+                self.truncated += answer.truncated
+            return replace(answer, text=cut_at_stop(answer.text, stop))
         raise BackendError(f'{last} (after {self.max_retries} retries)')
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
@@ -341,7 +354,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         workers = min(self.concurrency, max(1, len(bodies)))
         for n in range(workers):
             threading.Thread(target=work, daemon=True, name=f'{self!r} request {n}').start()
-        answers: Dict[int, Tuple[str, bool]] = {}
+        answers: Dict[int, Answer] = {}
         failure = None
         try:
             while workers:
@@ -358,14 +371,13 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             with self._lock:
                 for conn in list(self._open):
                     _cut(conn)
-            interrupt.completed = {i: text for i, (text, _) in answers.items()}
+            interrupt.completed = dict(answers)
             raise
         if failure is not None:
-            completed = {i: text for i, (text, _) in answers.items()}
             if isinstance(failure, BackendError):
-                raise BackendError(str(failure), completed=completed) from failure
-            raise BackendError(f'{self!r}: {type(failure).__name__}: {failure}', completed=completed) from failure
-        return [Answer(text=answers[i][0], truncated=answers[i][1]) for i in range(len(inps))]
+                raise BackendError(str(failure), completed=answers) from failure
+            raise BackendError(f'{self!r}: {type(failure).__name__}: {failure}', completed=answers) from failure
+        return [answers[i] for i in range(len(inps))]
 
     def __repr__(self):
         urls = self.base_urls[0] if len(self.base_urls) == 1 else f'{len(self.base_urls)} endpoints'
@@ -381,6 +393,21 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _reported_logprob(choice: dict, chat: bool) -> Tuple[Optional[float], Optional[int]]:
+    """The sum and count of the chosen tokens' log-probabilities a response's choice reports
+    (completions: ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``(None,
+    None)`` when it reports none, or not a number for every token."""
+    try:
+        reported = choice['logprobs']
+        values = [t['logprob'] for t in reported['content']] if chat else list(reported['token_logprobs'])
+    except (KeyError, IndexError, TypeError):
+        return None, None
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+                             for v in values):
+        return None, None
+    return float(sum(values)), len(values)
 
 
 def _retry_after(headers) -> float:
