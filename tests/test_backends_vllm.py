@@ -10,7 +10,9 @@ from pyterrier_utility.errors import BackendError
 
 
 class SimulatedVLLM(types.ModuleType):
-    """Stands in for the ``vllm`` package: records what the backend builds, answers from prompt and seed."""
+    """Stands in for the ``vllm`` package: records what the backend builds, answers from prompt and seed;
+    asked for ``logprobs``, it reports a ``cumulative_logprob`` of -0.5 per word over one token per word,
+    and ``finish_reason`` 'length' for a prompt ending in 'xyz'."""
 
     def __init__(self, drop_one=False):
         super().__init__('vllm')
@@ -32,8 +34,15 @@ class SimulatedVLLM(types.ModuleType):
 
             def generate(self, prompts, params, use_tqdm=False):
                 module.calls.append((list(prompts), [p.fields for p in params]))
-                outs = [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f' {p[-3:]} seed {sp.fields["seed"]} STOP more')])
-                        for p, sp in zip(prompts, params)]
+                outs = []
+                for p, sp in zip(prompts, params):
+                    text = f' {p[-3:]} seed {sp.fields["seed"]} STOP more'
+                    out = types.SimpleNamespace(text=text)
+                    if sp.fields.get('logprobs') is not None:
+                        words = len(text.split())
+                        out = types.SimpleNamespace(text=text, token_ids=list(range(words)), cumulative_logprob=-0.5 * words,
+                                                    finish_reason='length' if p.endswith('xyz') else 'stop')
+                    outs.append(types.SimpleNamespace(outputs=[out]))
                 return outs[:-1] if drop_one else outs
 
         self.SamplingParams = SamplingParams
@@ -55,8 +64,16 @@ def test_each_prompt_gets_its_own_seeded_sampling_params_in_one_generate_call(mo
     prompts, params = fake.calls[0]
     assert sorted(zip(prompts, [p['seed'] for p in params])) == [('abc', 5), ('abc', 6), ('xyz', 5), ('xyz', 6)]
     assert params[0] | {'seed': 0} == {'n': 1, 'temperature': 0.3, 'max_tokens': 300, 'seed': 0, 'top_k': -1,
-                                       'top_p': 0.95, 'stop': ['STOP']}
+                                       'top_p': 0.95, 'stop': ['STOP'], 'logprobs': 0}
     assert backend.generation_key['llm_kwargs'] == {'dtype': 'bfloat16'}
+
+
+def test_answers_carry_vllms_cumulative_logprob_and_finish_reason(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'vllm', SimulatedVLLM())
+    outs = pu.backends.VLLMBackend('m').generate(['abc', 'xyz'], seeds=[1, 2])
+    assert outs == [pu.backends.Answer(text='abc seed 1', truncated=False, logprob=-2.5, tokens=5),
+                    pu.backends.Answer(text='xyz seed 2', truncated=True, logprob=-2.5, tokens=5)]
+    assert outs[0].mean_logprob == -0.5
 
 
 def test_an_output_count_mismatch_is_an_error(monkeypatch):

@@ -1,12 +1,10 @@
 """vLLM in this process: one GPU node, all prompts of a call scheduled together by vLLM."""
 from typing import Dict, List, Optional, Sequence
 
-from pyterrier_rag.backend import Backend, BackendOutput
-
 from .._util import check_int
 from ..errors import BackendError
 from ..settings import Decoding
-from ._base import DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
+from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 
 class VLLMBackend(DecodingBackendBase):
@@ -15,6 +13,11 @@ class VLLMBackend(DecodingBackendBase):
 
     Prefix caching is on by default: the prompts of a k-sweep share their instructions and first
     contexts. ``vllm`` is imported when the backend is built, never before.
+
+    Each answer is an :class:`~pyterrier_utility.backends.Answer`: ``truncated`` when vLLM stopped it
+    at ``max_tokens`` (``finish_reason`` 'length'), with vLLM's ``cumulative_logprob`` of its tokens
+    (asked for with ``logprobs=0``: the sampled token's log-probability, of the raw logits in vLLM's
+    default ``logprobs_mode``) as ``logprob`` and their number as ``tokens``.
 
     Args:
         model: a Hugging Face model id or local folder.
@@ -60,7 +63,7 @@ class VLLMBackend(DecodingBackendBase):
 
     def sampling_params(self, seed: int, max_new_tokens: int, stop: Sequence[str]):
         """The ``vllm.SamplingParams`` of one prompt and seed."""
-        fields = dict(sampling_fields(self.decoding), n=1, max_tokens=max_new_tokens, seed=int(seed))
+        fields = dict(sampling_fields(self.decoding), n=1, max_tokens=max_new_tokens, seed=int(seed), logprobs=0)
         fields.setdefault('top_k', -1)  # None: all tokens
         if stop:
             fields['stop'] = list(stop)
@@ -74,14 +77,24 @@ class VLLMBackend(DecodingBackendBase):
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[Answer]:
         seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
                                                  stop_sequences)
         params = [self.sampling_params(s, max_new_tokens, stop) for s in seeds]
         outputs = self.llm.generate([self._format(p) for p in inps], params, use_tqdm=self.verbose)
         if len(outputs) != len(inps):
             raise BackendError(f'{self!r}: vLLM returned {len(outputs)} outputs for {len(inps)} prompts')
-        return [BackendOutput(text=cut_at_stop(o.outputs[0].text, stop)) for o in outputs]
+        return [_answer(o.outputs[0], stop) for o in outputs]
 
     def __repr__(self):
         return f'VLLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, top_k={self.decoding.top_k})'
+
+
+def _answer(output, stop: Sequence[str]) -> Answer:
+    """A vLLM ``CompletionOutput`` as an :class:`Answer` (no log-probability where vLLM gives none)."""
+    logprob = getattr(output, 'cumulative_logprob', None)
+    tokens = getattr(output, 'token_ids', None)
+    reason = getattr(output, 'finish_reason', None)
+    return Answer(text=cut_at_stop(output.text, stop), truncated=None if reason is None else reason == 'length',
+                  logprob=None if logprob is None else float(logprob),
+                  tokens=None if logprob is None or tokens is None else len(tokens))
