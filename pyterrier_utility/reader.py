@@ -21,7 +21,9 @@ KSHOT_PROMPT = PROMPT_FORMATS['plain'].kshot
 #: The ``'plain'`` format's 0-shot prompt.
 ZEROSHOT_PROMPT = PROMPT_FORMATS['plain'].zero_shot
 CONTEXT_FORMAT = PROMPT_FORMATS['plain'].context
-__all__ = ['BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'ZEROSHOT_PROMPT']
+#: The columns the Reader adds besides ``qanswer``: what the backend said of each answer.
+ANSWER_INFO = ['logprob', 'mean_logprob', 'truncated']
+__all__ = ['ANSWER_INFO', 'BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'ZEROSHOT_PROMPT']
 
 
 class Reader(pt.Transformer):

@@ -252,3 +252,55 @@ def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypa
                     & (per_query['qid'] == str(first['qid']))]['fbert_0shot'].iloc[0]
     assert own == pytest.approx(scorer.score([str(first['qid'])], [first['qanswer']])[0], abs=1e-6)
     assert 'gemma3-270m' in (tmp_path / 'table1_paper.md').read_text()
+
+
+def test_answers_carry_what_the_backend_said_and_truncation_is_warned_once(tmp_path, minilm):
+    with pytest.warns(UserWarning) as caught:
+        results = study(CountingBackend(logprobs=True), None, minilm)
+    answers = results.answers
+    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']
+    # CountingBackend: as many tokens as words, each of log-probability -0.5 per context - 0.25; odd seeds cut.
+    contexts = answers['qanswer'].str.extract(r'(\d+) contexts\)$')[0].astype(int)
+    per_token = -0.5 * contexts - 0.25
+    assert answers['mean_logprob'].tolist() == per_token.tolist()
+    assert answers['logprob'].tolist() == (per_token * answers['qanswer'].str.split().str.len()).tolist()
+    assert answers['truncated'].tolist() == (answers['sample'] == 1).tolist()
+    assert (answers.loc[answers['system'] == '0-shot', 'mean_logprob'] == -0.25).all()
+    cut = [str(w.message) for w in caught if 'max_new_tokens' in str(w.message)]
+    assert cut == [f'{len(answers) // 2} of {len(answers)} answers reached max_new_tokens; raise --max-new-tokens '
+                   "(Reader(max_new_tokens=...) or the decoding's) (answers.csv says which, in its truncated column)"]
+    paths = results.save(tmp_path)
+    saved = pd.read_csv(paths['answers.csv'])
+    assert saved['truncated'].tolist() == answers['truncated'].tolist()
+    assert saved['logprob'].tolist() == answers['logprob'].tolist()
+    corr = pd.read_csv(paths['confidence_correlations.csv'])
+    assert list(corr.columns) == ['labels', 'system', 'k', 'method', 'r', 'p', 'n']
+    assert len(corr) == 3 * len(results.per_query.drop_duplicates(['system', 'k']))
+
+
+def test_a_study_of_a_backend_that_gives_no_log_probabilities_writes_no_confidence_correlations(tmp_path, minilm):
+    results = study(CountingBackend(), None, minilm)
+    assert results.answers['logprob'].isna().all() and results.answers['truncated'].isna().all()
+    assert 'confidence_correlations.csv' not in results.save(tmp_path)
+    assert results.confidence_correlations()['n'].eq(0).all()
+
+
+@pytest.mark.parametrize('method,fn', [('pearson', sps.pearsonr), ('spearman', sps.spearmanr)])
+def test_confidence_correlations_are_those_of_each_querys_mean_over_samples(method, fn):
+    utility = [0.1, 0.4, 0.2, 0.9]
+    per_query = pd.DataFrame({'labels': 'label>=2', 'system': 'A', 'k': 1, 'qid': ['q1', 'q2', 'q3', 'q4'],
+                              'n_docs': 1, 'ndcg': 1.0, 'fbert_0shot': 0.5, 'fbert': 0.5, 'utility': utility})
+    per_query = pd.concat([per_query, per_query.assign(system='B')], ignore_index=True)
+    samples = {'q1': (-2.0, -1.0), 'q2': (-0.5, -0.7), 'q3': (-1.2, -1.6), 'q4': (-0.1, -0.3)}
+    answers = pd.DataFrame(
+        [('A', 1, q, j, 'x', m * 4, m, False) for q, ms in samples.items() for j, m in enumerate(ms)]
+        + [('0-shot', 0, q, 0, 'x', -9.0, -9.0 if q == 'q1' else 0.0, False) for q in samples]
+        + [('B', 1, q, 0, 'x', None, None, None) for q in samples],
+        columns=['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated'])
+    out = ex.StudyResults(per_query, answers).confidence_correlations(method)
+    expected = fn([-1.5, -0.6, -1.4, -0.2], utility)
+    assert list(out.columns) == ['labels', 'system', 'k', 'method', 'r', 'p', 'n']
+    a = out[out['system'] == 'A'].iloc[0]
+    assert (a['r'], a['p'], a['n']) == (pytest.approx(expected[0], abs=1e-12), pytest.approx(expected[1], abs=1e-12), 4)
+    b = out[out['system'] == 'B'].iloc[0]
+    assert math.isnan(b['r']) and b['n'] == 0

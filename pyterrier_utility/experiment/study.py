@@ -1,5 +1,6 @@
 """The k-sweep: every system's contexts at every k, answered once, scored once per label set."""
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -14,7 +15,7 @@ from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
 from ..order import LostInTheMiddle, ReverseOrder, Window
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
-from ..reader import Reader
+from ..reader import ANSWER_INFO, Reader
 from ..settings import LabelSet, LabelsLike
 from ..utility import UtilityEvaluator
 from . import stats
@@ -46,7 +47,9 @@ class StudyResults:
             ``fbert_0shot`` (P_0), ``fbert`` (P_k) and ``utility`` (U); ``dataset`` first when the
             study was given a dataset name.
         answers: every answer: (``dataset``,) ``system`` (``'0-shot'`` for the answers without
-            context), ``k`` (0 for 0-shot), ``qid``, ``sample``, ``qanswer``.
+            context), ``k`` (0 for 0-shot), ``qid``, ``sample``, ``qanswer``, and what the backend
+            said of it: ``logprob``, ``mean_logprob``, ``truncated`` (NaN or empty where unknown;
+            see :class:`~pyterrier_utility.backends.Answer`).
         contexts: the documents each (system, k, query) gave the reader: ``position`` (1 = Context
             1), ``docno``, ``label`` (NaN: unjudged) and ``text``.
         scores: each answer's FBERT per label set and the relevant document that gave the maximum
@@ -85,6 +88,28 @@ class StudyResults:
         """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
         return stats.correlations(blocks(self.per_query), method=method)
 
+    def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
+        """r(confidence, U) per (dataset,) label set, system and k, where a query's confidence is the
+        mean over samples of its k-shot answers' ``mean_logprob`` (the mean token log-probability):
+        whether the reader's confidence predicts utility, the paper's suggested QPP direction. NaN
+        (``n`` 0) where the answers carry no log-probability; see
+        :func:`pyterrier_utility.experiment.correlations` for ``method``.
+
+        Example::
+
+            results.confidence_correlations('spearman')
+        """
+        return stats.correlations(blocks(self._with_confidence()), method=method, x='mean_logprob')
+
+    def _with_confidence(self) -> pd.DataFrame:
+        """``per_query`` with each query's mean k-shot ``mean_logprob`` over samples."""
+        keys = [c for c in ('dataset', 'reader') if c in self.per_query.columns] + CELL
+        answers = self.answers
+        if answers is None or 'mean_logprob' not in answers.columns:
+            return self.per_query.assign(mean_logprob=float('nan'))
+        confidence = answers.groupby(keys, sort=False)['mean_logprob'].mean()
+        return self.per_query.merge(confidence, left_on=keys, right_index=True, how='left')
+
     def prompt(self, reader: Reader, system: str, k: int, qid: str, dataset: Optional[str] = None) -> str:
         """The exact prompt ``reader`` built for one cell of the study (``system`` '0-shot': the
         0-shot prompt), from the recorded contexts and queries.
@@ -118,8 +143,9 @@ class StudyResults:
 
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
              min_n: int = stats.MIN_N) -> Dict[str, Path]:
-        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv and the tables
-        (see :func:`write_tables`)."""
+        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv, the tables
+        (see :func:`write_tables`) and, when answers carry log-probabilities,
+        confidence_correlations.csv (:meth:`confidence_correlations`: Pearson, Spearman, Kendall)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = {}
@@ -130,6 +156,10 @@ class StudyResults:
                 paths[file] = folder / file
         paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
                                   min_n=min_n))
+        if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
+            path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
+            pd.concat([self.confidence_correlations(m) for m in ('pearson', 'spearman', 'kendall')],
+                      ignore_index=True).to_csv(path, index=False)
         return paths
 
 
@@ -379,9 +409,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     before = reader.backend.generated
     # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
     zero = topics.assign(system='0-shot', k=0)
-    answered = reader.answer_frames([zero, contexts], by=CELL)[1]
-    if 'sample' not in answered.columns:
-        answered = answered.assign(sample=0)
+    zero, answered = (frame if 'sample' in frame.columns else frame.assign(sample=0)
+                      for frame in reader.answer_frames([zero, contexts], by=CELL))
     generated = reader.backend.generated - before
     clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
 
@@ -401,9 +430,20 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         scores.append(per_answer.assign(labels=str(labels)))
     clock.done(f'scoring: {answered["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
     names = system_names(list(systems), reverse, orderings, windows)
-    return _results(topics, qrels, contexts, answered, scores, frames, label_sets, names,
-                    dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order),
-                    {'dataset': dataset, 'reader': reader_name})
+    results = _results(topics, qrels, contexts, pd.concat([zero, answered], ignore_index=True), scores, frames,
+                       label_sets, names, dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order),
+                       {'dataset': dataset, 'reader': reader_name})
+    _warn_truncated(results.answers, ' of '.join(n for n in (reader_name, dataset) if n))
+    return results
+
+
+def _warn_truncated(answers: pd.DataFrame, whose: str) -> None:
+    """One warning for a run whose answers include some the backend cut at ``max_new_tokens``."""
+    cut = int(answers['truncated'].eq(True).sum())
+    if cut:
+        warnings.warn(f'{cut} of {len(answers)} answers{" (" + whose + ")" if whose else ""} reached '
+                      'max_new_tokens; raise --max-new-tokens (Reader(max_new_tokens=...) or the decoding\'s) '
+                      '(answers.csv says which, in its truncated column)', stacklevel=3)
 
 
 def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,
@@ -422,8 +462,10 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
     order = {q: i for i, q in enumerate(topics['qid'])}
     zero = zero.sort_values(['qid', 'sample'], key=lambda c: c.map(order) if c.name == 'qid' else c, kind='stable')
     cells = contexts.drop_duplicates(CELL)[CELL]
-    k_shot = _ordered(answered.drop_duplicates(CELL + ['sample']), cells, ['sample'])
+    k_shot = _ordered(answered[answered['system'] != '0-shot'].drop_duplicates(CELL + ['sample']), cells, ['sample'])
     answers = pd.concat([zero, k_shot], ignore_index=True)[CELL + ['sample', 'qanswer']]
+    info = answered.drop_duplicates(CELL + ['sample'])[CELL + ['sample'] + ANSWER_INFO]
+    answers = answers.merge(info, on=CELL + ['sample'], how='left')
     shown = contexts[contexts['docno'].notna()]
     shown = shown.assign(position=shown.groupby(CELL, sort=False).cumcount() + 1)
     labels = qrels.drop_duplicates(['qid', 'docno']).set_index(['qid', 'docno'])['label']
