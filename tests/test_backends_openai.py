@@ -203,6 +203,14 @@ def test_a_server_that_ignores_the_request_for_log_probabilities_gives_none(tmp_
     assert (again.logprob, again.tokens, again.truncated) == (None, None, False)
 
 
+def test_a_server_that_rejects_the_request_for_log_probabilities_is_told_to_go_without():
+    with SimulatedServer(fail=lambda body, n: 400 if 'logprobs' in body else None) as server:
+        with pytest.raises(BackendError, match=r'HTTP 400.*logprobs was asked for: a server that rejects it needs '
+                                               r'logprobs=False'):
+            backend(server.url, logprobs=True).generate(['p'])
+        assert backend(server.url).generate(['p'])[0].text == simulated_answer('p', 0)
+
+
 INTERRUPTED = '''
 import sys
 sys.path.insert(0, {tests!r})

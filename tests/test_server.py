@@ -57,6 +57,14 @@ def test_a_rejected_field_stops_the_first_request_naming_it_and_stores_nothing(s
     assert len(cache) == 0
 
 
+def test_a_server_that_ignores_the_request_for_log_probabilities_answers_with_none(servers):
+    # transformers serve accepts the field and answers without log-probabilities (it logs that it ignores it).
+    prompt = 'Question: what is lift?\nAnswer:'
+    asked = backend(servers[0], logprobs=True).generate([prompt])[0]
+    assert (asked.logprob, asked.tokens, asked.mean_logprob) == (None, None, None)
+    assert asked.text == backend(servers[0]).generate([prompt])[0].text != ''
+
+
 def test_killed_server_stops_the_run_keeps_real_answers_and_the_rerun_generates_only_the_rest(
         servers, tmp_path, cranfield):
     server = servers[0]

@@ -279,6 +279,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             named = [f for f in sent if f in reply]
             hint = (f'; the server rejected {named}: set them to None (or drop them from extra_body) for this server'
                     if named else (f'; non-standard fields sent: {sent}' if sent else ''))
+            if self.logprobs:
+                hint += '; logprobs was asked for: a server that rejects it needs logprobs=False'
             raise BackendError(f'{where}: HTTP {status}: {reply[:500]}{hint}')
         try:
             choice = json.loads(data)['choices'][0]

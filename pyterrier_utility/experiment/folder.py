@@ -3,12 +3,14 @@
 The study writes (``dataset`` first only in a study over several collections):
 
 - ``per_query.csv``: labels, system, k, qid, n_docs, ndcg, fbert_0shot, fbert, utility (required);
-- ``answers.csv``: system (``'0-shot'`` with k 0 for the answers without context), k, qid, sample, qanswer;
+- ``answers.csv``: system (``'0-shot'`` with k 0 for the answers without context), k, qid, sample, qanswer
+  (and, from studies that record them, logprob, mean_logprob, truncated: empty where unknown);
 - ``scores.csv``: labels, system, k, qid, sample, fbert, best_docno (the FBERT of each answer);
 - ``contexts.csv``: system, k, qid, position (1-based, the reader's order), docno, label (empty:
   unjudged), text;
 - ``queries.csv``: qid, query;
-- ``settings.json``, ``table1_paper.md``, ``correlations.csv`` and the figures ``fig*.png``.
+- ``settings.json``, ``table1_paper.md``, ``correlations.csv`` (and ``confidence_correlations.csv`` when the
+  answers carry log-probabilities) and the figures ``fig*.png``.
 """
 import json
 from dataclasses import dataclass, field
