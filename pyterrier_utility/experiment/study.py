@@ -9,7 +9,7 @@ import ir_measures
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, check_int, normalise_frame, say, validate_columns, warn_qids
+from .._util import check, check_int, normalise_frame, say, user_stacklevel, validate_columns, warn_qids
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
@@ -443,7 +443,7 @@ def _warn_truncated(answers: pd.DataFrame, whose: str) -> None:
     if cut:
         warnings.warn(f'{cut} of {len(answers)} answers{" (" + whose + ")" if whose else ""} reached '
                       'max_new_tokens; raise --max-new-tokens (Reader(max_new_tokens=...) or the decoding\'s) '
-                      '(answers.csv says which, in its truncated column)', stacklevel=3)
+                      '(answers.csv says which, in its truncated column)', stacklevel=user_stacklevel())
 
 
 def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,
