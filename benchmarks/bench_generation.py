@@ -17,6 +17,9 @@ their time is scaled to the whole grid (said so in the output); the project answ
 grid. Agreement: answers identical to the fp32 reference's on the sample, for the project as run
 and for the project's path forced to float32 (what the path changes, apart from the dtype).
 
+The project's time is also put against this machine's limit: the roofline floor of the forward
+passes it ran (``roofline.py``: matmul rate and memory bandwidth measured in the same run).
+
 Usage: python benchmarks/bench_generation.py [--queries 2] [--samples 5] [--reference-answers 24]
 """
 import argparse
@@ -24,6 +27,8 @@ import random
 import time
 
 import torch
+
+import roofline
 
 
 def grid_prompts(queries: int, ks, depth: int):
@@ -132,12 +137,21 @@ def main():
         return backend, pu.Reader(pu.GenerationCache(backend), n_samples=args.samples, stop=stop)
 
     backend, reader = project()
+    shape = roofline.Shape.of(backend.model)
+    rate, bandwidth, _ = roofline.machine(shape, backend.dtype)
+    passes = roofline.Passes().attach(backend.model)
     answers, ours = timed(lambda: reader.answer(prompts))
+    passes.detach()
+    floor = passes.floor(shape, rate, bandwidth)
     by_row = {(p, s): a for p, row in zip(prompts, answers) for s, a in zip(seeds, row)}
     print(f'project ({str(backend.dtype).replace("torch.", "")}, whole grid): {ours:8.1f} s; prompt tokens '
           f'{backend.prompt_tokens} asked, {backend.prefilled_tokens} prefilled '
           f'({backend.prompt_tokens / backend.prefilled_tokens:.1f}x fewer); prefix KV kept at the end '
           f'{backend.prefixes.bytes / 2**20:.0f} MiB in {len(backend.prefixes)} prefixes')
+    print(f'roofline: {rate / 1e12:.2f} TFLOP/s best matmul, {bandwidth / 1e9:.1f} GB/s read; '
+          f'{floor["passes"]} forward passes, {floor["flops"] / 1e12:.1f} TFLOP, {floor["bytes"] / 1e9:.0f} GB -> '
+          f'floor {floor["seconds"]:.1f} s ({floor["compute_bound_s"]:.1f} s compute-bound, '
+          f'{floor["memory_bound_s"]:.1f} s memory-bound); project {ours:.1f} s = {ours / floor["seconds"]:.2f}x the floor')
 
     reference, seconds = timed(lambda: fp32_reference(sample, args, stop))
     scaled = seconds * len(rows) / len(sample)

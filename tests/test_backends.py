@@ -168,3 +168,74 @@ def test_answers_cut_at_max_new_tokens_are_flagged_and_counted(gemma):
     stopped = backend.generate([PROMPTS[1], PROMPTS[1]], seeds=[0, 1], stop_sequences=[word])
     assert [o.truncated for o in stopped] == [False, False]
     assert backend.truncated == 1
+
+
+def test_top_k_sampling_draws_from_hugging_faces_top_k_distribution():
+    """Drawing among the candidates only is the distribution of a softmax over the whole vocabulary
+    with all but the top k masked as Hugging Face's warper masks them (ties at the k-th kept)."""
+    import torch
+    from transformers import TopKLogitsWarper
+
+    from pyterrier_utility.backends._hf import _SeededSampling
+    scores = torch.randn(3, 1000)
+    scores[1, :12] = 9.0  # twelve tied best scores: all of them candidates with top-k 5
+    scores[2, 100:110] = scores[2].topk(5).values[-1]  # ties at the 5th
+    sampling = _SeededSampling([1, 2, 3], temperature=0.7, top_k=5)
+    values, tokens = sampling.candidates(scores)
+    expected = torch.softmax(TopKLogitsWarper(5)(None, scores / 0.7), dim=-1)
+    ours = torch.zeros_like(expected).scatter_add_(1, tokens, torch.softmax(values, dim=-1))
+    torch.testing.assert_close(ours, expected)
+    assert (expected[1] > 0).sum() == 12 and (expected[2] > 0).sum() > 5
+    drawn = sampling.next_tokens(scores)
+    assert all(expected[i, t] > 0 for i, t in enumerate(drawn.tolist()))
+    again = _SeededSampling([1, 2, 3], temperature=0.7, top_k=5).next_tokens(scores)
+    assert drawn.tolist() == again.tolist()
+
+
+def test_the_way_tokens_are_drawn_keys_the_cache(gemma):
+    assert 'top-k' in sampler(gemma).generation_key['sampler']
+    assert sampler(gemma, temperature=0).generation_key['sampler'] == 'greedy'
+
+
+def test_gumbel_draws_follow_the_softmax():
+    """Frequencies of 20 000 draws (steps of one seed) against softmax probabilities, checked by scipy's chi-square test."""
+    import torch
+    from scipy.stats import chisquare
+
+    from pyterrier_utility.backends._hf import _SeededSampling
+    scores = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -9.0]])
+    sampling = _SeededSampling([11], temperature=0.8, top_k=5)
+    counts = torch.zeros(6)
+    for _ in range(20000):
+        counts[sampling.next_tokens(scores)] += 1
+    expected = torch.softmax(scores[0, :5] / 0.8, -1) * 20000
+    assert counts[5] == 0  # outside the top 5
+    assert chisquare(counts[:5].numpy(), expected.numpy()).pvalue > 0.001
+
+
+@pytest.mark.parametrize('sliding', [False, True])
+def test_buffered_kv_layers_return_what_hugging_faces_layers_return(sliding):
+    """Decoding into a preallocated buffer gives the keys and values (and mask sizes) of Hugging
+    Face's concatenating layers, step by step, across rows leaving the batch, past the window."""
+    import torch
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    from pyterrier_utility.backends._hf import _buffered
+    make = (lambda: DynamicSlidingWindowLayer(sliding_window=6)) if sliding else DynamicLayer
+    theirs, prefill = make(), torch.randn(4, 1, 5, 3)
+    theirs.update(prefill, -prefill)
+    ours = make()
+    ours.update(prefill, -prefill)
+    ours = _buffered(ours, room=2)  # less room than the steps below: it grows
+    assert type(ours).__name__.startswith('_Buffered')
+    for step in range(6):
+        if step == 2:
+            keep = torch.tensor([0, 2, 3])
+            theirs.batch_select_indices(keep)
+            ours.batch_select_indices(keep)
+        new = torch.randn(theirs.keys.shape[0], 1, 1, 3)
+        expected, got = theirs.update(new, 2 * new), ours.update(new, 2 * new)
+        torch.testing.assert_close(got[0], expected[0], rtol=0, atol=0)
+        torch.testing.assert_close(got[1], expected[1], rtol=0, atol=0)
+        assert ours.get_mask_sizes(1) == theirs.get_mask_sizes(1)
+        assert ours.get_seq_length() == theirs.get_seq_length()

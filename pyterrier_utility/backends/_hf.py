@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from pyterrier_rag.backend import Backend, BackendOutput
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from .._util import check, check_int
 from ..settings import ENGINE_DECODING, Decoding
@@ -46,25 +47,136 @@ def resolve_dtype(dtype: Union[str, torch.dtype, None], device: Union[str, torch
     return DTYPES[dtype]
 
 
+def _signed(value: int) -> int:
+    return value - 2**64 if value >= 2**63 else value
+
+
+_GOLDEN, _MIX1, _MIX2 = (_signed(c) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+
+
+def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """A logical right shift of int64 values (torch's ``>>`` keeps the sign)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def uniforms(seeds: torch.Tensor, step: int, tokens: torch.Tensor) -> torch.Tensor:
+    """A uniform number in (0, 1) for each (seed, step, token): SplitMix64 of the three, so the
+    number a token gets is its own, whatever other tokens or rows are drawn with it."""
+    x = seeds[:, None] * _MIX1 + torch.tensor(step, dtype=torch.long) * _MIX2 + tokens * _GOLDEN
+    for shift, mul in ((30, _MIX1), (27, _MIX2)):
+        x = (x ^ _shr(x, shift)) * mul
+    x = x ^ _shr(x, 31)
+    return (_shr(x, 11).double() + 0.5) / 2.0**53
+
+
 class _SeededSampling:
-    """Samples each row with its own ``torch.Generator``, so that the randomness of an answer
-    belongs to its seed, not to the rows it is generated with."""
+    """Samples each row from its own seed, so that the randomness of an answer belongs to its seed,
+    not to the rows it is generated with.
+
+    A token is drawn by the Gumbel-max race: the candidate with the highest score / temperature
+    plus Gumbel noise, that noise a function of (seed, step, token id) (:func:`uniforms`). This is
+    an exact draw from the softmax over the candidates; with top-k, the candidates are the tokens
+    whose score reaches the k-th highest (ties included, as Hugging Face's top-k warper keeps them).
+    As each token's noise is its own, a rounding change between batches or dtypes changes a draw
+    only where it changes the winner of the race, and only 50 candidates get noise, not 262k tokens.
+    """
+    #: How tokens are drawn: part of the generation cache key, since another way of drawing
+    #: gives other answers for the same seeds.
+    METHOD = 'Gumbel-max over the top-k candidates (ties kept), noise SplitMix64(seed, step, token)'
 
     def __init__(self, seeds: Sequence[int], temperature: float, top_k: int):
-        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self.seeds = torch.tensor([int(s) for s in seeds], dtype=torch.long)
         self.temperature = temperature
         self.top_k = top_k
+        self.step = 0
+
+    def candidates(self, scores: torch.Tensor):
+        """``(values, tokens)``: each row's candidate scores divided by the temperature (``-inf``
+        where a row has fewer candidates than the widest row) and their token ids."""
+        scores = scores.float()
+        if not self.top_k or self.top_k >= scores.shape[-1]:
+            tokens = torch.arange(scores.shape[-1], device=scores.device).expand_as(scores)
+            return scores / self.temperature, tokens
+        values, tokens = torch.topk(scores, self.top_k, dim=-1)
+        kth = values[:, -1:]
+        widest = int((scores >= kth).sum(-1).max())
+        if widest > self.top_k:  # ties at the k-th score: all of them are candidates
+            values, tokens = torch.topk(scores, widest, dim=-1)
+            values = values.masked_fill(values < kth, float('-inf'))
+        return values / self.temperature, tokens
 
     def next_tokens(self, scores: torch.Tensor, rows: Optional[Sequence[int]] = None) -> torch.Tensor:
-        """One token per row of ``scores``; ``rows`` says whose generator each row uses (default: all, in order)."""
-        rows = range(len(self.generators)) if rows is None else rows
-        scores = scores.float() / self.temperature
-        if self.top_k and self.top_k < scores.shape[-1]:
-            kth = torch.topk(scores, self.top_k, dim=-1).values[:, -1:]
-            scores = scores.masked_fill(scores < kth, float('-inf'))
-        probs = torch.softmax(scores, dim=-1).cpu()
-        return torch.cat([torch.multinomial(probs[i], 1, generator=self.generators[row])
-                          for i, row in enumerate(rows)])
+        """One token per row of ``scores`` at the next step; ``rows`` says whose seed each row
+        uses (default: all, in order)."""
+        seeds = self.seeds if rows is None else self.seeds[list(rows)]
+        values, tokens = self.candidates(scores)
+        values, tokens = values.cpu().double(), tokens.cpu()
+        gumbel = -torch.log(-torch.log(uniforms(seeds, self.step, tokens)))
+        self.step += 1
+        return tokens.gather(1, (values + gumbel).argmax(-1, keepdim=True))[:, 0]
+
+
+class _Buffered:
+    """A KV cache layer that decodes into a preallocated buffer: each step writes its token in place
+    where Hugging Face's dynamic layers concatenate (a copy of the whole cache per step and layer).
+    The keys and values it returns are the same tensors' values, as views of the buffer."""
+
+    def start_buffer(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        shape = list(keys.shape)
+        shape[-2] += room
+        self._k, self._v = keys.new_empty(shape), values.new_empty(shape)
+        self._n = keys.shape[-2]
+        self._k[..., :self._n, :] = keys
+        self._v[..., :self._n, :] = values
+        self.keys, self.values = self._k[..., :self._n, :], self._v[..., :self._n, :]
+
+    def _append(self, key_states: torch.Tensor, value_states: torch.Tensor):
+        n, t = self._n, key_states.shape[-2]
+        if n + t > self._k.shape[-2]:  # past the room asked for: grow
+            self.start_buffer(self._k[..., :n, :], self._v[..., :n, :], max(t, n))
+        self._k[..., n:n + t, :] = key_states
+        self._v[..., n:n + t, :] = value_states
+        self._n = n + t
+        return self._k[..., :n + t, :], self._v[..., :n + t, :]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        kept = self.keys.shape[-2]  # a sliding-window layer keeps only its last tokens
+        self._k, self._v = self._k[indices], self._v[indices]
+        self.keys, self.values = self._k[..., self._n - kept:self._n, :], self._v[..., self._n - kept:self._n, :]
+
+
+class _BufferedLayer(_Buffered, DynamicLayer):
+    def update(self, key_states, value_states, *args, **kwargs):
+        self.keys, self.values = self._append(key_states, value_states)
+        return self.keys, self.values
+
+
+class _BufferedSlidingLayer(_Buffered, DynamicSlidingWindowLayer):
+    def update(self, key_states, value_states, *args, **kwargs):
+        # As the sliding-window layer: attention sees the kept window plus the new tokens, and
+        # the last ``sliding_window - 1`` tokens are kept.
+        kept = self.keys.shape[-2]
+        self.cumulative_length += key_states.shape[-2]
+        keys, values = self._append(key_states, value_states)
+        seen = kept + key_states.shape[-2]
+        keys, values = keys[..., -seen:, :], values[..., -seen:, :]
+        self.keys, self.values = keys[..., -self.sliding_window + 1:, :], values[..., -self.sliding_window + 1:, :]
+        return keys, values
+
+
+def _buffered(layer, room: int):
+    """A merged dynamic layer as a buffered one with ``room`` tokens to decode into (the same state);
+    another kind of layer is returned as it is, to decode as its class does."""
+    if type(layer) is DynamicLayer:
+        kind = _BufferedLayer
+    elif type(layer) is DynamicSlidingWindowLayer and not layer.record_past:
+        kind = _BufferedSlidingLayer
+    else:
+        return layer
+    buffered = kind.__new__(kind)
+    buffered.__dict__.update(layer.__dict__)
+    buffered.start_buffer(layer.keys, layer.values, room)
+    return buffered
 
 
 class CausalLMBackend(DecodingBackendBase):
@@ -107,7 +219,7 @@ class CausalLMBackend(DecodingBackendBase):
         reader = pyterrier_utility.Reader(backend)
     """
     DECODING_FIELDS = ENGINE_DECODING['huggingface']
-    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks')
+    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler')
     #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
     truncated = 0
 
@@ -165,6 +277,11 @@ class CausalLMBackend(DecodingBackendBase):
     def prefill_chunks(self) -> str:
         """How prompts are cut for prefilling (answers may differ by rounding with other cuts)."""
         return f'lines, >= {self.min_chunk_tokens} tokens'
+
+    @property
+    def sampler(self) -> str:
+        """How tokens are drawn from the scores (answers differ with another method)."""
+        return 'greedy' if self.decoding.greedy else _SeededSampling.METHOD
 
     @staticmethod
     def prompt_order(prompt: str) -> str:
@@ -277,6 +394,7 @@ class CausalLMBackend(DecodingBackendBase):
             prefills.append((ids, cache, logits, n))
             row_seeds += seeds[:n]
         cache, mask, history, positions, scores = self._merge(prefills)
+        cache.layers = [_buffered(layer, max_new_tokens) for layer in cache.layers]
         d = self.decoding
         sampler = None if d.greedy else _SeededSampling(row_seeds, d.temperature, d.top_k or 0)
         penalty = (RepetitionPenaltyLogitsProcessor(d.repetition_penalty)
@@ -292,9 +410,11 @@ class CausalLMBackend(DecodingBackendBase):
                 scores = penalty(history, scores)
             chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores, active)
             keep = []
+            # log-softmax at the chosen tokens only: a whole (rows, vocabulary) one allocates.
+            chosen_logprob = (raw.gather(1, chosen.to(raw.device)[:, None])[:, 0]
+                              - torch.logsumexp(raw, dim=-1)).tolist()
             for j, (row, token) in enumerate(zip(active, chosen.tolist())):
-                # Row by row: a (rows, vocabulary) log-softmax costs 4 times as much on CPU (its allocation).
-                logprob[row] += torch.log_softmax(raw[j], dim=-1)[token].item()
+                logprob[row] += chosen_logprob[j]
                 counted[row] += 1
                 if token in self.eos_token_ids:
                     continue
