@@ -17,6 +17,7 @@ Usage: python benchmarks/bench_profile.py [--queries 1] [--rate 50]
 import argparse
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,10 +63,13 @@ def main():
     parser.add_argument('--queries', type=int, default=1)
     parser.add_argument('--rate', type=int, default=50, help='samples per second')
     args = parser.parse_args()
+    spy = shutil.which('py-spy') or shutil.which('py-spy', path=str(Path(sys.executable).parent))
+    if spy is None:
+        sys.exit('bench_profile.py needs py-spy: pip install py-spy')
     with tempfile.TemporaryDirectory() as tmp:
         script, raw = Path(tmp) / 'grid.py', Path(tmp) / 'profile.txt'
         script.write_text(RUN.format(here=str(HERE), queries=args.queries))
-        subprocess.run(['py-spy', 'record', '-r', str(args.rate), '-f', 'raw', '-o', str(raw), '--',
+        subprocess.run([spy, 'record', '-r', str(args.rate), '-f', 'raw', '-o', str(raw), '--',
                         sys.executable, str(script)], check=True, env=dict(os.environ))
         counts, total = collections.Counter(), 0
         for line in raw.read_text().splitlines():
