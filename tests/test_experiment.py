@@ -188,7 +188,15 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     assert cli.main(['study', '--queries', '2', '-k', '1', '2', '--fig4-k', '2', '--out', str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert '| Dataset | 0-shot FBERT | System | label>=2, k=1 | label>=2, k=2 | label>=3, k=1 | label>=3, k=2 |' in printed
+    # One dataset: no Dataset column; each label set's 0-shot FBERT in its own column, on the first row.
+    assert ('| System | label>=2, 0-shot | label>=2, k=1 | label>=2, k=2 | label>=3, 0-shot | label>=3, k=1 '
+            '| label>=3, k=2 |') in printed
+    table = pd.read_csv(tmp_path / 'table1.csv')
+    first = (tmp_path / 'table1_paper.md').read_text().splitlines()[4].split('|')[1:-1]
+    assert first[0].strip() == 'BM25'
+    for j, lab in enumerate(['label>=2', 'label>=3']):
+        zero = table.loc[table['labels'] == lab, 'fbert_0shot'].iloc[0]
+        assert float(first[1 + 3 * j]) == pytest.approx(zero, abs=5e-4)
     assert '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |' in (tmp_path / 'table1.md').read_text()
     for name in ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex',
                  'correlations.csv', 'settings.json', 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k2.pdf',

@@ -176,10 +176,10 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
 
-    ``fmt``: ``'markdown'`` (the 0-shot FBERT of the label sets in one column, ``a / b``) or
-    ``'latex'``: a ``table`` with a caption (legend and n), booktabs rules (``\\usepackage{booktabs}``),
-    a 0-shot column per label set, a Dataset column only for several datasets, minus signs, and the
-    best retrieval system of each column in bold (the oracles Rel and NRel are not compared).
+    ``fmt``: ``'markdown'`` or ``'latex'``; both have a 0-shot column per label set and a Dataset
+    column only for several datasets. LaTeX is a ``table`` with a caption (legend and n), booktabs
+    rules (``\\usepackage{booktabs}``), minus signs, and the best retrieval system of each column in
+    bold (the oracles Rel and NRel are not compared).
     """
     if fmt not in ('markdown', 'latex'):
         raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
@@ -188,12 +188,16 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     if fmt == 'markdown':
         def number(x):
             return '' if not np.isfinite(x) else f'{x:.{digits}f}'
-        header = ['Dataset', '0-shot FBERT', 'System'] + [f'{lab}, k={k}' for lab in label_sets for k in ks]
-        lines = ['| ' + ' | '.join(header) + ' |', '|---|---:|---|' + '---:|' * (len(header) - 3)]
+        several = len({d for d, _, _, _ in rows}) > 1
+        lead = ['Dataset', 'System'] if several else ['System']
+        header = lead + [f'{lab}, {c}' for lab in label_sets for c in ['0-shot'] + [f'k={k}' for k in ks]]
+        lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
         for d, zeros, s, cells in rows:
-            zero = ' / '.join(number(z) for z in zeros if np.isfinite(z)) if zeros is not None else ''
-            lines.append('| ' + ' | '.join([d if zeros is not None else '', zero, s]
-                                           + [number(u) + (m if number(u) else '') for u, m, _ in cells]) + ' |')
+            out = ([d if zeros is not None else ''] if several else []) + [s]
+            for j in range(len(label_sets)):
+                out.append(number(zeros[j]) if zeros is not None else '')
+                out += [number(u) + (m if number(u) else '') for u, m, _ in cells[j * len(ks):(j + 1) * len(ks)]]
+            lines.append('| ' + ' | '.join(out) + ' |')
         return legend + '\n\n' + '\n'.join(lines) + '\n'
     return _latex_table(label_sets, ks, rows, legend, digits)
 
