@@ -34,8 +34,11 @@ def _column_measure(column: str, name: str, desc: str):
 
 #: Answer quality P_k: max BERTScore F1 of the k-shot answer against the relevant documents (column ``fbert``).
 FBERT = _column_measure('fbert', 'FBERT', 'Answer quality P_k: max BERTScore F1 against relevant documents')
-#: 0-shot answer quality P_0 (column ``fbert_0shot``).
-FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0')
+#: 0-shot answer quality P_0 (column ``fbert_0shot``). Not a property of the system: every system of
+#: one reader shares each query's 0-shot answer, so in ``pt.Experiment(baseline=...)`` its ``+``,
+#: ``-`` and ``p-value`` columns compare a value with itself (0, 0, NaN) and are not a test.
+FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0 (shared by the systems of one reader: '
+                         'not significance-tested)')
 #: Context utility U = (P_k - P_0) / P_0 (column ``utility``).
 Utility = _column_measure('utility', 'Utility', 'Context utility U = (P_k - P_0) / P_0')
 #: LLM-retEval (column ``reteval`` of :class:`~pyterrier_utility.LLMRetEval`): the share of queries whose

@@ -49,6 +49,10 @@ def test_design_card_pipeline_in_experiment(cranfield, minilm, counting_backend,
     res = res.set_index('name')
     assert res.loc['Rel', 'nDCG@3'] > res.loc['BM25', 'nDCG@3'] > res.loc['NRel', 'nDCG@3'] == 0
     assert res['FBERT0'].nunique() == 1  # one 0-shot answer per query, shared by every system
+    # ... so its test columns compare it with itself: never a mark, never a p-value.
+    others = res.drop(index='Rel')
+    assert (others['FBERT0 +'] == 0).all() and (others['FBERT0 -'] == 0).all() and others['FBERT0 p-value'].isna().all()
+    assert 'not significance-tested' in pu.FBERT0.SHORT_DESC
     # Same documents, evaluated in the order the reader sees them.
     assert res.loc['BM25-r', 'nDCG@3'] < res.loc['BM25', 'nDCG@3']
     assert 'Utility p-value' in res.columns
