@@ -21,8 +21,9 @@ _NAMES = {
     'UtilityEvaluator': 'utility', 'Window': 'order', 'erag_measure': 'measures', 'permutations': 'order',
     'rank_correlation': 'correlation',
 }
-_MODULES = ('backends', 'cosmix', 'datasets', 'errors', 'experiment', 'interop', 'models', 'prompts', 'protocols',
-            'reader', 'settings')
+_MODULES = ('backends', 'bertscore', 'cache', 'correlation', 'cosmix', 'datasets', 'erag', 'errors', 'experiment',
+            'fbert', 'gold', 'interop', 'measures', 'models', 'oracle', 'order', 'prompts', 'protocols', 'reader',
+            'reteval', 'runs', 'settings', 'utility')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -41,6 +41,17 @@ def test_every_public_name_resolves_to_its_module_object():
     assert set(pu.__all__) <= set(dir(pu))
 
 
+def test_every_public_submodule_is_an_attribute_of_the_package_in_a_fresh_interpreter():
+    # As the README and the notebook use them (pu.reteval.failure_cases) without importing the module first.
+    modules = sorted(p.stem if p.is_file() else p.name for p in (ROOT / 'pyterrier_utility').iterdir()
+                     if not p.name.startswith('_') and p.stem != 'cli' and (p.suffix == '.py' or (p / '__init__.py').exists()))
+    probe = ('import pyterrier_utility as pu, types\n'
+             f'assert all(isinstance(getattr(pu, m), types.ModuleType) for m in {modules!r})')
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, '-c', probe], env=env, cwd=ROOT, check=True)
+    assert set(modules) <= set(pu.__all__)
+
+
 def test_an_unknown_name_is_an_attribute_error():
     import pytest
     with pytest.raises(AttributeError, match="'pyterrier_utility' has no attribute 'Nope'"):
