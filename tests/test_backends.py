@@ -239,3 +239,29 @@ def test_buffered_kv_layers_return_what_hugging_faces_layers_return(sliding):
         torch.testing.assert_close(got[1], expected[1], rtol=0, atol=0)
         assert ours.get_mask_sizes(1) == theirs.get_mask_sizes(1)
         assert ours.get_seq_length() == theirs.get_seq_length()
+
+
+def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gemma):
+    """The decode-step linear layers (``w @ x.T`` up to WEIGHT_MAJOR_ROWS rows) give exactly what
+    ``linear`` gives, at every row count a decode batch has, for every layer shape of the model, the
+    output layer included; the caller's model keeps its own ``forward``; the weights are shared."""
+    import torch
+
+    from pyterrier_utility.backends import _hf
+    model = gemma.model
+    if model.dtype != torch.bfloat16:
+        pytest.skip('the weight-major layers are used in bfloat16 only (this CPU runs the model in float32)')
+    layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    assert all('forward' in vars(m) for m in layers.values())
+    generator = torch.Generator().manual_seed(0)
+    for shape, layer in layers.items():
+        for rows in range(1, _hf.WEIGHT_MAJOR_ROWS + 2):
+            x = torch.randn(rows, 1, shape[1], generator=generator).to(torch.bfloat16)
+            assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight)), (shape, rows)
+    fresh = _hf._weight_major(model)
+    original = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
+    copied = next(m for m in fresh.modules() if isinstance(m, torch.nn.Linear))
+    assert copied is not original and copied.weight is original.weight
+    plain = torch.nn.Linear(4, 3, bias=False, dtype=torch.bfloat16)
+    _hf._weight_major(torch.nn.Sequential(plain))
+    assert 'forward' not in vars(plain)
