@@ -177,18 +177,21 @@ def test_top_k_sampling_draws_from_hugging_faces_top_k_distribution():
     from transformers import TopKLogitsWarper
 
     from pyterrier_utility.backends._hf import _SeededSampling
-    scores = torch.randn(3, 1000)
+    from pyterrier_utility.backends._hf import TIE_MARGIN
+    scores = torch.randn(4, 1000)
     scores[1, :12] = 9.0  # twelve tied best scores: all of them candidates with top-k 5
     scores[2, 100:110] = scores[2].topk(5).values[-1]  # ties at the 5th
-    sampling = _SeededSampling([1, 2, 3], temperature=0.7, top_k=5)
+    scores[3, 200:200 + 5 + TIE_MARGIN + 20] = 9.0  # more ties than the margin: the whole row is counted
+    sampling = _SeededSampling([1, 2, 3, 4], temperature=0.7, top_k=5)
     values, tokens = sampling.candidates(scores)
     expected = torch.softmax(TopKLogitsWarper(5)(None, scores / 0.7), dim=-1)
     ours = torch.zeros_like(expected).scatter_add_(1, tokens, torch.softmax(values, dim=-1))
     torch.testing.assert_close(ours, expected)
     assert (expected[1] > 0).sum() == 12 and (expected[2] > 0).sum() > 5
+    assert (expected[3] > 0).sum() == 5 + TIE_MARGIN + 20
     drawn = sampling.next_tokens(scores)
     assert all(expected[i, t] > 0 for i, t in enumerate(drawn.tolist()))
-    again = _SeededSampling([1, 2, 3], temperature=0.7, top_k=5).next_tokens(scores)
+    again = _SeededSampling([1, 2, 3, 4], temperature=0.7, top_k=5).next_tokens(scores)
     assert drawn.tolist() == again.tolist()
 
 

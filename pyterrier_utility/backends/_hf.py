@@ -70,6 +70,10 @@ def uniforms(seeds: torch.Tensor, step: int, tokens: torch.Tensor) -> torch.Tens
     return (_shr(x, 11).double() + 0.5) / 2.0**53
 
 
+#: Tokens past the k-th that top-k sampling looks at for ties with it, before counting the whole row.
+TIE_MARGIN = 64
+
+
 class _SeededSampling:
     """Samples each row from its own seed, so that the randomness of an answer belongs to its seed,
     not to the rows it is generated with.
@@ -98,12 +102,15 @@ class _SeededSampling:
         if not self.top_k or self.top_k >= scores.shape[-1]:
             tokens = torch.arange(scores.shape[-1], device=scores.device).expand_as(scores)
             return scores / self.temperature, tokens
-        values, tokens = torch.topk(scores, self.top_k, dim=-1)
-        kth = values[:, -1:]
-        widest = int((scores >= kth).sum(-1).max())
-        if widest > self.top_k:  # ties at the k-th score: all of them are candidates
+        # The k highest and a margin, to see the ties at the k-th score (bfloat16 logits tie often):
+        # all of them are candidates. Only when the margin is all ties is the whole row counted.
+        wide = min(self.top_k + TIE_MARGIN, scores.shape[-1])
+        values, tokens = torch.topk(scores, wide, dim=-1)
+        kth = values[:, self.top_k - 1:self.top_k]
+        if wide < scores.shape[-1] and bool((values[:, -1:] >= kth).any()):
+            widest = int((scores >= kth).sum(-1).max())
             values, tokens = torch.topk(scores, widest, dim=-1)
-            values = values.masked_fill(values < kth, float('-inf'))
+        values = values.masked_fill(values < kth, float('-inf'))
         return values / self.temperature, tokens
 
     def next_tokens(self, scores: torch.Tensor, rows: Optional[Sequence[int]] = None) -> torch.Tensor:
