@@ -268,3 +268,25 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     plain = torch.nn.Linear(4, 3, bias=False, dtype=torch.bfloat16)
     _hf._weight_major(torch.nn.Sequential(plain))
     assert 'forward' not in vars(plain)
+
+
+def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from pyterrier_utility.backends._hf import _buffered
+    parts, expected = [], []
+    for length, rows in ((5, 2), (3, 3), (5, 1)):
+        layer = DynamicLayer()
+        keys = torch.randn(1, 2, length, 4)
+        layer.update(keys, -keys)
+        parts.append((layer.keys, layer.values, rows))
+        expected.append(torch.nn.functional.pad(keys.repeat_interleave(rows, dim=0), (0, 0, 5 - length, 0)))
+    first = DynamicLayer()
+    first.update(parts[0][0], parts[0][1])
+    merged = _buffered(first, room=4, parts=parts)
+    torch.testing.assert_close(merged.keys, torch.cat(expected), rtol=0, atol=0)
+    torch.testing.assert_close(merged.values, -torch.cat(expected), rtol=0, atol=0)
+    new = torch.randn(6, 2, 1, 4)
+    keys, _ = merged.update(new, new)
+    torch.testing.assert_close(keys, torch.cat([torch.cat(expected), new], dim=-2), rtol=0, atol=0)

@@ -130,13 +130,28 @@ class _Buffered:
     The keys and values it returns are the same tensors' values, as views of the buffer."""
 
     def start_buffer(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
-        shape = list(keys.shape)
-        shape[-2] += room
-        self._k, self._v = keys.new_empty(shape), values.new_empty(shape)
-        self._n = keys.shape[-2]
-        self._k[..., :self._n, :] = keys
-        self._v[..., :self._n, :] = values
-        self.keys, self.values = self._k[..., :self._n, :], self._v[..., :self._n, :]
+        self.start_merged([(keys, values, keys.shape[0])], room)
+
+    def start_merged(self, parts: Sequence[tuple], room: int) -> None:
+        """The buffer of several caches' ``(keys, values, rows)``, one under the other, each repeated
+        to its ``rows`` and left-padded with zeros to the longest, with ``room`` tokens to decode into:
+        one copy of each cache."""
+        keys = parts[0][0]
+        size = max(k.shape[-2] for k, _, _ in parts)
+        shape = [sum(n for _, _, n in parts), *keys.shape[1:]]
+        shape[-2] = size + room
+        self._k, self._v = keys.new_empty(shape), keys.new_empty(shape)
+        row = 0
+        for k, v, n in parts:
+            pad = size - k.shape[-2]
+            if pad:
+                self._k[row:row + n, ..., :pad, :] = 0
+                self._v[row:row + n, ..., :pad, :] = 0
+            self._k[row:row + n, ..., pad:size, :] = k
+            self._v[row:row + n, ..., pad:size, :] = v
+            row += n
+        self._n = size
+        self.keys, self.values = self._k[..., :size, :], self._v[..., :size, :]
 
     def _append(self, key_states: torch.Tensor, value_states: torch.Tensor):
         n, t = self._n, key_states.shape[-2]
@@ -172,18 +187,25 @@ class _BufferedSlidingLayer(_Buffered, DynamicSlidingWindowLayer):
         return keys, values
 
 
-def _buffered(layer, room: int):
-    """A merged dynamic layer as a buffered one with ``room`` tokens to decode into (the same state);
-    another kind of layer is returned as it is, to decode as its class does."""
+def _buffer_kind(layer):
+    """The buffered class for a dynamic layer, or ``None`` for another kind of layer."""
     if type(layer) is DynamicLayer:
-        kind = _BufferedLayer
-    elif type(layer) is DynamicSlidingWindowLayer and not layer.record_past:
-        kind = _BufferedSlidingLayer
-    else:
+        return _BufferedLayer
+    if type(layer) is DynamicSlidingWindowLayer and not layer.record_past:
+        return _BufferedSlidingLayer
+    return None
+
+
+def _buffered(layer, room: int, parts: Optional[Sequence[tuple]] = None):
+    """A dynamic layer as a buffered one with ``room`` tokens to decode into, holding ``parts``
+    (``(keys, values, rows)`` of several caches, see :meth:`_Buffered.start_merged`) or the layer's
+    own keys and values; another kind of layer is returned as it is, to decode as its class does."""
+    kind = _buffer_kind(layer)
+    if kind is None:
         return layer
     buffered = kind.__new__(kind)
     buffered.__dict__.update(layer.__dict__)
-    buffered.start_buffer(layer.keys, layer.values, room)
+    buffered.start_merged(parts or [(layer.keys, layer.values, layer.keys.shape[0])], room)
     return buffered
 
 
@@ -384,21 +406,30 @@ class CausalLMBackend(DecodingBackendBase):
             start = end
         return cache, out.logits[:, -1].float()
 
-    def _merge(self, prefills):
+    def _merge(self, prefills, room: int):
         """One batch from the prefills of several prompts, each repeated for its rows: caches padded
-        on the left, with the attention mask, positions and repetition-penalty history that go with
-        them (a prompt alone gets no padding)."""
+        on the left (into buffers with ``room`` tokens to decode into, where the layers allow), with
+        the attention mask, positions and repetition-penalty history that go with them (a prompt
+        alone gets no padding)."""
         longest = max(len(ids) for ids, _, _, _ in prefills)
         caches = [cache for _, cache, _, _ in prefills]
+        counts = [n for _, _, _, n in prefills]
         merged = caches[0]
-        for layer, parts in zip(merged.layers, zip(*(c.layers for c in caches))):
-            for name in ('keys', 'values'):
-                tensors = [getattr(part, name) for part in parts]
-                size = max(t.shape[-2] for t in tensors)
-                setattr(layer, name, torch.cat([torch.nn.functional.pad(t, (0, 0, size - t.shape[-2], 0))
-                                                for t in tensors]))
+        layers = []
+        for parts in zip(*(c.layers for c in caches)):
+            layer = parts[0]
+            if _buffer_kind(layer) is not None:
+                layer = _buffered(layer, room, [(p.keys, p.values, n) for p, n in zip(parts, counts)])
+            else:
+                for name in ('keys', 'values'):
+                    tensors = [getattr(part, name).repeat_interleave(n, dim=0) for part, n in zip(parts, counts)]
+                    size = max(t.shape[-2] for t in tensors)
+                    setattr(layer, name, torch.cat([torch.nn.functional.pad(t, (0, 0, size - t.shape[-2], 0))
+                                                    for t in tensors]))
             if hasattr(layer, 'cumulative_length'):
                 layer.cumulative_length = longest
+            layers.append(layer)
+        merged.layers = layers
         device = self.model.device
         mask, history, positions = [], [], []
         for ids, _, _, n in prefills:
@@ -424,12 +455,9 @@ class CausalLMBackend(DecodingBackendBase):
             self.prompt_tokens += len(ids) * len(seeds)
             cache, logits = self._prefill(ids, ends)
             n = 1 if self.decoding.greedy else len(seeds)
-            if n > 1:
-                cache.batch_repeat_interleave(n)
             prefills.append((ids, cache, logits, n))
             row_seeds += seeds[:n]
-        cache, mask, history, positions, scores = self._merge(prefills)
-        cache.layers = [_buffered(layer, max_new_tokens) for layer in cache.layers]
+        cache, mask, history, positions, scores = self._merge(prefills, max_new_tokens)
         d = self.decoding
         sampler = None if d.greedy else _SeededSampling(row_seeds, d.temperature, d.top_k or 0)
         penalty = (RepetitionPenaltyLogitsProcessor(d.repetition_penalty)
