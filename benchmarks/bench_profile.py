@@ -5,7 +5,8 @@ k = 1..10 x 6 systems + 0-shot, 5 samples, Gemma 3 270M) under ``py-spy record``
 share of the answering time (the samples inside ``CausalLMBackend.generate``) spent in:
 
 - prefill (forward passes over prompt chunks, prefix-cache lookups and copies, tokenizing);
-- decode matmuls (``Linear`` in the decode step's forward, the output layer included);
+- decode matmuls (``Linear`` in the decode step's forward, the output layer included, as ``linear``
+  or ``w @ x.T``);
 - decode attention (scaled dot-product attention in the decode step);
 - the KV cache's upkeep (appending tokens, dropping finished rows, merging prompts into a batch);
 - sampling (top-k candidates and the Gumbel draw);
@@ -35,6 +36,7 @@ PHASES = [
     ('KV cache upkeep', 'Cache.update'),
     ('decode attention', 'sdpa_attention_forward'),
     ('decode matmuls', 'Linear.forward'),
+    ('decode matmuls', '_weight_major_forward'),
 ]
 
 RUN = '''
