@@ -5,6 +5,13 @@ answer against its query's relevant documents (which re-encodes those documents 
 the best F1. The project's :class:`FBertScorer` encodes each distinct text once. Both use the same
 model, loaded before timing starts, and start with nothing cached.
 
+The project's time is also put against this machine's limit for the work FBERT cannot avoid: one
+forward pass of the encoder per distinct text (2 x tokens x the linear weights of the layers used,
+plus attention's 4 x tokens^2 x hidden per layer, padding not counted) and the token-similarity
+products of every (answer, relevant document) pair (2 x answer tokens x document tokens x hidden),
+at the best float32 matmul rate measured at the encoder's shapes in the same run (``roofline.py``).
+Norms, activations, the greedy max and Python are left out: it is a floor, not an estimate.
+
 Usage: python benchmarks/bench_fbert.py [--queries 20] [--relevant 30] [--reference-answers N]
 (``--reference-answers`` times the reference on the first N answers only and scales its time up:
 the reference takes about 3 s per answer on 2 CPU cores, close to an hour for the whole workload).
@@ -14,6 +21,9 @@ import time
 
 import numpy as np
 import pandas as pd
+import torch
+
+import roofline
 
 
 def workload(queries: int, relevant: int, systems: int, ks: int, samples: int, seed: int = 0):
@@ -29,6 +39,22 @@ def workload(queries: int, relevant: int, systems: int, ks: int, samples: int, s
     qids = [f'q{i % queries}' for i in range(cells)]
     answers = [' '.join(rng.choice(sentences, rng.integers(1, 4))) for _ in range(cells)]
     return texts, qrels, qids, answers
+
+
+def encoder_floor(bertscore, distinct_texts, pairs) -> dict:
+    """The floor of encoding ``distinct_texts`` once and matching the ``(answer, reference)`` pairs."""
+    from bert_score.utils import sent_encode
+    config = bertscore.model.config
+    hidden, layers = config.hidden_size, bertscore.num_layers
+    linear = sum(m.weight.numel() for name, m in bertscore.model.named_modules()
+                 if isinstance(m, torch.nn.Linear) and name.startswith('encoder.layer.')
+                 and int(name.split('.')[2]) < layers)
+    tokens = {t: len(sent_encode(bertscore.tokenizer, t)) for t in distinct_texts}
+    encode = sum(2 * n * linear + layers * 4 * n * n * hidden for n in tokens.values())
+    match = sum(2 * tokens[a] * tokens[r] * hidden for a, r in pairs)
+    rate = max(r for *_, r in roofline.matmul_rates(hidden, config.intermediate_size, torch.float32))
+    return {'seconds': (encode + match) / rate, 'encode_flops': encode, 'match_flops': match, 'rate': rate,
+            'tokens': sum(tokens.values())}
 
 
 def main():
@@ -56,6 +82,13 @@ def main():
     ours = scorer.score(qids, answers)
     t_ours = time.perf_counter() - start
     print(f'project FBertScorer:         {t_ours:8.1f} s  ({bertscore.encoded} texts encoded)', flush=True)
+    pairs = [(a, r) for q, a in zip(qids, answers) for r in refs[q] if a.strip() and r.strip()]
+    distinct = set(answers) | {r for q in set(qids) for r in refs[q]}
+    floor = encoder_floor(bertscore, distinct, pairs)
+    print(f'floor: {len(distinct)} distinct texts, {floor["tokens"]} tokens, {floor["encode_flops"] / 1e12:.2f} TFLOP '
+          f'encoding + {floor["match_flops"] / 1e12:.2f} TFLOP matching {len(pairs)} pairs at '
+          f'{floor["rate"] / 1e12:.2f} TFLOP/s (best float32 matmul) = {floor["seconds"]:.1f} s; '
+          f'project {t_ours:.1f} s = {t_ours / floor["seconds"]:.2f}x the floor', flush=True)
 
     reference = BERTScorer(model_type=bertscore.model_type, num_layers=bertscore.num_layers, batch_size=64)
     n_ref = args.reference_answers or len(answers)
