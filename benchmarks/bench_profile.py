@@ -35,8 +35,7 @@ PHASES = [
     ('KV cache upkeep', '_buffered'),
     ('KV cache upkeep', 'Cache.update'),
     ('decode attention', 'sdpa_attention_forward'),
-    ('decode matmuls', 'Linear.forward'),
-    ('decode matmuls', '_weight_major_forward'),
+    ('decode matmuls', 'Linear.forward'),  # torch's Linear and this project's _WeightMajorLinear
 ]
 
 RUN = '''

@@ -255,7 +255,7 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     if model.dtype != torch.bfloat16:
         pytest.skip('the weight-major layers are used in bfloat16 only (this CPU runs the model in float32)')
     layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    assert all('forward' in vars(m) for m in layers.values())
+    assert all(type(m) is _hf._WeightMajorLinear for m in layers.values())
     generator = torch.Generator().manual_seed(0)
     for shape, layer in layers.items():
         for rows in range(1, _hf.WEIGHT_MAJOR_ROWS + 2):
@@ -266,8 +266,10 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     copied = next(m for m in fresh.modules() if isinstance(m, torch.nn.Linear))
     assert copied is not original and copied.weight is original.weight
     plain = torch.nn.Linear(4, 3, bias=False, dtype=torch.bfloat16)
-    _hf._weight_major(torch.nn.Sequential(plain))
-    assert 'forward' not in vars(plain)
+    copied = _hf._weight_major(torch.nn.Sequential(plain))
+    assert type(plain) is torch.nn.Linear and type(copied[0]) is _hf._WeightMajorLinear
+    import pickle
+    assert torch.equal(pickle.loads(pickle.dumps(copied))[0].weight, plain.weight)  # picklable, as the model was
 
 
 def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():

@@ -7,7 +7,6 @@ cache of prefixes across prompts (the nested prompts of a k-sweep).
 """
 import copy
 import re
-import types
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -213,11 +212,15 @@ def _buffered(layer, room: int, parts: Optional[Sequence[tuple]] = None):
 WEIGHT_MAJOR_ROWS = 32
 
 
-def _weight_major_forward(self, x: torch.Tensor) -> torch.Tensor:
-    rows = x.numel() // x.shape[-1]
-    if rows > WEIGHT_MAJOR_ROWS:
-        return torch.nn.functional.linear(x, self.weight)
-    return (self.weight @ x.reshape(rows, x.shape[-1]).T).T.contiguous().reshape(*x.shape[:-1], self.weight.shape[0])
+class _WeightMajorLinear(torch.nn.Linear):
+    """A bias-free linear layer computing ``w @ x.T`` for up to ``WEIGHT_MAJOR_ROWS`` rows."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        if rows > WEIGHT_MAJOR_ROWS:
+            return torch.nn.functional.linear(x, self.weight)
+        out = (self.weight @ x.reshape(rows, x.shape[-1]).T).T.contiguous()
+        return out.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
 def _weight_major(model):
@@ -228,9 +231,9 @@ def _weight_major(model):
     tensors = [*model.parameters(), *model.buffers()]
     model = copy.deepcopy(model, {id(t): t for t in tensors})
     for module in model.modules():
-        if (isinstance(module, torch.nn.Linear) and module.bias is None
+        if (type(module) is torch.nn.Linear and module.bias is None
                 and module.weight.dtype == torch.bfloat16 and module.weight.device.type == 'cpu'):
-            module.forward = types.MethodType(_weight_major_forward, module)
+            module.__class__ = _WeightMajorLinear
     return model
 
 
