@@ -292,3 +292,18 @@ def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():
     new = torch.randn(6, 2, 1, 4)
     keys, _ = merged.update(new, new)
     torch.testing.assert_close(keys, torch.cat([torch.cat(expected), new], dim=-2), rtol=0, atol=0)
+
+
+def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeypatch):
+    """Whether finished rows leave the batch at once or stay to its end, every answer (text, log
+    probability, truncation) is the same: a kept row's tokens are never read."""
+    from pyterrier_utility.backends import _hf
+    prompts, seeds = [PROMPTS[0]] * 3 + [PROMPTS[1]] * 3 + [PROMPTS[2]] * 3, [1, 2, 3] * 3
+    outputs = {}
+    for policy in (0, float('inf')):  # always drop finished rows; never drop them
+        monkeypatch.setattr(_hf, 'COMPACT_AFTER', policy)
+        backend = sampler(gemma, batch_size=9, max_new_tokens=12)
+        outputs[policy] = [(o.text, o.logprob, o.truncated) for o in backend.generate(prompts, seeds=seeds,
+                                                                                     stop_sequences=['.'])]
+    assert outputs[0] == outputs[float('inf')]
+    assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])  # rows end at different steps

@@ -208,6 +208,10 @@ def _buffered(layer, room: int, parts: Optional[Sequence[tuple]] = None):
     return buffered
 
 
+#: Finished rows leave a decode batch when (finished rows) x (steps left) exceeds this many times the
+#: live rows: copying a live row's KV cache costs about as much as a few steps of a row's attention.
+COMPACT_AFTER = 4
+
 #: The most rows a linear layer computes as ``w @ x.T`` (see :func:`_weight_major`).
 WEIGHT_MAJOR_ROWS = 32
 
@@ -468,7 +472,8 @@ class CausalLMBackend(DecodingBackendBase):
         tokens: List[List[int]] = [[] for _ in row_seeds]
         cut = [False] * len(row_seeds)
         logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)
-        active = list(range(len(row_seeds)))
+        active = list(range(len(row_seeds)))  # the row of each position of the batch
+        live = [True] * len(active)  # finished rows stay in the batch until dropping them pays
         for step in range(max_new_tokens):
             # The model's own logits: the penalty, temperature and top-k give new tensors.
             raw = scores
@@ -480,6 +485,8 @@ class CausalLMBackend(DecodingBackendBase):
             chosen_logprob = (raw.gather(1, chosen.to(raw.device)[:, None])[:, 0]
                               - torch.logsumexp(raw, dim=-1)).tolist()
             for j, (row, token) in enumerate(zip(active, chosen.tolist())):
+                if not live[j]:
+                    continue
                 logprob[row] += chosen_logprob[j]
                 counted[row] += 1
                 if token in self.eos_token_ids:
@@ -491,11 +498,16 @@ class CausalLMBackend(DecodingBackendBase):
                 for j in keep:
                     cut[active[j]] = True
                 break
-            if len(keep) < len(active):
+            live = [False] * len(active)
+            for j in keep:
+                live[j] = True
+            # Dropping finished rows copies the live rows' KV cache; keeping them costs their
+            # attention at every step left: drop them when that would cost more.
+            if (len(active) - len(keep)) * (max_new_tokens - 1 - step) > COMPACT_AFTER * len(keep):
                 index = torch.tensor(keep, device=mask.device)
                 cache.batch_select_indices(index)
                 mask, history, positions = mask[index], history[index], positions[index]
-                active, chosen = [active[j] for j in keep], chosen[keep]
+                active, chosen, live = [active[j] for j in keep], chosen[keep], [True] * len(keep)
             chosen = chosen.to(mask.device)[:, None]
             history = torch.cat([history, chosen], dim=1)
             mask = torch.cat([mask, torch.ones_like(chosen)], dim=1)
