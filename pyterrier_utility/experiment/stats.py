@@ -1,5 +1,5 @@
 """Table 1 (mean utility with significance marks) and r(nDCG@k, U) from a study's per-query values."""
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -188,18 +188,31 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     if fmt == 'markdown':
         def number(x):
             return '' if not np.isfinite(x) else f'{x:.{digits}f}'
-        several = len({d for d, _, _, _ in rows}) > 1
-        lead = ['Dataset', 'System'] if several else ['System']
+        lead = _lead_columns(rows)
         header = lead + [f'{lab}, {c}' for lab in label_sets for c in ['0-shot'] + [f'k={k}' for k in ks]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
-        for d, zeros, s, cells in rows:
-            out = ([d if zeros is not None else ''] if several else []) + [s]
-            for j in range(len(label_sets)):
-                out.append(number(zeros[j]) if zeros is not None else '')
-                out += [number(u) + (m if number(u) else '') for u, m, _ in cells[j * len(ks):(j + 1) * len(ks)]]
+        for _, out in _paper_cells(len(label_sets), len(ks), rows, str, number,
+                                   lambda u, m, best: number(u) + (m if number(u) else '')):
             lines.append('| ' + ' | '.join(out) + ' |')
         return legend + '\n\n' + '\n'.join(lines) + '\n'
     return _latex_table(label_sets, ks, rows, legend, digits)
+
+
+def _lead_columns(rows) -> List[str]:
+    """The columns before the numbers: a Dataset column only for several datasets, then System."""
+    return ['Dataset', 'System'] if len({d for d, _, _, _ in rows}) > 1 else ['System']
+
+
+def _paper_cells(n_labels: int, n_ks: int, rows, name, number, cell):
+    """Each row of the paper's layout as ``(first of its dataset, cells)``: (dataset,) system, then per
+    label set its 0-shot FBERT and its k cells, written by ``name``, ``number`` and ``cell``."""
+    several = len(_lead_columns(rows)) > 1
+    for d, zeros, s, cells in rows:
+        out = ([name(d) if zeros is not None else ''] if several else []) + [name(s)]
+        for j in range(n_labels):
+            out.append(number(zeros[j]) if zeros is not None else '')
+            out += [cell(*c) for c in cells[j * n_ks:(j + 1) * n_ks]]
+        yield zeros is not None, out
 
 
 def _latex_number(x: float, digits: int) -> str:
@@ -214,8 +227,7 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
         if text and best:
             text = f'\\textbf{{{text}}}'
         return text + (f'$^{{{"".join(marks[c] for c in m)}}}$' if text and m else '')
-    several = len({d for d, _, _, _ in rows}) > 1
-    lead = ['Dataset', 'System'] if several else ['System']
+    lead = _lead_columns(rows)
     n = len(ks) + 1
     first = len(lead) + 1
     caption = _latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
@@ -228,13 +240,10 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
              ''.join(f'\\cmidrule(lr){{{first + i * n}-{first - 1 + (i + 1) * n}}}' for i in range(len(label_sets))),
              ' & '.join(lead + [c for _ in label_sets for c in ['0-shot'] + [f'$k={k}$' for k in ks]]) + ' \\\\',
              '\\midrule']
-    for i, (d, zeros, s, cells) in enumerate(rows):
-        if zeros is not None and i:
+    cells = _paper_cells(len(label_sets), len(ks), rows, _latex, lambda x: _latex_number(x, digits), cell)
+    for i, (first_of_dataset, out) in enumerate(cells):
+        if first_of_dataset and i:
             lines.append('\\midrule')
-        out = ([_latex(d) if zeros is not None else ''] if several else []) + [_latex(s)]
-        for j in range(len(label_sets)):
-            out.append(_latex_number(zeros[j], digits) if zeros is not None else '')
-            out += [cell(*c) for c in cells[j * len(ks):(j + 1) * len(ks)]]
         lines.append(' & '.join(out) + ' \\\\')
     lines += ['\\bottomrule', '\\end{tabular}', '\\end{table}']
     return '\n'.join(lines) + '\n'
