@@ -261,6 +261,12 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
         for rows in range(1, _hf.WEIGHT_MAJOR_ROWS + 2):
             x = torch.randn(rows, 1, shape[1], generator=generator).to(torch.bfloat16)
             assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight)), (shape, rows)
+    # The output layer's product stays transposed; the float32 scores read from it are contiguous.
+    head = model.get_output_embeddings()
+    assert head.transposed_output and not any(m.transposed_output for m in layers.values() if m is not head)
+    x = torch.randn(5, 1, head.weight.shape[1], generator=generator).to(torch.bfloat16)
+    scores = _hf._float_rows(head(x))
+    assert scores.is_contiguous() and torch.equal(scores, torch.nn.functional.linear(x, head.weight)[:, -1].float())
     fresh = _hf._weight_major(model)
     original = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
     copied = next(m for m in fresh.modules() if isinstance(m, torch.nn.Linear))
@@ -270,6 +276,27 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     assert type(plain) is torch.nn.Linear and type(copied[0]) is _hf._WeightMajorLinear
     import pickle
     assert torch.equal(pickle.loads(pickle.dumps(copied))[0].weight, plain.weight)  # picklable, as the model was
+
+
+def test_repetition_penalty_gives_hugging_faces_scores():
+    """The penalty equals ``RepetitionPenaltyLogitsProcessor`` bit for bit: positive and negative
+    scores, tokens repeated in a history, and a history with ids past the vocabulary (which Hugging
+    Face ignores)."""
+    import torch
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    from pyterrier_utility.backends._hf import _Penalty
+    generator = torch.Generator().manual_seed(0)
+    for rows, vocabulary, length in ((1, 7, 3), (4, 50, 30), (3, 4096, 500)):
+        scores = torch.randn(rows, vocabulary, generator=generator) * 4
+        history = torch.randint(0, vocabulary, (rows, length), generator=generator)
+        history[:, 1] = history[:, 0]
+        for penalty in (1.2, 0.8):
+            expected = RepetitionPenaltyLogitsProcessor(penalty)(history, scores)
+            got = _Penalty(penalty)(history, scores)
+            assert torch.equal(got, expected) and not torch.equal(got, scores)
+        history[-1, -1] = vocabulary + 3
+        assert torch.equal(_Penalty(1.2)(history, scores), RepetitionPenaltyLogitsProcessor(1.2)(history, scores))
 
 
 def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():

@@ -123,6 +123,27 @@ class _SeededSampling:
         return tokens.gather(1, (values + gumbel).argmax(-1, keepdim=True))[:, 0]
 
 
+class _Penalty:
+    """Hugging Face's repetition penalty (``RepetitionPenaltyLogitsProcessor``), the same values:
+    a token in a row's history has its score divided by the penalty when positive, multiplied when
+    negative. Hugging Face pads every row of the scores by one column first (for ids past the
+    vocabulary), an unaligned copy of the whole (rows, vocabulary) tensor that took a fifth of a
+    decode step; here the scores are scattered into once, and only a history with ids past the
+    vocabulary goes to Hugging Face's processor."""
+
+    def __init__(self, penalty: float):
+        from transformers import RepetitionPenaltyLogitsProcessor
+        self.penalty = penalty
+        self.hf = RepetitionPenaltyLogitsProcessor(penalty)
+
+    def __call__(self, history: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if int(history.max()) >= scores.shape[-1]:
+            return self.hf(history, scores)
+        score = scores.gather(1, history)
+        score = torch.where(score < 0, score * self.penalty, score / self.penalty)
+        return scores.scatter(1, history, score)
+
+
 class _Buffered:
     """A KV cache layer that decodes into a preallocated buffer: each step writes its token in place
     where Hugging Face's dynamic layers concatenate (a copy of the whole cache per step and layer).
@@ -217,14 +238,27 @@ WEIGHT_MAJOR_ROWS = 32
 
 
 class _WeightMajorLinear(torch.nn.Linear):
-    """A bias-free linear layer computing ``w @ x.T`` for up to ``WEIGHT_MAJOR_ROWS`` rows."""
+    """A bias-free linear layer computing ``w @ x.T`` for up to ``WEIGHT_MAJOR_ROWS`` rows.
+
+    The product comes out transposed: the decoder's layers make it contiguous (the next operations
+    view it); the output layer (``transposed_output``) returns it as a view, left for
+    :func:`_float_rows` to transpose while it converts to float32, one pass over the logits instead
+    of two."""
+    transposed_output = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
         if rows > WEIGHT_MAJOR_ROWS:
             return torch.nn.functional.linear(x, self.weight)
-        out = (self.weight @ x.reshape(rows, x.shape[-1]).T).T.contiguous()
+        out = (self.weight @ x.reshape(rows, x.shape[-1]).T).T
+        if not self.transposed_output:
+            out = out.contiguous()
         return out.reshape(*x.shape[:-1], self.weight.shape[0])
+
+
+def _float_rows(logits: torch.Tensor) -> torch.Tensor:
+    """The last position's logits of each row, in float32 and contiguous, whatever their layout."""
+    return logits[:, -1].to(torch.float32, memory_format=torch.contiguous_format)
 
 
 def _weight_major(model):
@@ -238,6 +272,9 @@ def _weight_major(model):
         if (type(module) is torch.nn.Linear and module.bias is None
                 and module.weight.dtype == torch.bfloat16 and module.weight.device.type == 'cpu'):
             module.__class__ = _WeightMajorLinear
+    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
+    if isinstance(head, _WeightMajorLinear):
+        head.transposed_output = True
     return model
 
 
@@ -411,7 +448,7 @@ class CausalLMBackend(DecodingBackendBase):
                 out = self.model(input_ids=chunk, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = out.past_key_values
             start = end
-        return cache, out.logits[:, -1].float()
+        return cache, _float_rows(out.logits)
 
     def _merge(self, prefills, room: int):
         """One batch from the prefills of several prompts, each repeated for its rows: caches padded
@@ -455,7 +492,6 @@ class CausalLMBackend(DecodingBackendBase):
         rows decoded together (finished rows leave the batch); an answer is ``truncated`` when its
         row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
         ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included."""
-        from transformers import RepetitionPenaltyLogitsProcessor
         prefills, row_seeds = [], []
         for prompt, seeds in items:
             ids, ends = self._tokenize(prompt)
@@ -467,8 +503,7 @@ class CausalLMBackend(DecodingBackendBase):
         cache, mask, history, positions, scores = self._merge(prefills, max_new_tokens)
         d = self.decoding
         sampler = None if d.greedy else _SeededSampling(row_seeds, d.temperature, d.top_k or 0)
-        penalty = (RepetitionPenaltyLogitsProcessor(d.repetition_penalty)
-                   if d.repetition_penalty not in (None, 1.0) else None)
+        penalty = _Penalty(d.repetition_penalty) if d.repetition_penalty not in (None, 1.0) else None
         tokens: List[List[int]] = [[] for _ in row_seeds]
         cut = [False] * len(row_seeds)
         logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)
@@ -514,7 +549,7 @@ class CausalLMBackend(DecodingBackendBase):
             out = self.model(input_ids=chosen, attention_mask=mask, position_ids=positions[:, None],
                              past_key_values=cache, use_cache=True)
             positions = positions + 1
-            cache, scores = out.past_key_values, out.logits[:, -1].float()
+            cache, scores = out.past_key_values, _float_rows(out.logits)
         self.generated_tokens += sum(map(len, tokens))
         texts = [Answer(text=cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences),
                         truncated=c, logprob=lp, tokens=n) for t, c, lp, n in zip(tokens, cut, logprob, counted)]
