@@ -527,7 +527,8 @@ class CausalLMBackend(DecodingBackendBase):
                 if token in self.eos_token_ids:
                     continue
                 tokens[row].append(token)
-                if not (stop_sequences and any(s in self.tokenizer.decode(tokens[row][-64:]) for s in stop_sequences)):
+                tail = self.tokenizer.decode(tokens[row][-64:]) if stop_sequences else ''
+                if not any(s in tail for s in stop_sequences or ()):
                     keep.append(j)
             if not keep or step == max_new_tokens - 1:
                 for j in keep:
