@@ -127,9 +127,9 @@ class _Penalty:
     """Hugging Face's repetition penalty (``RepetitionPenaltyLogitsProcessor``), the same values:
     a token in a row's history has its score divided by the penalty when positive, multiplied when
     negative. Hugging Face pads every row of the scores by one column first (for ids past the
-    vocabulary), an unaligned copy of the whole (rows, vocabulary) tensor that took a fifth of a
-    decode step; here the scores are scattered into once, and only a history with ids past the
-    vocabulary goes to Hugging Face's processor."""
+    vocabulary), an unaligned copy of the whole (rows, vocabulary) tensor: 6.9 ms of a decode step
+    in the loop, 2.9 ms here, where the scores are scattered into once; only a history with ids
+    past the vocabulary goes to Hugging Face's processor."""
 
     def __init__(self, penalty: float):
         from transformers import RepetitionPenaltyLogitsProcessor
