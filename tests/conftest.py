@@ -84,3 +84,15 @@ def results():
         {'qid': 'q1', 'query': 'what is lift', 'docno': 'd3', 'text': 'third doc', 'score': 0.5, 'rank': 2},
         {'qid': 'q2', 'query': 'what is drag', 'docno': 'd4', 'text': 'drag doc', 'score': 2.0, 'rank': 0},
     ])
+
+
+def pytest_configure(config):
+    """The suite's markers: ``pytest -m 'not engine and not slow'`` is the fast suite a developer runs
+    alone; CI runs everything."""
+    for marker, meaning in (
+            ('engine', 'starts a real inference engine (vLLM CPU, llama.cpp server): minutes to start'),
+            ('server', 'starts a real OpenAI-compatible server process'),
+            ('browser', 'drives headless Chromium'),
+            ('slow', 'runs a study or generates with a real model: more than a few seconds'),
+            ('gpu', 'needs a GPU: skipped without one')):
+        config.addinivalue_line('markers', f'{marker}: {meaning}')
