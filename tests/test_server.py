@@ -17,6 +17,8 @@ import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
 from pyterrier_utility.errors import BackendError
 
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
 
 @pytest.fixture(scope='module')
 def servers(tmp_path_factory):

@@ -216,3 +216,16 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
     with pytest.raises(SystemExit):
         cli.main(['study', '--preset', 'paper', '--dataset', 'cranfield', '--bm25', 'pisa', '--out', str(tmp_path)])
     assert 'label set label in {2,3} leaves out label [4] of cranfield' in capsys.readouterr().err
+
+
+def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_it_promises(monkeypatch):
+    from pyterrier_utility.experiment.driver import engine_record
+    config = cfg.StudyConfig(readers=('openai:m', 'gemma3-270m'), reproducible=True)
+    assert config.backend_options('openai:m')['reproducible'] is True
+    assert 'reproducible' not in config.backend_options('gemma3-270m')  # reproducible without being asked
+    assert cfg.StudyConfig.from_dict(json.loads(json.dumps(config.to_dict()))).reproducible is True
+    served = pu.backends.OpenAICompatibleBackend('m', reproducible=True)
+    assert engine_record(served) == {'reproducibility': served.reproducibility}
+    assert engine_record(pu.backends.CausalLMBackend.__new__(pu.backends.CausalLMBackend))['reproducibility'] \
+        .startswith('fresh generation reproducible')
+    assert engine_record(object())['reproducibility'].startswith('not stated by the backend')
