@@ -35,7 +35,7 @@ from ..settings import LabelSet
 from ..utility import UtilityEvaluator
 from . import figures, stats
 from .config import StudyConfig
-from .html import write_report
+from .html import TITLE, write_report
 from .output import owned, staged
 from .validate import read_per_query
 from .study import StudyResults, blocks, run_study, variants, write_tables
@@ -181,7 +181,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
         fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
         drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order)
         # The page is written in the staging folder; its title names the folder it is moved into.
-        write_report(stage, title=config.title or f'Context utility study: {Path(config.out).resolve().name}')
+        write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))
         return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
 
 

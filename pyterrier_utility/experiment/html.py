@@ -23,6 +23,8 @@ from . import stats
 from .folder import StudyFolder, read_study, study_from_frames
 
 ZERO_SHOT = '0-shot'
+#: The page's title when none is given: the study folder's name.
+TITLE = 'Context utility study: {}'
 #: Beside an answer the engine cut at max_new_tokens (report.js marks it the same way).
 CUT_MARK = ' <span class="cut" title="generation stopped at max_new_tokens">cut</span>'
 
@@ -339,7 +341,7 @@ def report_title(study: StudyFolder, title: Optional[str] = None) -> str:
 
         report_title(read_study('results/study'))  # 'Context utility study: study'
     """
-    return title or (study.settings or {}).get('title') or f'Context utility study: {study.path.resolve().name}'
+    return title or (study.settings or {}).get('title') or TITLE.format(study.path.resolve().name)
 
 
 def report_html(study: StudyFolder, title: Optional[str] = None) -> str:
