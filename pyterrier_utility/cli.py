@@ -138,6 +138,7 @@ OPTIONS = {
          'the fewest paired queries a significance mark is given on'),
         (('--fig4-k',), 'fig4_k', dict(type=_number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
         (('--out',), 'out', dict(metavar='FOLDER'), 'the output folder'),
+        (('--title',), 'title', dict(metavar='TEXT'), "report.html's title (default: the output folder's name)"),
         (('--verbose',), 'verbose', dict(action='store_true', default=None),
          'keep third-party logs (PISA, transformers, ir_datasets)'),
     ],
@@ -159,12 +160,13 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
-            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction', 'min_n'):
+            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction', 'min_n',
+                                          'title'):
                 continue
             default = decoding[field] if field in decoding else getattr(base, field, None)
             paper = cfg.PAPER.decoding.as_dict()[field] if field in decoding else getattr(cfg.PAPER, field, None)
             shown = f' (default: {_shown(default)}; --preset paper: {_shown(paper)})' \
-                if field not in ('runs', 'no_reverse', 'verbose', 'out') else ''
+                if field not in ('runs', 'no_reverse', 'verbose', 'out', 'title') else ''
             group.add_argument(*flags, dest=field, help=text + shown, **kwargs)
 
 

@@ -52,7 +52,7 @@ class StudyConfig:
     FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
-    ``fig4_k``, ``out``, ``verbose``.
+    ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
 
     Example::
 
@@ -99,6 +99,7 @@ class StudyConfig:
     min_n: int = 5
     fig4_k: int = 5
     out: str = 'results/study'
+    title: Optional[str] = None
     verbose: bool = False
     preset: Optional[str] = None
 

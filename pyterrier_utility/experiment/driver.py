@@ -33,9 +33,9 @@ from ..reader import Reader
 from ..runs import RunFile
 from ..settings import LabelSet
 from ..utility import UtilityEvaluator
-from . import figures
+from . import figures, stats
 from .config import StudyConfig
-from .html import write_report
+from .html import TITLE, write_report
 from .output import owned, staged
 from .validate import read_per_query
 from .study import StudyResults, blocks, run_study, variants, write_tables
@@ -195,7 +195,8 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
         fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
         drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order)
-        write_report(stage)
+        # The page is written in the staging folder; its title names the folder it is moved into.
+        write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))
         return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
 
 
@@ -231,6 +232,10 @@ def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
     out = Path(config.out)
     print()
     print((out / 'table1_paper.md').read_text())
+    cut = stats.truncation(results.answers)
+    # Beside Table 1, not only in a warning: answers cut mid-sentence are scored as they are.
+    print(f'{cut} ({config.decoding.max_new_tokens}; answers.csv says which, in its truncated column)' if cut
+          else 'The engine did not say whether any answer was cut at max_new_tokens.')
     print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{results.generated} answers generated')
     return results

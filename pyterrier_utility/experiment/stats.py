@@ -352,3 +352,22 @@ def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     u = k_shot.assign(u=ratio).groupby(keys + ['system', 'k', 'qid'], sort=False)['u'].mean()
     out = per_query.drop(columns='utility').join(u.rename('utility'), on=keys + ['system', 'k', 'qid'])
     return out[per_query.columns]
+
+
+def truncation(answers: pd.DataFrame) -> Optional[str]:
+    """How many answers the engine cut at max_new_tokens, as a phrase: '785 answers, 12 (2%) cut at
+    max_new_tokens'; None where the engine said it of none (no ``truncated`` value).
+
+    Args:
+        answers: an answers frame (``answers.csv``), its ``truncated`` column True, False or empty.
+
+    Example::
+
+        print(truncation(results.answers))
+    """
+    said = answers['truncated'].notna() if 'truncated' in answers.columns else pd.Series(False, answers.index)
+    if not said.any():
+        return None
+    cut, known = int(answers['truncated'].eq(True).sum()), int(said.sum())
+    of = f'{known} answers' if known == len(answers) else f'{known} of {len(answers)} answers (the others unknown)'
+    return f'{of}, {cut} ({cut / known:.0%}) cut at max_new_tokens'
