@@ -37,16 +37,46 @@ class DecodingCountingBackend(pu.backends._base.DecodingBackendBase, CountingBac
 
 def test_decoding_is_validated_once_and_names_the_setting():
     for bad, name in ((dict(temperature=-1), 'temperature'), (dict(top_k=-2), 'top_k'), (dict(top_p=0), 'top_p'),
+                      (dict(min_p=1.5), 'min_p'), (dict(min_p=-0.1), 'min_p'), (dict(min_p=float('nan')), 'min_p'),
                       (dict(max_new_tokens=0), 'max_new_tokens'), (dict(repetition_penalty=0), 'repetition_penalty'),
-                      (dict(stop=['STOP', '']), 'stop')):
+                      (dict(repeat_last_n=0), 'repeat_last_n'), (dict(repeat_last_n=6.5), 'repeat_last_n'),
+                      (dict(repeat_last_n=True), 'repeat_last_n'), (dict(stop=['STOP', '']), 'stop')):
         with pytest.raises(SettingError, match=name):
             Decoding(**bad)
+    assert Decoding(min_p=0, repeat_last_n=64).min_p == 0.0 and Decoding(min_p=1).min_p == 1.0
     assert Decoding(stop='STOP').stop == ('STOP',)  # one string is one stop sequence
     with pytest.raises(SettingError, match='no setting'):
         Decoding().replace(beam_width=4)
-    with pytest.raises(SettingError, match=r"cannot honour top_p=0.9"):
-        pu.backends.CausalLMBackend.DECODING_FIELDS and Decoding(top_p=0.9).check_honoured(
-            'CausalLMBackend', pu.backends.CausalLMBackend.DECODING_FIELDS)
+    # A backend without min-p or a penalty window refuses them by name, when it is built.
+    with pytest.raises(SettingError, match=r"cannot honour min_p=0.05; it honours"):
+        DecodingCountingBackend(min_p=0.05)
+    with pytest.raises(SettingError, match=r"cannot honour repetition_penalty=1.1, repeat_last_n=64"):
+        DecodingCountingBackend(repetition_penalty=1.1, repeat_last_n=64)
+    # A window without a penalty, or a penalty of 1, changes nothing: nothing to refuse.
+    assert DecodingCountingBackend(repeat_last_n=64).decoding_notes == {}
+    assert DecodingCountingBackend(repetition_penalty=1.0, repeat_last_n=64).decoding_notes == {}
+
+
+def test_settings_added_to_decoding_leave_the_keys_of_answers_cached_before_them(tmp_path):
+    """Unset, min_p and repeat_last_n are absent from the key: an answer cached before they existed,
+    under the key of the six settings there were, is found; set, they make keys of their own."""
+    from pyterrier_utility._util import stable_hash
+    before = {'backend': 'DecodingCountingBackend', 'model': 'counting',
+              'decoding': {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 32,
+                           'repetition_penalty': None, 'stop': ['STOP']}}
+    old_key = stable_hash(stable_hash(json.dumps(before, sort_keys=True)), 'q', 0)
+    cache = GenerationCache(DecodingCountingBackend(max_new_tokens=32), tmp_path / 'a.sqlite')
+    assert cache.key('q', 0, None, None) == old_key
+    assert Decoding().as_dict() == {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 300,
+                                    'repetition_penalty': None, 'stop': ['STOP']}
+    keys = {old_key}
+    for changes in (dict(min_p=0.05), dict(repeat_last_n=64), dict(min_p=0.05, repeat_last_n=64)):
+        decoding = Decoding(max_new_tokens=32, **changes)
+        assert decoding.as_dict() == dict(before['decoding'], **changes)
+        definition = dict(before, decoding=decoding.as_dict())
+        keys.add(stable_hash(stable_hash(json.dumps(definition, sort_keys=True)), 'q', 0))
+        assert Decoding(**decoding.as_dict()) == decoding  # settings.json reads back
+    assert len(keys) == 4
 
 
 @pytest.mark.parametrize('spelling, expected', [
@@ -139,8 +169,11 @@ def test_preset_and_command_line_resolve_to_one_config():
     named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
     assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
-    with pytest.raises(SettingError, match='cannot honour top_p'):
-        cfg.StudyConfig(decoding=Decoding(top_p=0.9))
+    # vLLM has no penalty window: accepted, and said how it applies the penalty instead.
+    windowed = Decoding(repetition_penalty=1.1, repeat_last_n=64, min_p=0.05, top_p=0.9)
+    assert cfg.StudyConfig(decoding=windowed).decoding_notes() == {}
+    notes = cfg.StudyConfig(readers=('vllm:m', 'huggingface:m'), decoding=windowed).decoding_notes()
+    assert list(notes) == ['vllm:m'] and 'counts every prompt and output token' in notes['vllm:m']['repeat_last_n']
     with pytest.raises(SettingError, match='correction must be one of'):
         cfg.StudyConfig(correction='nonsense')
 
@@ -216,3 +249,18 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
     with pytest.raises(SystemExit):
         cli.main(['study', '--preset', 'paper', '--dataset', 'cranfield', '--bm25', 'pisa', '--out', str(tmp_path)])
     assert 'label set label in {2,3} leaves out label [4] of cranfield' in capsys.readouterr().err
+
+
+def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
+    from pyterrier_utility import cli
+
+    def config(*argv):
+        return cli.config_of(cli.parser().parse_args(['study', *argv]), cfg.StudyConfig())
+    given = config('--min-p', '0.1', '--repetition-penalty', '1.1', '--repeat-last-n', '32', '--top-p', '0.9')
+    assert (given.decoding.min_p, given.decoding.repeat_last_n, given.decoding.top_p) == (0.1, 32, 0.9)
+    unset = cli.config_of(cli.parser().parse_args(['study', '--min-p', 'none', '--repeat-last-n', 'none',
+                                                   '--top-p', 'none']), given)
+    assert (unset.decoding.min_p, unset.decoding.repeat_last_n, unset.decoding.top_p) == (None, None, None)
+    for bad in (['--min-p', '1.5'], ['--repeat-last-n', '0']):
+        with pytest.raises(SystemExit):
+            config(*bad)

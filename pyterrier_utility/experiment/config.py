@@ -11,8 +11,9 @@ from typing import Dict, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINES, FIELDS, GOLD_QUALITIES,
-                        OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet, engine_of)
+from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINE_OWN_WAY, ENGINES, FIELDS,
+                        GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet,
+                        engine_of)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -169,14 +170,27 @@ class StudyConfig:
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
                 'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
+        self.decoding_notes()
         for reader in self.readers:
             engine = engine_of(reader)
-            self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine])
             refused = [name for name, engines in only.items()
                        if getattr(self, name) != default[name].default and engine not in engines]
             if refused:
                 raise SettingError(f'the reader {reader!r} cannot honour '
                                    + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
+
+    def decoding_notes(self) -> Dict[str, Dict[str, str]]:
+        """reader -> the decoding settings its engine applies its own way, and how
+        (:data:`~pyterrier_utility.settings.ENGINE_OWN_WAY`); a :class:`SettingError` names a setting
+        a reader's engine cannot honour at all."""
+        notes = {}
+        for reader in self.readers:
+            engine = engine_of(reader)
+            own = self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine],
+                                               ENGINE_OWN_WAY.get(engine))
+            if own:
+                notes[reader] = own
+        return notes
 
     def replace(self, **changes) -> 'StudyConfig':
         """A copy with some settings changed (validated again)."""

@@ -125,14 +125,18 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
              argv: Optional[list] = None) -> dict:
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
+    notes = config.decoding_notes()
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
-                  backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv)
+                  backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, argv=argv,
+                  decoding_notes=notes)
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
         + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
         + f'; settings in {out / "settings.json"}')
+    for reader, own in notes.items():
+        say(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}' for name, how in own.items()))
     return record
 
 
