@@ -159,6 +159,25 @@ class Decoding:
         return {name: own_way[name] for name in given if name not in fields}
 
 
+#: What the authors' reader applied (github.com/DanielTian97/rag-utility, ``tools/llama_tools.py``):
+#: the settings their code passes to llama-cpp-python, and the library's defaults for the rest at the
+#: version their ``rag-utility.yml`` pins (0.2.75; :data:`AUTHORS_DECODING_SOURCES` says which is which).
+AUTHORS_DECODING = Decoding(temperature=0.3, top_k=50, top_p=0.95, min_p=0.05, max_new_tokens=300,
+                            repetition_penalty=1.1, repeat_last_n=64, stop=STOP)
+_THEIR_CODE = "authors' code (tools/llama_tools.py"
+_LIBRARY_DEFAULT = 'llama-cpp-python 0.2.75 default (their rag-utility.yml pins it)'
+#: Where each value of :data:`AUTHORS_DECODING` comes from.
+AUTHORS_DECODING_SOURCES = {
+    'temperature': "authors' code (--temperature default of rag-random_kshot.py, passed by tools/llama_tools.py)",
+    'top_k': f'{_THEIR_CODE}: top_k=50)',
+    'top_p': f'{_LIBRARY_DEFAULT}: create_completion(top_p=0.95)',
+    'min_p': f'{_LIBRARY_DEFAULT}: create_completion(min_p=0.05)',
+    'max_new_tokens': f'{_THEIR_CODE}: max_tokens=300)',
+    'repetition_penalty': f'{_LIBRARY_DEFAULT}: create_completion(repeat_penalty=1.1)',
+    'repeat_last_n': f'{_LIBRARY_DEFAULT}: Llama(last_n_tokens_size=64), the sampler\'s penalty_last_n',
+    'stop': f'{_THEIR_CODE}: stop=["STOP"])',
+}
+
 #: The fields of :class:`Decoding`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
 #: The value of each optional field that means "not set".

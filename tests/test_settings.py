@@ -163,9 +163,10 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
 
 def test_preset_and_command_line_resolve_to_one_config():
     paper = cfg.PRESETS['paper']
-    assert paper.bm25 == 'terrier' and len(paper.datasets) == 2 and paper.decoding == Decoding()
+    assert paper.bm25 == 'terrier' and paper.decoding == pu.settings.AUTHORS_DECODING
     offline = cfg.resolve(paper, {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
-    assert offline.decoding == Decoding(max_new_tokens=32, repetition_penalty=1.2, stop=BASE_MODEL_STOP)
+    assert offline.decoding == pu.settings.AUTHORS_DECODING.replace(max_new_tokens=32, repetition_penalty=1.2,
+                                                                    stop=BASE_MODEL_STOP)
     named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
     assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
@@ -239,8 +240,11 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
     assert (paper['bm25'], paper['prompt_format'], paper['oracle'], paper['neural']) == \
         ('terrier', 'authors', 'authors', 'monot5')
     assert paper['label_sets'] == ['label in {2,3}', 'label in {3}'] and paper['ks'] == [2, 5, 10, 15]
-    assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 300,
-                                 'repetition_penalty': None, 'stop': ['STOP']}
+    # What llama-cpp-python 0.2.75 (their rag-utility.yml) applied: their code's settings, its defaults
+    # for the rest (create_completion's top_p, min_p, repeat_penalty; Llama's last_n_tokens_size).
+    assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': 0.95, 'min_p': 0.05,
+                                 'max_new_tokens': 300, 'repetition_penalty': 1.1, 'repeat_last_n': 64,
+                                 'stop': ['STOP']}
 
     def no_model(*a, **kw):
         raise AssertionError('a reader was loaded before the settings were checked')
@@ -264,3 +268,26 @@ def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
     for bad in (['--min-p', '1.5'], ['--repeat-last-n', '0']):
         with pytest.raises(SystemExit):
             config(*bad)
+
+
+def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(tmp_path, capsys):
+    from pyterrier_utility.experiment import driver
+    paper = cfg.PRESETS['paper']
+    readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
+    record = driver.announce('study', paper, readers, tmp_path)
+    err = capsys.readouterr().err
+    for line in ("temperature=0.3: authors' code", "top_k=50: authors' code (tools/llama_tools.py: top_k=50)",
+                 'top_p=0.95: llama-cpp-python 0.2.75 default', 'min_p=0.05: llama-cpp-python 0.2.75 default',
+                 "max_new_tokens=300: authors' code (tools/llama_tools.py: max_tokens=300)",
+                 'repetition_penalty=1.1: llama-cpp-python 0.2.75 default (their rag-utility.yml pins it): '
+                 'create_completion(repeat_penalty=1.1)',
+                 'repeat_last_n=64: llama-cpp-python 0.2.75 default (their rag-utility.yml pins it): '
+                 'Llama(last_n_tokens_size=64)', "stop=('STOP',): authors' code"):
+        assert line in err
+    # The preset's reader is vLLM, whose penalty has no window: said with the settings.
+    assert "vllm:meta-llama/Meta-Llama-3-8B-Instruct: repeat_last_n=64 not applied: vLLM's repetition penalty " \
+           'counts every prompt and output token' in err
+    assert set(record['decoding_sources']) == set(pu.settings.FIELDS) and record['decoding_notes']
+    given = cfg.resolve(paper, {'readers': ('huggingface:m',), 'temperature': 0.7})
+    assert driver.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
+    assert given.decoding_notes() == {} and driver.decoding_sources(cfg.StudyConfig()) == {}

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINE_OWN_WAY, ENGINES, FIELDS,
+from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING, ENGINE_OWN_WAY, ENGINES, FIELDS,
                         GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet,
                         engine_of)
 
@@ -268,18 +268,21 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 #: DL'20 judged queries over MS MARCO passages, BM25 (PyTerrier's Terrier BM25) and MonoT5 over
 #: BM25's top 100, both reversed, Rel and NRel oracles, k = 2, 5, 10, 15, Llama-3-8B-Instruct,
 #: 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3} and {3}. From the authors'
-#: code (github.com/DanielTian97/rag-utility): temperature 0.3, top-k 50, 300 new tokens, stop at
-#: "STOP", their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their oracle
-#: (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
+#: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
+#: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
+#: defaults), their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their
+#: oracle (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
 #: This project's choices: Rel draws from labels 2 and up; every query is used.
 PAPER = StudyConfig(
     datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
-    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=Decoding(), samples=5,
+    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,
     scorer='bert-large-uncased', out='results/paper', preset='paper')
 #: Named configurations (``--preset``).
 PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
+#: Where a preset's decoding values come from, printed with them.
+DECODING_SOURCES: Dict[str, Dict[str, str]] = {'paper': AUTHORS_DECODING_SOURCES}
 #: The defaults of the one-k ``experiment`` command.
 EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
                          decoding=Decoding(max_new_tokens=40, **OFFLINE_CONVENIENCES), out='results/experiment')

@@ -31,10 +31,10 @@ from ..order import Window
 from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..runs import RunFile
-from ..settings import LabelSet
+from ..settings import FIELDS, LabelSet
 from ..utility import UtilityEvaluator
 from . import figures
-from .config import StudyConfig
+from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import write_report
 from .output import owned, staged
 from .validate import read_per_query
@@ -135,9 +135,27 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
         + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
         + f'; settings in {out / "settings.json"}')
+    sources = decoding_sources(config)
+    if sources:
+        record['decoding_sources'] = sources
+        say(f'decoding of preset {config.preset}, each value and where it comes from:')
+        for name, source in sources.items():
+            say(f'  {name}={getattr(config.decoding, name)!r}: {source}')
     for reader, own in notes.items():
         say(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}' for name, how in own.items()))
     return record
+
+
+def decoding_sources(config: StudyConfig) -> Dict[str, str]:
+    """Where each decoding value of a preset's study comes from (``{}`` without a preset): the
+    preset's source for a value left as the preset has it, else 'given' and the preset's value."""
+    sources = DECODING_SOURCES.get(config.preset or '', {})
+    if not sources:
+        return {}
+    preset = PRESETS[config.preset].decoding
+    return {name: sources.get(name, f'the preset {config.preset}')
+            if getattr(config.decoding, name) == getattr(preset, name)
+            else f'this run (the preset has {getattr(preset, name)!r})' for name in FIELDS}
 
 
 def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
