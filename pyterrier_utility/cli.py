@@ -76,7 +76,8 @@ OPTIONS = {
          'a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet); repeatable'),
         (('--orderings',), 'orderings', dict(nargs='+', choices=cfg.ORDERING_NAMES),
          'the orderings of the rankings given to the reader: original, reversed (-r), lost in the middle (-lim: '
-         'the best at both ends) and its reversal (-lim-r)'),
+         'the best at both ends, the best first) and its reversal (-lim-r), and the authors\' orientation of both '
+         '(-lim-authors, -lim-authors-r: the same for even k, mirrored for odd k)'),
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
         (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
          'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),

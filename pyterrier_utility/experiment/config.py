@@ -23,7 +23,7 @@ OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
 #: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
-ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r')
+ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
 #: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
 #: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
 QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
@@ -40,7 +40,7 @@ class StudyConfig:
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
     answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
-    pairs, ``orderings`` of the rankings (``'original'``, ``'reversed'``, ``'lim'``, ``'lim-r'``), ``windows``
+    pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
     (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
     runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
