@@ -236,7 +236,13 @@ def test_readers_of_both_kinds_need_their_shared_decoding_given():
 def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, monkeypatch, capsys):
     from pyterrier_utility import cli
     paper = cfg.PRESETS['paper'].to_dict()
-    assert paper['datasets'] == ['irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged']
+    assert paper['datasets'] == ['irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
+                                 'irds:msmarco-passage/dev/small']
+    # dev_small's binary labels: studied under {1} without the oracles, as the paper does.
+    dev, note = cfg.PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
+    assert [str(x) for x in dev.label_sets] == ['label in {1}'] and dev.systems == ('BM25', 'Neural')
+    assert note.startswith('irds:msmarco-passage/dev/small is judged in two grades (labels [1])')
+    assert cfg.PRESETS['paper'].for_collection('dl', [0, 1, 2, 3]) == (cfg.PRESETS['paper'], None)
     assert (paper['bm25'], paper['prompt_format'], paper['oracle'], paper['neural']) == \
         ('terrier', 'authors', 'authors', 'monot5')
     assert paper['label_sets'] == ['label in {2,3}', 'label in {3}'] and paper['ks'] == [2, 5, 10, 15]

@@ -7,7 +7,7 @@ when made; the study trusts it.
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
@@ -22,6 +22,10 @@ SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
 OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
+#: The oracles, which a collection judged in two grades is studied without.
+ORACLES = ('Rel', 'NRel')
+#: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
+BINARY_LABELS = LabelSet(exact=frozenset({1}))
 #: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
 ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
 #: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
@@ -192,6 +196,35 @@ class StudyConfig:
                 notes[reader] = own
         return notes
 
+    def for_collection(self, name: str, labels: Iterable[int]) -> Tuple['StudyConfig', Optional[str]]:
+        """The config a collection whose judgements hold ``labels`` is studied under, and a sentence
+        saying what changed (``None``: nothing).
+
+        A collection judged in two grades (labels 0 and 1, or 1 alone, as MS MARCO dev_small) is
+        studied as the paper studies dev_small: under the one label set {1} (the paper's
+        r_dev_small = 1), whatever ``label_sets`` say, and without the Rel and NRel oracles (the
+        paper runs none there: "only 1.1 relevant documents per query"). A :class:`SettingError`
+        says so when nothing else is left to study.
+
+        Example::
+
+            config, note = PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
+        """
+        labels = sorted(set(int(x) for x in labels))
+        if not labels or not set(labels) <= {0, 1}:
+            return self, None
+        dropped = [s for s in self.systems if s in ORACLES]
+        systems = tuple(s for s in self.systems if s not in ORACLES)
+        if not systems and not self.runs:
+            raise SettingError(f'{name} is judged in two grades (labels {labels}): it is studied without the oracles '
+                               f'{dropped}, and no other system is asked for; add --systems BM25 Neural or a --run')
+        changed = [f'P counts label 1 (one label set, {BINARY_LABELS})'] if self.label_sets != (BINARY_LABELS,) else []
+        if dropped:
+            changed.append(f'{" and ".join(dropped)} left out (too few relevant documents per query to draw from; '
+                           'the paper runs no oracle on MS MARCO dev_small)')
+        note = f'{name} is judged in two grades (labels {labels}): ' + '; '.join(changed) if changed else None
+        return self.replace(label_sets=(BINARY_LABELS,), systems=systems), note
+
     def replace(self, **changes) -> 'StudyConfig':
         """A copy with some settings changed (validated again)."""
         return dataclasses.replace(self, **changes)
@@ -265,16 +298,19 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 
 
 #: The paper's study. From the paper's text (Tian, Ganguly & Macdonald, ECIR 2025): TREC DL'19 and
-#: DL'20 judged queries over MS MARCO passages, BM25 (PyTerrier's Terrier BM25) and MonoT5 over
-#: BM25's top 100, both reversed, Rel and NRel oracles, k = 2, 5, 10, 15, Llama-3-8B-Instruct,
-#: 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3} and {3}. From the authors'
+#: DL'20 judged queries and MS MARCO dev_small over MS MARCO passages, BM25 (PyTerrier's Terrier
+#: BM25) and MonoT5 over BM25's top 100, both reversed, Rel and NRel oracles (none on dev_small,
+#: whose binary labels :meth:`StudyConfig.for_collection` studies as the paper does), k = 2, 5, 10,
+#: 15, Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
+#: and {3} (dev_small: {1}). From the authors'
 #: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
 #: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
 #: defaults), their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their
 #: oracle (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
 #: This project's choices: Rel draws from labels 2 and up; every query is used.
 PAPER = StudyConfig(
-    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
+    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
+              'irds:msmarco-passage/dev/small'),
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
     readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,

@@ -56,15 +56,21 @@ def check_out(out: Path) -> None:
 
 
 def load_collection(name: str, config: StudyConfig):
-    """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
-    give NaN for the others) and, for a gold-answer quality, with a gold answer. A label set that no document has, or that leaves out the collection's
-    top grade or labels the Rel oracle draws from, is refused: P would silently ignore documents
-    that Rel gives the reader."""
+    """A dataset, its qrels, its topics answerable under at least one label set (narrower sets
+    give NaN for the others) and, for a gold-answer quality, with a gold answer, and the config it is
+    studied under (:meth:`StudyConfig.for_collection`: a collection judged in two grades gets the
+    label set {1} and no oracles, said on the console). A label set that no document has, or that
+    leaves out the collection's top grade or labels the Rel oracle draws from, is refused: P would
+    silently ignore documents that Rel gives the reader."""
     dataset = get_dataset(name)
     qrels = dataset.get_qrels()
     present = sorted(qrels['label'].unique().tolist())
+    config, note = config.for_collection(name, present)
+    if note:
+        say(note)
     rel_drawn = [x for x in present if config.rel_labels.contains(pd.Series([x])).iloc[0]]
-    for option, labels in [('label set', x) for x in config.label_sets] + [('Rel labels', config.rel_labels)]:
+    oracle = [('Rel labels', config.rel_labels)] if 'Rel' in config.systems else []
+    for option, labels in [('label set', x) for x in config.label_sets] + oracle:
         if not labels.relevant_docnos(qrels):
             raise SettingError(f'{option} {labels}: no document of {name} has such a label (its labels are {present})')
     for labels in config.label_sets:
@@ -82,7 +88,7 @@ def load_collection(name: str, config: StudyConfig):
     topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)
     if config.queries:
         topics = topics.head(config.queries)
-    return dataset, qrels, topics
+    return dataset, qrels, topics, config
 
 
 def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None) -> Reader:
@@ -168,15 +174,17 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
     readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
     record = announce('study', config, readers, out, argv)
+    record['studied_as'] = {name: {'label_sets': [str(x) for x in c.label_sets], 'systems': list(c.systems)}
+                            for name, (_, _, _, c) in collections.items() if c != config}
     results, branches = [], []
-    for name, (dataset, qrels, topics) in collections.items():
+    for name, (dataset, qrels, topics, studied) in collections.items():
         systems = None
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
-                systems = build_systems(config, name, dataset, qrels, topics, reader)
+                systems = build_systems(studied, name, dataset, qrels, topics, reader)
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
             results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
-                                     label_sets=config.label_sets, reverse=ranked_systems(config, systems),
+                                     label_sets=studied.label_sets, reverse=ranked_systems(config, systems),
                                      orderings=config.orderings, windows=config.windows,
                                      scorer_for=scorer_factory(config, dataset, qrels, bertscore),
                                      baseline='Rel' if 'Rel' in systems else None,
@@ -255,7 +263,7 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     out = Path(config.out)
     check_out(out)
     name, k = config.datasets[0], config.ks[0]
-    dataset, qrels, topics = load_collection(name, config)
+    dataset, qrels, topics, config = load_collection(name, config)
     reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
     record = announce('experiment', config, {config.readers[0]: reader}, out, argv)
     (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
