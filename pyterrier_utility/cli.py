@@ -11,9 +11,10 @@ from pathlib import Path
 
 from .errors import UtilityError
 from .experiment import config as cfg
-from .settings import LabelSet
+from .settings import FIELDS, LabelSet
 
-#: What ``--top-k none`` parses to, told apart from an option not given.
+#: What ``--top-k none`` (and the other optional decoding settings' 'none') parses to, told apart from
+#: an option not given.
 NOT_SENT = 'none'
 EXAMPLE = """example:
   pyterrier-utility study --queries 3 -k 1 3 --samples 2 --out results/small
@@ -43,9 +44,11 @@ def _number(kind, minimum, exclusive=False, maximum=None):
     return parse
 
 
-def _top_k(text: str):
-    """An integer >= 0 (0: all tokens) or 'none' (not sent: the engine's default)."""
-    return NOT_SENT if text.lower() == 'none' else _number(int, 0)(text)
+def _or_none(parse):
+    """``parse``, or 'none': the setting unset (a preset's value turned off)."""
+    def parse_or_none(text: str):
+        return NOT_SENT if text.lower() == 'none' else parse(text)
+    return parse_or_none
 
 
 def _run(text: str):
@@ -73,7 +76,8 @@ OPTIONS = {
          'a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet); repeatable'),
         (('--orderings',), 'orderings', dict(nargs='+', choices=cfg.ORDERING_NAMES),
          'the orderings of the rankings given to the reader: original, reversed (-r), lost in the middle (-lim: '
-         'the best at both ends) and its reversal (-lim-r)'),
+         'the best at both ends, the best first) and its reversal (-lim-r), and the authors\' orientation of both '
+         '(-lim-authors, -lim-authors-r: the same for even k, mirrored for odd k)'),
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
         (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
          'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
@@ -99,11 +103,18 @@ OPTIONS = {
     ],
     'decoding': [
         (('--temperature',), 'temperature', dict(type=_number(float, 0), metavar='T'), '0: greedy'),
-        (('--top-k',), 'top_k', dict(type=_top_k, metavar='K'), "0: all tokens; 'none': not sent to a server"),
-        (('--top-p',), 'top_p', dict(type=_number(float, 0, exclusive=True, maximum=1), metavar='P'), 'nucleus sampling, in (0, 1]'),
+        (('--top-k',), 'top_k', dict(type=_or_none(_number(int, 0)), metavar='K'),
+         "0: all tokens; 'none': not sent to a server"),
+        (('--top-p',), 'top_p', dict(type=_or_none(_number(float, 0, exclusive=True, maximum=1)), metavar='P'),
+         "nucleus sampling, in (0, 1]; 'none': off"),
+        (('--min-p',), 'min_p', dict(type=_or_none(_number(float, 0, maximum=1)), metavar='P'),
+         "keep the tokens at least P times as likely as the most likely, in [0, 1]; 'none': off"),
         (('--max-new-tokens',), 'max_new_tokens', dict(type=_number(int, 1), metavar='N'), 'tokens per answer'),
         (('--repetition-penalty',), 'repetition_penalty', dict(type=_number(float, 0, exclusive=True), metavar='X'),
          '(offline readers: 1.2 unless given)'),
+        (('--repeat-last-n',), 'repeat_last_n', dict(type=_or_none(_number(int, 1)), metavar='N'),
+         "the penalty counts the last N tokens of prompt and answer (llama.cpp's window; vLLM has none); "
+         "'none': every token"),
         (('--stop',), 'stop', dict(nargs='+', metavar='TEXT'),
          "stop sequences (offline readers: also a new 'Question:' or 'Context' line)"),
     ],
@@ -156,15 +167,13 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
     parser.add_argument('--preset', choices=sorted(cfg.PRESETS),
                         help='every setting of the paper at once (datasets, BM25, reader, decoding, samples, scorer, '
                              'MonoT5, k, labels); options given explicitly override it')
-    decoding = base.decoding.as_dict()
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
             if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction', 'min_n',
                                           'title'):
                 continue
-            default = decoding[field] if field in decoding else getattr(base, field, None)
-            paper = cfg.PAPER.decoding.as_dict()[field] if field in decoding else getattr(cfg.PAPER, field, None)
+            default, paper = (getattr(c.decoding if field in FIELDS else c, field, None) for c in (base, cfg.PAPER))
             shown = f' (default: {_shown(default)}; --preset paper: {_shown(paper)})' \
                 if field not in ('runs', 'no_reverse', 'verbose', 'out', 'title') else ''
             group.add_argument(*flags, dest=field, help=text + shown, **kwargs)
@@ -174,8 +183,7 @@ def given(args: argparse.Namespace) -> dict:
     """The settings given explicitly on the command line, as config fields."""
     fields = {field for options in OPTIONS.values() for _, field, _, _ in options}
     out = {name: value for name, value in vars(args).items() if name in fields and value is not None}
-    if out.get('top_k') == NOT_SENT:
-        out['top_k'] = None
+    out.update({name: None for name in FIELDS if out.get(name) == NOT_SENT})
     if out.pop('no_reverse', None):
         out['orderings'] = ('original',)
     for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings', 'windows',

@@ -84,24 +84,35 @@ class LostInTheMiddle(Ordering):
     2 4), which is ``ReverseOrder() >> LostInTheMiddle()``: the placement Liu et al. find hardest
     for a reader. Ranks and scores follow the new order (see :class:`Ordering`).
 
+    With ``authors=True``, the orientation the authors of the paper ran (``simple_shuffling`` in
+    their ``tools/permutation_generator.py``, github.com/DanielTian97/rag-utility): it starts from
+    the document that ends up in the middle and alternates after and before it, so for odd ``n`` it
+    is the mirror image of the above (five: 2 4 5 3 1, the best document last; reversed, 4 2 1 3 5)
+    and for even ``n`` the same (four: 1 3 4 2).
+
     Args:
         reverse: put the best documents in the middle instead.
+        authors: the authors' orientation (mirrored for odd ``n``).
 
     Example::
 
         bm25_lim = dataset.bm25() % 5 >> LostInTheMiddle() >> reader
+        bm25_their_lim = dataset.bm25() % 5 >> LostInTheMiddle(authors=True) >> reader
     """
 
-    def __init__(self, reverse: bool = False):
+    def __init__(self, reverse: bool = False, authors: bool = False):
         super().__init__()
         self.reverse = bool(reverse)
+        self.authors = bool(authors)
 
     def positions(self, n: int) -> Sequence[int]:
         order = list(range(0, n, 2)) + list(range(1, n, 2))[::-1]
+        if self.authors and n % 2:
+            order = order[::-1]
         return [n - 1 - p for p in order] if self.reverse else order
 
     def __repr__(self):
-        return f'LostInTheMiddle(reverse={self.reverse})'
+        return f'LostInTheMiddle(reverse={self.reverse}' + (', authors=True)' if self.authors else ')')
 
 
 class Permutation(Ordering):

@@ -334,3 +334,89 @@ def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeyp
                                                                                      stop_sequences=['.'])]
     assert outputs[0] == outputs[float('inf')]
     assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])  # rows end at different steps
+
+
+@pytest.mark.parametrize('top_k, top_p, min_p', [(5, None, 0.3), (50, 0.9, None), (50, 0.95, 0.05), (0, 0.5, 0.1),
+                                                  (0, None, 0.05), (5, 0.3, 0.9)])
+def test_top_p_and_min_p_keep_the_tokens_hugging_faces_warpers_keep(top_k, top_p, min_p):
+    """The candidates and their probabilities equal Hugging Face's warpers in its order (temperature,
+    top-k, top-p, min-p) over the whole vocabulary, ties at the k-th score included. (Tokens tied at
+    the nucleus' edge are kept or dropped by sort order, here and in Hugging Face alike.)"""
+    import torch
+    from transformers import MinPLogitsWarper, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    from pyterrier_utility.backends._hf import _SeededSampling
+    scores = torch.randn(4, 2000, generator=torch.Generator().manual_seed(5)) * 3
+    scores[1, 100:110] = scores[1].topk(5).values[-1]  # ties at the 5th
+    scores[2, :3] = torch.tensor([12.0, 11.5, 11.0])  # a peaked row: few survive
+    sampling = _SeededSampling([1, 2, 3, 4], temperature=0.7, top_k=top_k, top_p=top_p, min_p=min_p)
+    values, tokens = sampling.candidates(scores)
+    warped = TemperatureLogitsWarper(0.7)(None, scores)
+    for warper in ([TopKLogitsWarper(top_k)] if top_k else []) + ([TopPLogitsWarper(top_p)] if top_p else []) \
+            + ([MinPLogitsWarper(min_p)] if min_p else []):
+        warped = warper(None, warped)
+    expected = torch.softmax(warped, dim=-1)
+    ours = torch.zeros_like(expected).scatter_add_(1, tokens, torch.softmax(values, dim=-1))
+    assert torch.equal(ours > 0, expected > 0)
+    torch.testing.assert_close(ours, expected)
+    assert ((expected > 0).sum(-1) < 2000).all()
+    drawn = sampling.next_tokens(scores)
+    assert all(expected[i, t] > 0 for i, t in enumerate(drawn.tolist()))
+
+
+def test_min_p_of_one_and_a_tiny_top_p_leave_the_greedy_answer(gemma):
+    """min-p 1 keeps only the most likely token, as does a nucleus of 1%: every seed then gives the
+    greedy answer, which plain sampling at temperature 1 does not."""
+    greedy = [o.text for o in sampler(gemma, temperature=0).generate(PROMPTS)]
+    seeds = [3, 4, 5]
+    plain = [o.text for o in sampler(gemma).generate(PROMPTS, seeds=seeds)]
+    assert plain != greedy
+    for narrow in (dict(min_p=1.0), dict(top_p=0.01)):
+        assert [o.text for o in sampler(gemma, **narrow).generate(PROMPTS, seeds=seeds)] == greedy
+
+
+def test_repetition_penalty_window_counts_the_last_n_tokens():
+    """Over ``last_n`` tokens the penalty is Hugging Face's over the history's last ``last_n``
+    columns; a row left-padded with its first token is penalised as the same row unpadded."""
+    import torch
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    from pyterrier_utility.backends._hf import _Penalty
+    generator = torch.Generator().manual_seed(1)
+    scores = torch.randn(3, 50, generator=generator) * 4
+    history = torch.randint(0, 50, (3, 30), generator=generator)
+    for last_n in (1, 4, 64):
+        got = _Penalty(1.3, last_n)(history, scores)
+        assert torch.equal(got, RepetitionPenaltyLogitsProcessor(1.3)(history[:, -last_n:], scores))
+    assert not torch.equal(_Penalty(1.3, 4)(history, scores), _Penalty(1.3)(history, scores))
+    row = torch.tensor([[7, 8, 9]])
+    padded = torch.tensor([[7, 7, 7, 7, 8, 9]])
+    for last_n in (2, 3, 5, 64):
+        assert torch.equal(_Penalty(1.3, last_n)(padded, scores[:1]), _Penalty(1.3, last_n)(row, scores[:1]))
+
+
+def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens(gemma):
+    """Greedy answers with the penalty over the last 3 tokens of prompt and answer equal a plain loop
+    (the model's forward over the whole sequence, Hugging Face's penalty over its last 3 tokens), in
+    a batch of prompts of different lengths; a window changes some answer."""
+    import torch
+    from transformers import RepetitionPenaltyLogitsProcessor
+    window = backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='float32',
+                                      temperature=0, max_new_tokens=8, repetition_penalty=1.5, repeat_last_n=3)
+    answers = [o.text for o in window.generate(PROMPTS, stop_sequences=[])]
+    penalty = RepetitionPenaltyLogitsProcessor(1.5)
+    expected = []
+    for prompt in PROMPTS:
+        ids = window.tokenizer(prompt, return_tensors='pt').input_ids
+        with torch.no_grad():
+            for _ in range(8):
+                scores = penalty(ids[:, -3:], window.model(ids).logits[:, -1].float())
+                token = scores.argmax(-1, keepdim=True)
+                if token.item() in window.eos_token_ids:
+                    break
+                ids = torch.cat([ids, token], dim=1)
+        expected.append(window.tokenizer.decode(ids[0, len(window.tokenizer(prompt).input_ids):],
+                                                skip_special_tokens=True).strip())
+    assert answers == expected
+    whole = window.with_settings(repeat_last_n=None)
+    assert [o.text for o in whole.generate(PROMPTS, stop_sequences=[])] != answers

@@ -68,6 +68,21 @@ def test_each_prompt_gets_its_own_seeded_sampling_params_in_one_generate_call(mo
     assert backend.generation_key['llm_kwargs'] == {'dtype': 'bfloat16'}
 
 
+def test_min_p_goes_to_vllm_and_a_penalty_window_is_said_not_applied(monkeypatch):
+    """vLLM's SamplingParams take min_p under its own name; vLLM has no penalty window, so
+    repeat_last_n is not sent and the backend says how vLLM penalises instead."""
+    fake = SimulatedVLLM()
+    monkeypatch.setitem(sys.modules, 'vllm', fake)
+    backend = pu.backends.VLLMBackend('m', temperature=0.3, top_k=50, top_p=0.95, min_p=0.05, repetition_penalty=1.1,
+                                      repeat_last_n=64)
+    backend.generate(['abc'], seeds=[1])
+    assert fake.calls[0][1][0] == {'n': 1, 'temperature': 0.3, 'max_tokens': 300, 'seed': 1, 'top_k': 50, 'top_p': 0.95,
+                                   'min_p': 0.05, 'repetition_penalty': 1.1, 'stop': ['STOP'], 'logprobs': 0}
+    assert list(backend.decoding_notes) == ['repeat_last_n']
+    assert 'counts every prompt and output token' in backend.decoding_notes['repeat_last_n']
+    assert pu.backends.VLLMBackend('m', repeat_last_n=64).decoding_notes == {}  # no penalty: nothing to say
+
+
 def test_answers_carry_vllms_cumulative_logprob_and_finish_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, 'vllm', SimulatedVLLM())
     outs = pu.backends.VLLMBackend('m').generate(['abc', 'xyz'], seeds=[1, 2])

@@ -92,6 +92,34 @@ def test_langchain_gives_the_same_order_for_odd_n_and_its_mirror_for_even_n(n):
     assert theirs == (ours if n % 2 else ours[::-1])
 
 
+#: What ``simple_shuffling`` in the authors' ``tools/permutation_generator.py``
+#: (github.com/DanielTian97/rag-utility) gives for k = 1..9, worked out by hand from its algorithm:
+#: it reverses its list, then takes each item in turn, appending the 1st, 3rd, 5th, ... and
+#: prepending the 2nd, 4th, ... Lost in the middle is ``simple_shuffling([0, ..., k-1])``, its
+#: reversal ``simple_shuffling([k-1, ..., 0])``; here as ranks from 1 (k = 5: "2 4 5 3 1" and
+#: "4 2 1 3 5", as the issue read them).
+AUTHORS_LIM = {1: ('1', '1'), 2: ('12', '21'), 3: ('231', '213'), 4: ('1342', '4213'), 5: ('24531', '42135'),
+               6: ('135642', '642135'), 7: ('2467531', '6421357'), 8: ('13578642', '86421357'),
+               9: ('246897531', '864213579')}
+
+
+@pytest.mark.parametrize('k', range(1, 10))
+def test_the_authors_orientation_is_their_simple_shuffling(k):
+    lim, lim_r = ([int(c) for c in order] for order in AUTHORS_LIM[k])
+    assert_frame_equal(LostInTheMiddle(authors=True)(ranking([k])), expected('q1', lim))
+    assert_frame_equal(LostInTheMiddle(reverse=True, authors=True)(ranking([k])), expected('q1', lim_r))
+    # This project's orientation is the same for even k and its mirror image for odd k.
+    ours = list(LostInTheMiddle().positions(k))
+    assert [r - 1 for r in lim] == (ours[::-1] if k % 2 else ours)
+
+
+def test_the_study_offers_both_orientations_by_name():
+    from pyterrier_utility.experiment import config, study
+    assert {'lim', 'lim-r', 'lim-authors', 'lim-authors-r'} <= set(config.ORDERING_NAMES) == set(study.ORDERINGS)
+    suffix, ordering = study.ORDERINGS['lim-authors-r']
+    assert suffix == '-lim-authors-r' and list(ordering(ranking([5]))['docno']) == [f'd1-{r}' for r in (4, 2, 1, 3, 5)]
+
+
 def test_a_permutation_orders_the_top_ranks_and_keeps_the_rest_after_them():
     out = Permutation([3, 1, 2])(ranking([3, 2, 5]))
     assert_frame_equal(out, pd.concat([expected('q1', [3, 1, 2]), expected('q2', [1, 2]),
@@ -164,7 +192,7 @@ def test_pt_experiment_measures_the_order_the_reader_sees():
 
 
 @pytest.mark.parametrize('transformer', [ReverseOrder(), LostInTheMiddle(), LostInTheMiddle(reverse=True),
-                                         Permutation([2, 3, 1]), Window(6, 5)])
+                                         LostInTheMiddle(authors=True), Permutation([2, 3, 1]), Window(6, 5)])
 def test_orderings_pickle_inspect_and_tell_themselves_apart(transformer):
     clone = pickle.loads(pickle.dumps(transformer))
     frame = ranking([10, 4])
@@ -176,5 +204,7 @@ def test_orderings_pickle_inspect_and_tell_themselves_apart(transformer):
 
 
 def test_reprs():
-    assert [repr(t) for t in (LostInTheMiddle(), LostInTheMiddle(True), Permutation((2, 1)), Window(6, 5))] == [
-        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)', 'Permutation([2, 1])', 'Window(start=6, k=5)']
+    assert [repr(t) for t in (LostInTheMiddle(), LostInTheMiddle(True), LostInTheMiddle(True, authors=True),
+                              Permutation((2, 1)), Window(6, 5))] == [
+        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)', 'LostInTheMiddle(reverse=True, authors=True)',
+        'Permutation([2, 1])', 'Window(start=6, k=5)']

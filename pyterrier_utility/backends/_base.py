@@ -56,14 +56,18 @@ class DecodingBackendBase(Backend):
     fields it names (``ENGINE_FIELDS``); its ``generation_key`` is derived from exactly these.
 
     Subclasses declare ``DECODING_FIELDS`` (the decoding settings they honour; any other set is an
-    error when the backend is built) and ``ENGINE_FIELDS`` (attributes that change answers).
+    error when the backend is built), ``DECODING_OWN_WAY`` (settings they apply their own way,
+    with how: ``decoding_notes`` says which of them are set) and ``ENGINE_FIELDS`` (attributes that
+    change answers).
     """
     supports_seeds = True
     DECODING_FIELDS = frozenset(FIELDS)
+    DECODING_OWN_WAY: Dict[str, str] = {}
     ENGINE_FIELDS: Tuple[str, ...] = ()
 
     def _set_decoding(self, decoding: Decoding) -> None:
-        decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})', self.DECODING_FIELDS)
+        self.decoding_notes = decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})',
+                                                      self.DECODING_FIELDS, self.DECODING_OWN_WAY)
         self.decoding = decoding
         self.max_new_tokens = decoding.max_new_tokens
 

@@ -83,24 +83,42 @@ class _SeededSampling:
     whose score reaches the k-th highest (ties included, as Hugging Face's top-k warper keeps them).
     As each token's noise is its own, a rounding change between batches or dtypes changes a draw
     only where it changes the winner of the race, and only 50 candidates get noise, not 262k tokens.
+
+    Top-p and min-p then narrow the candidates as Hugging Face's ``TopPLogitsWarper`` and
+    ``MinPLogitsWarper`` do after its temperature and top-k warpers: on the probabilities at the
+    temperature, so temperature, top-k, top-p, min-p in that order (llama.cpp filters top-k, top-p
+    and min-p at temperature 1 and divides by the temperature last).
     """
     #: How tokens are drawn: part of the generation cache key, since another way of drawing
     #: gives other answers for the same seeds.
     METHOD = 'Gumbel-max over the top-k candidates (ties kept), noise SplitMix64(seed, step, token)'
 
-    def __init__(self, seeds: Sequence[int], temperature: float, top_k: int):
+    def __init__(self, seeds: Sequence[int], temperature: float, top_k: int, top_p: Optional[float] = None,
+                 min_p: Optional[float] = None):
         self.seeds = torch.tensor([int(s) for s in seeds], dtype=torch.long)
         self.temperature = temperature
         self.top_k = top_k
+        self.top_p = top_p
+        self.min_p = min_p
         self.step = 0
 
     def candidates(self, scores: torch.Tensor):
         """``(values, tokens)``: each row's candidate scores divided by the temperature (``-inf``
-        where a row has fewer candidates than the widest row) and their token ids."""
-        scores = scores.float()
+        where a row has fewer candidates than the widest row, or where top-p or min-p drop one) and
+        their token ids."""
+        values, tokens = self._top_k(scores.float())
+        values = values / self.temperature
+        if self.top_p is not None and self.top_p < 1:
+            values = _top_p(values, self.top_p)
+        if self.min_p:
+            values = _min_p(values, self.min_p)
+        return values, tokens
+
+    def _top_k(self, scores: torch.Tensor):
+        """Each row's top-k scores (``-inf`` past a row's own candidates) and their token ids."""
         if not self.top_k or self.top_k >= scores.shape[-1]:
             tokens = torch.arange(scores.shape[-1], device=scores.device).expand_as(scores)
-            return scores / self.temperature, tokens
+            return scores, tokens
         # The k highest and a margin, to see the ties at the k-th score (bfloat16 logits tie often):
         # all of them are candidates. Only when the margin is all ties is the whole row counted.
         wide = min(self.top_k + TIE_MARGIN, scores.shape[-1])
@@ -109,8 +127,7 @@ class _SeededSampling:
         if wide < scores.shape[-1] and bool((values[:, -1:] >= kth).any()):
             widest = int((scores >= kth).sum(-1).max())
             values, tokens = torch.topk(scores, widest, dim=-1)
-        values = values.masked_fill(values < kth, float('-inf'))
-        return values / self.temperature, tokens
+        return values.masked_fill(values < kth, float('-inf')), tokens
 
     def next_tokens(self, scores: torch.Tensor, rows: Optional[Sequence[int]] = None) -> torch.Tensor:
         """One token per row of ``scores`` at the next step; ``rows`` says whose seed each row
@@ -123,20 +140,43 @@ class _SeededSampling:
         return tokens.gather(1, (values + gumbel).argmax(-1, keepdim=True))[:, 0]
 
 
+def _top_p(values: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``values`` with ``-inf`` for the tokens outside each row's nucleus: counting up from the least
+    likely, those whose cumulative probability is at most ``1 - top_p`` (the most likely always stays)."""
+    ascending, order = torch.sort(values, dim=-1)
+    outside = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+    outside[:, -1] = False
+    return values.masked_fill(outside.scatter(1, order, outside), float('-inf'))
+
+
+def _min_p(values: torch.Tensor, min_p: float) -> torch.Tensor:
+    """``values`` with ``-inf`` for the tokens less likely than ``min_p`` times each row's most likely."""
+    probs = values.softmax(-1)
+    return values.masked_fill(probs < min_p * probs.amax(-1, keepdim=True), float('-inf'))
+
+
 class _Penalty:
     """Hugging Face's repetition penalty (``RepetitionPenaltyLogitsProcessor``), the same values:
     a token in a row's history has its score divided by the penalty when positive, multiplied when
     negative. Hugging Face pads every row of the scores by one column first (for ids past the
     vocabulary), an unaligned copy of the whole (rows, vocabulary) tensor: 6.9 ms of a decode step
     in the loop, 2.9 ms here, where the scores are scattered into once; only a history with ids
-    past the vocabulary goes to Hugging Face's processor."""
+    past the vocabulary goes to Hugging Face's processor.
 
-    def __init__(self, penalty: float):
+    With ``last_n``, only a row's last ``last_n`` tokens of prompt and answer count, as llama.cpp's
+    ``penalty_last_n`` (llama-cpp-python 0.2.75 passes the last ``last_n_tokens_size`` = 64 of the
+    tokens evaluated so far). A left-padded row's padding repeats its first prompt token, which its
+    window holds whenever it reaches the padding, so the window counts the same tokens padded or not."""
+
+    def __init__(self, penalty: float, last_n: Optional[int] = None):
         from transformers import RepetitionPenaltyLogitsProcessor
         self.penalty = penalty
+        self.last_n = last_n
         self.hf = RepetitionPenaltyLogitsProcessor(penalty)
 
     def __call__(self, history: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.last_n is not None:
+            history = history[:, -self.last_n:]
         if int(history.max()) >= scores.shape[-1]:
             return self.hf(history, scores)
         score = scores.gather(1, history)
@@ -299,8 +339,10 @@ class CausalLMBackend(DecodingBackendBase):
         model_id: a name for the model, part of every generation cache key.
         decoding: the :class:`~pyterrier_utility.settings.Decoding` (default: the authors' 0.3,
             top-k 50, 300 new tokens, stop at "STOP"); single fields may be given as keywords
-            (``temperature=0``). Every field but ``top_p`` is honoured; ``top_k`` 0 or ``None``
-            samples among all tokens, and the repetition penalty is Hugging Face's.
+            (``temperature=0``). Every field is honoured; ``top_k`` 0 or ``None`` samples among
+            all tokens; the repetition penalty is Hugging Face's (over ``repeat_last_n`` tokens, as
+            llama.cpp's, when given); temperature, top-k, top-p and min-p apply in Hugging Face's
+            order (see :class:`_SeededSampling`).
         batch_size: the most answers decoded together (and asked for at a time by the reader and
             the generation cache); the samples of a prompt are never split.
         chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
@@ -502,8 +544,8 @@ class CausalLMBackend(DecodingBackendBase):
             row_seeds += seeds[:n]
         cache, mask, history, positions, scores = self._merge(prefills, max_new_tokens)
         d = self.decoding
-        sampler = None if d.greedy else _SeededSampling(row_seeds, d.temperature, d.top_k or 0)
-        penalty = _Penalty(d.repetition_penalty) if d.repetition_penalty not in (None, 1.0) else None
+        sampler = None if d.greedy else _SeededSampling(row_seeds, d.temperature, d.top_k or 0, d.top_p, d.min_p)
+        penalty = _Penalty(d.repetition_penalty, d.repeat_last_n) if d.penalised else None
         tokens: List[List[int]] = [[] for _ in row_seeds]
         cut = [False] * len(row_seeds)
         logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)

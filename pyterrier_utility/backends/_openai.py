@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .._util import check, check_int, encodable
 from ..errors import BackendError
-from ..settings import Decoding
+from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 #: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
@@ -50,9 +50,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     over a pool of endpoints, each request sent to the endpoint with the fewest in flight.
 
     Every setting is sent with every request, never dropped: ``temperature``, ``top_p``,
-    ``max_tokens``, ``stop``, a per-request ``seed``, and the non-standard ``top_k`` and
+    ``max_tokens``, ``stop``, a per-request ``seed``, and the non-standard ``top_k``, ``min_p`` and
     ``repetition_penalty`` (vLLM, SGLang, TGI and llama.cpp accept them; set them to ``None`` to leave
-    them out for servers that do not, such as hosted APIs). A server that rejects a field answers
+    them out for servers that do not, such as hosted APIs) and ``repeat_last_n`` when set. A server that rejects a field answers
     the first request with a client error, and the run stops naming the endpoint, the status, the
     server's message and the non-standard fields sent. Connection errors, timeouts, 408, 429 and 5xx
     are retried with exponential backoff, on another endpoint where there is one; after
@@ -79,9 +79,11 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         decoding: the :class:`~pyterrier_utility.settings.Decoding`, every field sent (default: the
             authors' 0.3, top-k 50, 300 new tokens, stop at "STOP"); single fields may be given as
             keywords (``temperature=0``). ``top_k`` 0 is sent as -1 (all tokens) and ``None`` is not
-            sent; ``top_p`` and ``repetition_penalty`` are sent when given.
-        extra_body: further fields sent with every request (e.g. ``{'min_p': 0.05}``, or llama.cpp's
-            ``{'repeat_penalty': 1.1}``); part of the cache key.
+            sent; ``top_p``, ``min_p``, ``repetition_penalty`` and ``repeat_last_n`` are sent when
+            given. ``repeat_last_n`` is llama.cpp's server's field; vLLM's server ignores it, its
+            penalty counting every prompt and output token (``decoding_notes`` says so).
+        extra_body: further fields sent with every request (e.g. llama.cpp's ``{'repeat_penalty': 1.1}``);
+            part of the cache key.
         concurrency: requests in flight at once, over all endpoints.
         timeout: seconds one request may take, from connecting to the last byte of the answer (a
             deadline, not a limit per read: a server trickling bytes is cut at it).
@@ -107,6 +109,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                                           ['http://gpu1:8000/v1', 'http://gpu2:8000/v1'], concurrency=64)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
+    DECODING_FIELDS = ENGINE_DECODING['openai']
+    DECODING_OWN_WAY = ENGINE_OWN_WAY['openai']
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS = ('endpoint', 'extra_body')
     #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.

@@ -7,12 +7,13 @@ when made; the study trusts it.
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINES, FIELDS, GOLD_QUALITIES,
-                        OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet, engine_of)
+from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING, ENGINE_OWN_WAY, ENGINES, FIELDS,
+                        GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet,
+                        engine_of)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -21,8 +22,12 @@ SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
 OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
+#: The oracles, which a collection judged in two grades is studied without.
+ORACLES = ('Rel', 'NRel')
+#: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
+BINARY_LABELS = LabelSet(exact=frozenset({1}))
 #: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
-ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r')
+ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
 #: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
 #: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
 QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
@@ -39,7 +44,7 @@ class StudyConfig:
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
     answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
-    pairs, ``orderings`` of the rankings (``'original'``, ``'reversed'``, ``'lim'``, ``'lim-r'``), ``windows``
+    pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
     (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
     runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
@@ -172,14 +177,56 @@ class StudyConfig:
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
                 'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
+        self.decoding_notes()
         for reader in self.readers:
             engine = engine_of(reader)
-            self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine])
             refused = [name for name, engines in only.items()
                        if getattr(self, name) != default[name].default and engine not in engines]
             if refused:
                 raise SettingError(f'the reader {reader!r} cannot honour '
                                    + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
+
+    def decoding_notes(self) -> Dict[str, Dict[str, str]]:
+        """reader -> the decoding settings its engine applies its own way, and how
+        (:data:`~pyterrier_utility.settings.ENGINE_OWN_WAY`); a :class:`SettingError` names a setting
+        a reader's engine cannot honour at all."""
+        notes = {}
+        for reader in self.readers:
+            engine = engine_of(reader)
+            own = self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine],
+                                               ENGINE_OWN_WAY.get(engine))
+            if own:
+                notes[reader] = own
+        return notes
+
+    def for_collection(self, name: str, labels: Iterable[int]) -> Tuple['StudyConfig', Optional[str]]:
+        """The config a collection whose judgements hold ``labels`` is studied under, and a sentence
+        saying what changed (``None``: nothing).
+
+        A collection judged in two grades (labels 0 and 1, or 1 alone, as MS MARCO dev_small) is
+        studied as the paper studies dev_small: under the one label set {1} (the paper's
+        r_dev_small = 1), whatever ``label_sets`` say, and without the Rel and NRel oracles (the
+        paper runs none there: "only 1.1 relevant documents per query"). A :class:`SettingError`
+        says so when nothing else is left to study.
+
+        Example::
+
+            config, note = PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
+        """
+        labels = sorted(set(int(x) for x in labels))
+        if not labels or not set(labels) <= {0, 1}:
+            return self, None
+        dropped = [s for s in self.systems if s in ORACLES]
+        systems = tuple(s for s in self.systems if s not in ORACLES)
+        if not systems and not self.runs:
+            raise SettingError(f'{name} is judged in two grades (labels {labels}): it is studied without the oracles '
+                               f'{dropped}, and no other system is asked for; add --systems BM25 Neural or a --run')
+        changed = [f'P counts label 1 (one label set, {BINARY_LABELS})'] if self.label_sets != (BINARY_LABELS,) else []
+        if dropped:
+            changed.append(f'{" and ".join(dropped)} left out (too few relevant documents per query to draw from; '
+                           'the paper runs no oracle on MS MARCO dev_small)')
+        note = f'{name} is judged in two grades (labels {labels}): ' + '; '.join(changed) if changed else None
+        return self.replace(label_sets=(BINARY_LABELS,), systems=systems), note
 
     def replace(self, **changes) -> 'StudyConfig':
         """A copy with some settings changed (validated again)."""
@@ -257,21 +304,27 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 
 
 #: The paper's study. From the paper's text (Tian, Ganguly & Macdonald, ECIR 2025): TREC DL'19 and
-#: DL'20 judged queries over MS MARCO passages, BM25 (PyTerrier's Terrier BM25) and MonoT5 over
-#: BM25's top 100, both reversed, Rel and NRel oracles, k = 2, 5, 10, 15, Llama-3-8B-Instruct,
-#: 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3} and {3}. From the authors'
-#: code (github.com/DanielTian97/rag-utility): temperature 0.3, top-k 50, 300 new tokens, stop at
-#: "STOP", their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their oracle
-#: (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
+#: DL'20 judged queries and MS MARCO dev_small over MS MARCO passages, BM25 (PyTerrier's Terrier
+#: BM25) and MonoT5 over BM25's top 100, both reversed, Rel and NRel oracles (none on dev_small,
+#: whose binary labels :meth:`StudyConfig.for_collection` studies as the paper does), k = 2, 5, 10,
+#: 15, Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
+#: and {3} (dev_small: {1}). From the authors'
+#: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
+#: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
+#: defaults), their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their
+#: oracle (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
 #: This project's choices: Rel draws from labels 2 and up; every query is used.
 PAPER = StudyConfig(
-    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
+    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
+              'irds:msmarco-passage/dev/small'),
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
-    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=Decoding(), samples=5,
+    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,
     scorer='bert-large-uncased', out='results/paper', preset='paper')
 #: Named configurations (``--preset``).
 PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
+#: Where a preset's decoding values come from, printed with them.
+DECODING_SOURCES: Dict[str, Dict[str, str]] = {'paper': AUTHORS_DECODING_SOURCES}
 #: The defaults of the one-k ``experiment`` command.
 EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
                          decoding=Decoding(max_new_tokens=40, **OFFLINE_CONVENIENCES), out='results/experiment')

@@ -31,10 +31,10 @@ from ..order import Window
 from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..runs import RunFile
-from ..settings import LabelSet
+from ..settings import FIELDS, LabelSet
 from ..utility import UtilityEvaluator
 from . import figures, stats
-from .config import StudyConfig
+from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import TITLE, write_report
 from .output import owned, staged
 from .validate import read_per_query
@@ -56,15 +56,21 @@ def check_out(out: Path) -> None:
 
 
 def load_collection(name: str, config: StudyConfig):
-    """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
-    give NaN for the others) and, for a gold-answer quality, with a gold answer. A label set that no document has, or that leaves out the collection's
-    top grade or labels the Rel oracle draws from, is refused: P would silently ignore documents
-    that Rel gives the reader."""
+    """A dataset, its qrels, its topics answerable under at least one label set (narrower sets
+    give NaN for the others) and, for a gold-answer quality, with a gold answer, and the config it is
+    studied under (:meth:`StudyConfig.for_collection`: a collection judged in two grades gets the
+    label set {1} and no oracles, said on the console). A label set that no document has, or that
+    leaves out the collection's top grade or labels the Rel oracle draws from, is refused: P would
+    silently ignore documents that Rel gives the reader."""
     dataset = get_dataset(name)
     qrels = dataset.get_qrels()
     present = sorted(qrels['label'].unique().tolist())
+    config, note = config.for_collection(name, present)
+    if note:
+        say(note)
     rel_drawn = [x for x in present if config.rel_labels.contains(pd.Series([x])).iloc[0]]
-    for option, labels in [('label set', x) for x in config.label_sets] + [('Rel labels', config.rel_labels)]:
+    oracle = [('Rel labels', config.rel_labels)] if 'Rel' in config.systems else []
+    for option, labels in [('label set', x) for x in config.label_sets] + oracle:
         if not labels.relevant_docnos(qrels):
             raise SettingError(f'{option} {labels}: no document of {name} has such a label (its labels are {present})')
     for labels in config.label_sets:
@@ -82,7 +88,7 @@ def load_collection(name: str, config: StudyConfig):
     topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)
     if config.queries:
         topics = topics.head(config.queries)
-    return dataset, qrels, topics
+    return dataset, qrels, topics, config
 
 
 def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None) -> Reader:
@@ -126,15 +132,24 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
     engines = {name: engine_record(r.backend.backend) for name, r in readers.items()}
+    notes = config.decoding_notes()
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, engines=engines,
-                  argv=argv)
+                  argv=argv, decoding_notes=notes)
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
         + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
         + f'; settings in {out / "settings.json"}')
+    sources = decoding_sources(config)
+    if sources:
+        record['decoding_sources'] = sources
+        say(f'decoding of preset {config.preset}, each value and where it comes from:')
+        for name, source in sources.items():
+            say(f'  {name}={getattr(config.decoding, name)!r}: {source}')
+    for reader, own in notes.items():
+        say(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}' for name, how in own.items()))
     for name, engine in engines.items():
         say(f'{name}: {engine["reproducibility"]}'
             + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
@@ -151,6 +166,18 @@ def engine_record(backend) -> dict:
     return record
 
 
+def decoding_sources(config: StudyConfig) -> Dict[str, str]:
+    """Where each decoding value of a preset's study comes from (``{}`` without a preset): the
+    preset's source for a value left as the preset has it, else 'given' and the preset's value."""
+    sources = DECODING_SOURCES.get(config.preset or '', {})
+    if not sources:
+        return {}
+    preset = PRESETS[config.preset].decoding
+    return {name: sources.get(name, f'the preset {config.preset}')
+            if getattr(config.decoding, name) == getattr(preset, name)
+            else f'this run (the preset has {getattr(preset, name)!r})' for name in FIELDS}
+
+
 def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
     """Runs the study of ``config`` (its generation cache in ``config.out``); returns the results
     (their ``settings`` what ``settings.json`` will hold) and, when COS-Mix is a system, its branch
@@ -161,15 +188,17 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
     readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
     record = announce('study', config, readers, out, argv)
+    record['studied_as'] = {name: {'label_sets': [str(x) for x in c.label_sets], 'systems': list(c.systems)}
+                            for name, (_, _, _, c) in collections.items() if c != config}
     results, branches = [], []
-    for name, (dataset, qrels, topics) in collections.items():
+    for name, (dataset, qrels, topics, studied) in collections.items():
         systems = None
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
-                systems = build_systems(config, name, dataset, qrels, topics, reader)
+                systems = build_systems(studied, name, dataset, qrels, topics, reader)
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
             results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
-                                     label_sets=config.label_sets, reverse=ranked_systems(config, systems),
+                                     label_sets=studied.label_sets, reverse=ranked_systems(config, systems),
                                      orderings=config.orderings, windows=config.windows,
                                      scorer_for=scorer_factory(config, dataset, qrels, bertscore),
                                      baseline='Rel' if 'Rel' in systems else None,
@@ -253,7 +282,7 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     out = Path(config.out)
     check_out(out)
     name, k = config.datasets[0], config.ks[0]
-    dataset, qrels, topics = load_collection(name, config)
+    dataset, qrels, topics, config = load_collection(name, config)
     reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
     record = announce('experiment', config, {config.readers[0]: reader}, out, argv)
     (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')

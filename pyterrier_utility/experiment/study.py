@@ -24,7 +24,9 @@ from . import stats
 REVERSED = '-r'
 #: The orderings a study offers by name: the suffix of a reordered system's name and its transformer.
 ORDERINGS = {'original': ('', None), 'reversed': (REVERSED, ReverseOrder()),
-             'lim': ('-lim', LostInTheMiddle()), 'lim-r': ('-lim-r', LostInTheMiddle(reverse=True))}
+             'lim': ('-lim', LostInTheMiddle()), 'lim-r': ('-lim-r', LostInTheMiddle(reverse=True)),
+             'lim-authors': ('-lim-authors', LostInTheMiddle(authors=True)),
+             'lim-authors-r': ('-lim-authors-r', LostInTheMiddle(reverse=True, authors=True))}
 
 
 def window_name(system: str, start: int) -> str:
@@ -356,7 +358,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     system declaring ``cutoff_changes_contexts`` (COS-Mix), which runs once per k as ``system % k``.
     Systems named in ``reverse`` (the rankings, not the oracles) are also reported in the other
     ``orderings`` (:data:`ORDERINGS`: ``name-r`` reversed by :class:`~pyterrier_utility.ReverseOrder`,
-    ``name-lim`` and ``name-lim-r`` by :class:`~pyterrier_utility.LostInTheMiddle`) and at the
+    ``name-lim``, ``name-lim-r``, ``name-lim-authors`` and ``name-lim-authors-r`` by
+    :class:`~pyterrier_utility.LostInTheMiddle`) and at the
     ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and seed is answered once (so
     k=1 and its reversal cost nothing extra), through the reader's generation cache (give it a path
     to resume and re-run for free). Each distinct answer is scored once per label set.
