@@ -68,7 +68,7 @@ def fp32_reference(rows, args, stop):
     from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
     from pyterrier_utility.backends import cut_at_stop, gemma3_270m_path
-    from pyterrier_utility.backends._hf import _SeededSampling
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
     path = gemma3_270m_path()
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side='left')
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()

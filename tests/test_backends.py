@@ -125,18 +125,20 @@ def test_prefix_reuse_gives_the_answers_of_no_reuse_in_any_order(gemma):
 
 
 def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
-    from pyterrier_utility.backends import _hf
-    monkeypatch.setattr(_hf, 'cpu_has_fast_bf16', lambda: True)
-    assert _hf.resolve_dtype('auto', 'cpu') == _hf.torch.bfloat16
-    assert _hf.resolve_dtype('auto', 'cuda') is None  # the model's own dtype
-    monkeypatch.setattr(_hf, 'cpu_has_fast_bf16', lambda: False)
-    assert _hf.resolve_dtype('auto', 'cpu') == _hf.torch.float32
-    assert _hf.resolve_dtype('bfloat16', 'cpu') == _hf.torch.bfloat16
+    import torch
+
+    from pyterrier_utility.backends.hf import dtype
+    monkeypatch.setattr(dtype, 'cpu_has_fast_bf16', lambda: True)
+    assert dtype.resolve_dtype('auto', 'cpu') == torch.bfloat16
+    assert dtype.resolve_dtype('auto', 'cuda') is None  # the model's own dtype
+    monkeypatch.setattr(dtype, 'cpu_has_fast_bf16', lambda: False)
+    assert dtype.resolve_dtype('auto', 'cpu') == torch.float32
+    assert dtype.resolve_dtype('bfloat16', 'cpu') == torch.bfloat16
     with pytest.raises(ValueError, match="dtype must be 'auto'"):
-        _hf.resolve_dtype('int8', 'cpu')
-    other = 'float32' if gemma.dtype == _hf.torch.bfloat16 else 'bfloat16'
+        dtype.resolve_dtype('int8', 'cpu')
+    other = 'float32' if gemma.dtype == torch.bfloat16 else 'bfloat16'
     converted = sampler(gemma, dtype=other)
-    assert converted.model.dtype == _hf.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
+    assert converted.model.dtype == dtype.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
     same = sampler(gemma, dtype=gemma.dtype)
     assert GenerationCache(converted).key('p', 1, 8, None) != GenerationCache(same).key('p', 1, 8, None)
     assert same.generation_key['dtype_name'] == str(gemma.dtype).replace('torch.', '')
@@ -176,8 +178,8 @@ def test_top_k_sampling_draws_from_hugging_faces_top_k_distribution():
     import torch
     from transformers import TopKLogitsWarper
 
-    from pyterrier_utility.backends._hf import _SeededSampling
-    from pyterrier_utility.backends._hf import TIE_MARGIN
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
+    from pyterrier_utility.backends.hf.sampling import TIE_MARGIN
     scores = torch.randn(4, 1000)
     scores[1, :12] = 9.0  # twelve tied best scores: all of them candidates with top-k 5
     scores[2, 100:110] = scores[2].topk(5).values[-1]  # ties at the 5th
@@ -205,7 +207,7 @@ def test_gumbel_draws_follow_the_softmax():
     import torch
     from scipy.stats import chisquare
 
-    from pyterrier_utility.backends._hf import _SeededSampling
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
     scores = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -9.0]])
     sampling = _SeededSampling([11], temperature=0.8, top_k=5)
     counts = torch.zeros(6)
@@ -223,7 +225,7 @@ def test_buffered_kv_layers_return_what_hugging_faces_layers_return(sliding):
     import torch
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-    from pyterrier_utility.backends._hf import _buffered
+    from pyterrier_utility.backends.hf.kv import buffered as _buffered
     make = (lambda: DynamicSlidingWindowLayer(sliding_window=6)) if sliding else DynamicLayer
     theirs, prefill = make(), torch.randn(4, 1, 5, 3)
     theirs.update(prefill, -prefill)
@@ -250,30 +252,30 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     output layer included; the caller's model keeps its own ``forward``; the weights are shared."""
     import torch
 
-    from pyterrier_utility.backends import _hf
+    from pyterrier_utility.backends.hf import layers
     model = gemma.model
     if model.dtype != torch.bfloat16:
         pytest.skip('the weight-major layers are used in bfloat16 only (this CPU runs the model in float32)')
     layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    assert all(type(m) is _hf._WeightMajorLinear for m in layers.values())
+    assert all(type(m) is layers._WeightMajorLinear for m in layers.values())
     generator = torch.Generator().manual_seed(0)
     for shape, layer in layers.items():
-        for rows in range(1, _hf.WEIGHT_MAJOR_ROWS + 2):
+        for rows in range(1, layers.WEIGHT_MAJOR_ROWS + 2):
             x = torch.randn(rows, 1, shape[1], generator=generator).to(torch.bfloat16)
             assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight)), (shape, rows)
     # The output layer's product stays transposed; the float32 scores read from it are contiguous.
     head = model.get_output_embeddings()
     assert head.transposed_output and not any(m.transposed_output for m in layers.values() if m is not head)
     x = torch.randn(5, 1, head.weight.shape[1], generator=generator).to(torch.bfloat16)
-    scores = _hf._float_rows(head(x))
+    scores = layers.float_rows(head(x))
     assert scores.is_contiguous() and torch.equal(scores, torch.nn.functional.linear(x, head.weight)[:, -1].float())
-    fresh = _hf._weight_major(model)
+    fresh = layers.weight_major(model)
     original = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
     copied = next(m for m in fresh.modules() if isinstance(m, torch.nn.Linear))
     assert copied is not original and copied.weight is original.weight
     plain = torch.nn.Linear(4, 3, bias=False, dtype=torch.bfloat16)
-    copied = _hf._weight_major(torch.nn.Sequential(plain))
-    assert type(plain) is torch.nn.Linear and type(copied[0]) is _hf._WeightMajorLinear
+    copied = layers.weight_major(torch.nn.Sequential(plain))
+    assert type(plain) is torch.nn.Linear and type(copied[0]) is layers._WeightMajorLinear
     import pickle
     assert torch.equal(pickle.loads(pickle.dumps(copied))[0].weight, plain.weight)  # picklable, as the model was
 
@@ -285,7 +287,7 @@ def test_repetition_penalty_gives_hugging_faces_scores():
     import torch
     from transformers import RepetitionPenaltyLogitsProcessor
 
-    from pyterrier_utility.backends._hf import _Penalty
+    from pyterrier_utility.backends.hf.sampling import Penalty as _Penalty
     generator = torch.Generator().manual_seed(0)
     for rows, vocabulary, length in ((1, 7, 3), (4, 50, 30), (3, 4096, 500)):
         scores = torch.randn(rows, vocabulary, generator=generator) * 4
@@ -303,7 +305,7 @@ def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():
     import torch
     from transformers.cache_utils import DynamicLayer
 
-    from pyterrier_utility.backends._hf import _buffered
+    from pyterrier_utility.backends.hf.kv import buffered as _buffered
     parts, expected = [], []
     for length, rows in ((5, 2), (3, 3), (5, 1)):
         layer = DynamicLayer()
@@ -324,11 +326,11 @@ def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():
 def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeypatch):
     """Whether finished rows leave the batch at once or stay to its end, every answer (text, log
     probability, truncation) is the same: a kept row's tokens are never read."""
-    from pyterrier_utility.backends import _hf
+    from pyterrier_utility.backends.hf import loop
     prompts, seeds = [PROMPTS[0]] * 3 + [PROMPTS[1]] * 3 + [PROMPTS[2]] * 3, [1, 2, 3] * 3
     outputs = {}
     for policy in (0, float('inf')):  # always drop finished rows; never drop them
-        monkeypatch.setattr(_hf, 'COMPACT_AFTER', policy)
+        monkeypatch.setattr(loop, 'COMPACT_AFTER', policy)
         backend = sampler(gemma, batch_size=9, max_new_tokens=12)
         outputs[policy] = [(o.text, o.logprob, o.truncated) for o in backend.generate(prompts, seeds=seeds,
                                                                                      stop_sequences=['.'])]
@@ -345,7 +347,7 @@ def test_top_p_and_min_p_keep_the_tokens_hugging_faces_warpers_keep(top_k, top_p
     import torch
     from transformers import MinPLogitsWarper, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-    from pyterrier_utility.backends._hf import _SeededSampling
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
     scores = torch.randn(4, 2000, generator=torch.Generator().manual_seed(5)) * 3
     scores[1, 100:110] = scores[1].topk(5).values[-1]  # ties at the 5th
     scores[2, :3] = torch.tensor([12.0, 11.5, 11.0])  # a peaked row: few survive
@@ -381,7 +383,7 @@ def test_repetition_penalty_window_counts_the_last_n_tokens():
     import torch
     from transformers import RepetitionPenaltyLogitsProcessor
 
-    from pyterrier_utility.backends._hf import _Penalty
+    from pyterrier_utility.backends.hf.sampling import Penalty as _Penalty
     generator = torch.Generator().manual_seed(1)
     scores = torch.randn(3, 50, generator=generator) * 4
     history = torch.randint(0, 50, (3, 30), generator=generator)

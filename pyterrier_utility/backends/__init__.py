@@ -14,7 +14,7 @@ from pyterrier_rag.backend import Backend
 from .. import settings
 from ..errors import SettingError
 from ._base import Answer, cut_at_stop
-from ._hf import CausalLMBackend
+from .hf import CausalLMBackend
 from ._offline import gemma3_270m, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
