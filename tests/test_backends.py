@@ -252,30 +252,30 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     output layer included; the caller's model keeps its own ``forward``; the weights are shared."""
     import torch
 
-    from pyterrier_utility.backends.hf import layers
+    from pyterrier_utility.backends.hf import layers as hf_layers
     model = gemma.model
     if model.dtype != torch.bfloat16:
         pytest.skip('the weight-major layers are used in bfloat16 only (this CPU runs the model in float32)')
     layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    assert all(type(m) is layers._WeightMajorLinear for m in layers.values())
+    assert all(type(m) is hf_layers._WeightMajorLinear for m in layers.values())
     generator = torch.Generator().manual_seed(0)
     for shape, layer in layers.items():
-        for rows in range(1, layers.WEIGHT_MAJOR_ROWS + 2):
+        for rows in range(1, hf_layers.WEIGHT_MAJOR_ROWS + 2):
             x = torch.randn(rows, 1, shape[1], generator=generator).to(torch.bfloat16)
             assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight)), (shape, rows)
     # The output layer's product stays transposed; the float32 scores read from it are contiguous.
     head = model.get_output_embeddings()
     assert head.transposed_output and not any(m.transposed_output for m in layers.values() if m is not head)
     x = torch.randn(5, 1, head.weight.shape[1], generator=generator).to(torch.bfloat16)
-    scores = layers.float_rows(head(x))
+    scores = hf_layers.float_rows(head(x))
     assert scores.is_contiguous() and torch.equal(scores, torch.nn.functional.linear(x, head.weight)[:, -1].float())
-    fresh = layers.weight_major(model)
+    fresh = hf_layers.weight_major(model)
     original = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
     copied = next(m for m in fresh.modules() if isinstance(m, torch.nn.Linear))
     assert copied is not original and copied.weight is original.weight
     plain = torch.nn.Linear(4, 3, bias=False, dtype=torch.bfloat16)
-    copied = layers.weight_major(torch.nn.Sequential(plain))
-    assert type(plain) is torch.nn.Linear and type(copied[0]) is layers._WeightMajorLinear
+    copied = hf_layers.weight_major(torch.nn.Sequential(plain))
+    assert type(plain) is torch.nn.Linear and type(copied[0]) is hf_layers._WeightMajorLinear
     import pickle
     assert torch.equal(pickle.loads(pickle.dumps(copied))[0].weight, plain.weight)  # picklable, as the model was
 
