@@ -312,3 +312,39 @@ def test_confidence_correlations_are_those_of_each_querys_mean_over_samples(meth
     assert (a['r'], a['p'], a['n']) == (pytest.approx(expected[0], abs=1e-12), pytest.approx(expected[1], abs=1e-12), 4)
     b = out[out['system'] == 'B'].iloc[0]
     assert math.isnan(b['r']) and b['n'] == 0
+
+
+def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, monkeypatch):
+    """Table 1 at k = 2 and Figures 3 and 5 at k = 1, 2, 3 answer exactly the prompts of one study at
+    k = 1, 2, 3, each once; Table 1 shows k = 2 only, the figures 1 to 3, and the report command
+    rebuilds the same from the folder."""
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    from pyterrier_utility.experiment import figures
+    backends = []
+
+    def build(spec, **kw):
+        backends.append(CountingBackend())
+        return backends[-1]
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    drawn = {}
+    for name in ('utility_vs_k', 'correlation_vs_k'):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda frame, *a, _real=real, _name=name, **kw: (
+            drawn.setdefault(_name, []).append(sorted(set(frame['k']))), _real(frame, *a, **kw))[1])
+    common = ['study', '--queries', '2', '--systems', 'BM25', 'Rel', '--labels', '2', '--samples', '1']
+    assert cli.main(common + ['-k', '2', '--figure-k', '1', '2', '3', '--fig4-k', '3', '--out', str(tmp_path / 'f')]) == 0
+    assert drawn == {'utility_vs_k': [[1, 2, 3]], 'correlation_vs_k': [[1, 2, 3]]}
+    assert cli.main(common + ['-k', '1', '2', '3', '--out', str(tmp_path / 'all')]) == 0
+    shared, whole = backends[0].calls, backends[1].calls
+    assert sorted(shared) == sorted(whole) and len(set(shared)) == len(shared)
+    per_query = pd.read_csv(tmp_path / 'f' / 'per_query.csv')
+    assert sorted(per_query['k'].unique()) == [1, 2, 3]
+    assert_frame_equal(per_query, pd.read_csv(tmp_path / 'all' / 'per_query.csv'))
+    assert set(pd.read_csv(tmp_path / 'f' / 'table1.csv')['k']) == {2}
+    assert '| label>=2, k=2 |' in (tmp_path / 'f' / 'table1_paper.md').read_text()
+    assert 'k=1' not in (tmp_path / 'f' / 'table1_paper.md').read_text()
+    assert (tmp_path / 'f' / 'fig4_ndcg_vs_utility_k3.png').exists()
+    assert cli.main(['report', str(tmp_path / 'f'), '--out', str(tmp_path / 'again'), '--fig4-k', '3']) == 0
+    assert (tmp_path / 'again' / 'table1_paper.md').read_text() == (tmp_path / 'f' / 'table1_paper.md').read_text()
+    assert drawn['utility_vs_k'][-1] == drawn['correlation_vs_k'][-1] == [1, 2, 3]

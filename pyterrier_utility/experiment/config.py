@@ -42,7 +42,8 @@ class StudyConfig:
     nothing downloaded); :data:`PRESETS` ``['paper']`` is the paper's study.
 
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
-    answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
+    answerable ones; 0: all), ``ks`` (Table 1's), ``figure_ks`` (those of Figures 3 and 5, empty:
+    ``ks``; the answers of a k in both are generated once), ``label_sets`` (relevant labels for P, one column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
     (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
@@ -68,6 +69,7 @@ class StudyConfig:
     datasets: Tuple[str, ...] = ('cranfield',)
     queries: int = 10
     ks: Tuple[int, ...] = (1, 3, 5)
+    figure_ks: Tuple[int, ...] = ()
     label_sets: Tuple[LabelSet, ...] = (LabelSet(minimum=2), LabelSet(minimum=3))
     rel_labels: LabelSet = LabelSet(minimum=2)
     systems: Tuple[str, ...] = ('BM25', 'Neural', 'Rel', 'NRel')
@@ -108,7 +110,7 @@ class StudyConfig:
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
-        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'readers'):
+        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -126,6 +128,8 @@ class StudyConfig:
              f'give one reader or several different ones, got {list(self.readers)}')
         need(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
              f'ks must be integers >= 1, got {list(self.ks)}')
+        need(all(isinstance(k, int) and k >= 1 for k in self.figure_ks),
+             f'figure_ks must be integers >= 1, got {list(self.figure_ks)}')
         need(bool(self.label_sets), 'give at least one label set')
         for name in ('queries', 'seed', 'oracle_seed'):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
@@ -163,6 +167,11 @@ class StudyConfig:
                                                        f'got {self.endpoint!r}')
         need(self.timeout > 0 and isinstance(self.max_retries, int) and self.max_retries >= 0,
              f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
+
+    @property
+    def all_ks(self) -> Tuple[int, ...]:
+        """Every k the study answers: Table 1's and the figures', each once."""
+        return tuple(sorted(set(self.ks) | set(self.figure_ks)))
 
     @property
     def offline(self) -> bool:
@@ -301,7 +310,8 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 #: DL'20 judged queries and MS MARCO dev_small over MS MARCO passages, BM25 (PyTerrier's Terrier
 #: BM25) and MonoT5 over BM25's top 100, both reversed, Rel and NRel oracles (none on dev_small,
 #: whose binary labels :meth:`StudyConfig.for_collection` studies as the paper does), k = 2, 5, 10,
-#: 15, Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
+#: 15 (Table 1; Figures 3 and 5 over every k from 1 to 15, the paper's "wider range"),
+#: Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
 #: and {3} (dev_small: {1}). From the authors'
 #: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
 #: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
@@ -314,7 +324,7 @@ PAPER = StudyConfig(
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
     readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,
-    scorer='bert-large-uncased', out='results/paper', preset='paper')
+    scorer='bert-large-uncased', out='results/paper', preset='paper', figure_ks=tuple(range(1, 16)))
 #: Named configurations (``--preset``).
 PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
 #: Where a preset's decoding values come from, printed with them.

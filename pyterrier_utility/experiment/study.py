@@ -144,10 +144,11 @@ class StudyResults:
         return write_report(folder, path)
 
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
-             min_n: int = stats.MIN_N) -> Dict[str, Path]:
+             min_n: int = stats.MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
         """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv, the tables
-        (see :func:`write_tables`) and, when answers carry log-probabilities,
-        confidence_correlations.csv (:meth:`confidence_correlations`: Pearson, Spearman, Kendall)."""
+        (see :func:`write_tables`; Table 1 over ``table_ks``, default every k) and, when answers
+        carry log-probabilities, confidence_correlations.csv (:meth:`confidence_correlations`:
+        Pearson, Spearman, Kendall)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = {}
@@ -157,7 +158,7 @@ class StudyResults:
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
         paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
-                                  min_n=min_n))
+                                  min_n=min_n, ks=table_ks))
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
             path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
             pd.concat([self.confidence_correlations(m) for m in ('pearson', 'spearman', 'kendall')],
@@ -177,14 +178,17 @@ def blocks(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
-                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = stats.MIN_N) -> Dict[str, Path]:
+                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = stats.MIN_N,
+                 ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
-    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries."""
+    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
+    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all)."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     per_query = blocks(per_query)
-    table = stats.table1(per_query, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
+    table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
                                               'table1.tex', 'correlations.csv')}
     table.to_csv(paths['table1.csv'], index=False)
