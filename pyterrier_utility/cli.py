@@ -83,6 +83,9 @@ OPTIONS = {
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
         (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
          'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
+        (('--window-grid',), 'window_grid', dict(type=_number(int, 0), nargs=3, metavar=('TOPS', 'TAILS', 'STEP')),
+         "windows as the authors' compose_context samples them: the first TOPS windows every STEP ranks from the top "
+         '(BM25, BM25@1+STEP, ...) and the last TAILS of that grid (BM25@-1 the last)'),
         (('--neural',), 'neural', dict(choices=['dense', 'monot5']), 'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
         (('--index',), 'index', dict(metavar='PATH'), 'an existing index for BM25 (default: PISA, built in the cache folder)'),
@@ -185,7 +188,7 @@ def given(args: argparse.Namespace) -> dict:
     if out.pop('no_reverse', None):
         out['orderings'] = ('original',)
     for name in ('datasets', 'ks', 'figure_ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings',
-                 'windows', 'readers'):
+                 'windows', 'window_grid', 'readers'):
         if name in out:
             out[name] = tuple(out[name])
     return out

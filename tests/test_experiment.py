@@ -228,6 +228,27 @@ def test_orderings_and_windows_give_the_contexts_their_names_say(minilm):
     assert 'Context 1: The boundary layer' in results.prompt(reader, 'A@3', 3, 'q1')
 
 
+def test_windows_from_the_tail_of_a_grid_as_the_authors_compose_context(minilm):
+    """window_grid (tops 2, tails 2, step 2) over five documents at k = 2: the grid starts at ranks 1,
+    3 (its last window fitting is 3-4; rank 5 is left out), so the windows from the top are A and
+    A@3, from the tail A@-2 (ranks 1-2) and A@-1 (ranks 3-4)."""
+    deep = ranking([('q1', d) for d in ('d1', 'd2', 'd3', 'd4', 'd5')])
+    config = ex.StudyConfig(window_grid=(2, 2, 2))
+    assert (config.study_windows, config.window_step) == ((3, -2, -1), 2)
+    results = ex.run_study(TOPICS.head(1), QRELS, {'A': deep}, Reader(CountingBackend(), n_samples=1), TEXTS,
+                           ks=[2], label_sets=[2], reverse=['A'], orderings=['original'],
+                           windows=config.study_windows, window_step=config.window_step, bertscore=minilm,
+                           verbose=False)
+    shown = results.contexts.groupby('system', sort=False)['docno'].agg(list).to_dict()
+    assert shown == {'A': ['d1', 'd2'], 'A@3': ['d3', 'd4'], 'A@-2': ['d1', 'd2'], 'A@-1': ['d3', 'd4']}
+    assert list(results.per_query['system']) == ['A', 'A@3', 'A@-2', 'A@-1']
+    with pytest.raises(SettingError, match='window_grid'):
+        ex.StudyConfig(window_grid=(0, 1, 1))
+    from pyterrier_utility import cli
+    assert cli.config_of(cli.parser().parse_args(['study', '--window-grid', '2', '1', '5']),
+                         ex.StudyConfig()).window_grid == (2, 1, 5)
+
+
 def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypatch, minilm):
     import pyterrier_utility as pu
     from pyterrier_utility import cli

@@ -46,7 +46,9 @@ class StudyConfig:
     ``ks``; the answers of a k in both are generated once), ``label_sets`` (relevant labels for P, one column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
-    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
+    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``window_grid`` (``(tops, tails,
+    step)``: windows from the top and the tail of each ranking, as the authors' ``compose_context``
+    samples them), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
     runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
     'authors-short'). Readers: ``readers`` (several: each
@@ -76,6 +78,7 @@ class StudyConfig:
     runs: Tuple[Tuple[str, str], ...] = ()
     orderings: Tuple[str, ...] = ('original', 'reversed')
     windows: Tuple[int, ...] = ()
+    window_grid: Tuple[int, ...] = ()
     neural: str = 'dense'
     bm25: str = 'pisa'
     index: Optional[str] = None
@@ -110,7 +113,8 @@ class StudyConfig:
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
-        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'readers'):
+        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'window_grid',
+                     'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -146,6 +150,10 @@ class StudyConfig:
              f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
         need(all(isinstance(s, int) and s >= 2 for s in self.windows),
              f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
+        need(not self.window_grid or (len(self.window_grid) == 3 and all(isinstance(x, int) for x in self.window_grid)
+                                      and self.window_grid[0] >= 1 and self.window_grid[1] >= 0
+                                      and self.window_grid[2] >= 1),
+             f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
         need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
                                                          f'got {self.ndcg_order!r}')
         need(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
@@ -172,6 +180,23 @@ class StudyConfig:
     def all_ks(self) -> Tuple[int, ...]:
         """Every k the study answers: Table 1's and the figures', each once."""
         return tuple(sorted(set(self.ks) | set(self.figure_ks)))
+
+    @property
+    def study_windows(self) -> Tuple[int, ...]:
+        """The windows of each ranking the study answers (see :func:`~.study.window`): ``windows``, and
+        ``window_grid``'s as the authors' ``compose_context(tops, tails, step)`` samples them: the
+        first ``tops`` windows every ``step`` ranks from the top (their start ranks; the first is the
+        top k) and the last ``tails`` of that grid (-tails .. -1)."""
+        if not self.window_grid:
+            return self.windows
+        tops, tails, step = self.window_grid
+        grid = [1 + i * step for i in range(1, tops)] + [-j for j in range(tails, 0, -1)]
+        return tuple(dict.fromkeys(list(self.windows) + grid))
+
+    @property
+    def window_step(self) -> int:
+        """The step of ``window_grid`` (1 without one)."""
+        return self.window_grid[2] if self.window_grid else 1
 
     @property
     def offline(self) -> bool:

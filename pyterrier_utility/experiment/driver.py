@@ -27,7 +27,6 @@ from ..datasets import get_dataset
 from ..errors import SettingError
 from ..fbert import FBertScorer
 from ..gold import GOLD_QUALITIES, GoldAnswerScorer
-from ..order import Window
 from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..runs import RunFile
@@ -38,7 +37,7 @@ from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import write_report
 from .output import owned, staged
 from .validate import read_per_query
-from .study import StudyResults, blocks, run_study, variants, write_tables
+from .study import StudyResults, blocks, run_study, variants, window, write_tables
 from .systems import REVERSED_SYSTEMS, default_systems
 
 
@@ -185,7 +184,8 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
             results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.all_ks,
                                      label_sets=studied.label_sets, reverse=ranked_systems(config, systems),
-                                     orderings=config.orderings, windows=config.windows,
+                                     orderings=config.orderings, windows=config.study_windows,
+                                     window_step=config.window_step,
                                      scorer_for=scorer_factory(config, dataset, qrels, bertscore),
                                      baseline='Rel' if 'Rel' in systems else None,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
@@ -273,8 +273,10 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     pipelines = {}
     for s, system in systems.items():
-        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings, config.windows):
-            cut = system >> Window(first, k) if first > 1 else system % k
+        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings,
+                                               config.study_windows):
+            cut = window(first, k, config.window_step)
+            cut = system >> cut if cut is not None else system % k
             pipelines[label] = cut if ordering is None else cut >> ordering
     # Each system runs once; both evaluations below read its stored output.
     outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]

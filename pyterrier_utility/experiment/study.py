@@ -13,7 +13,7 @@ from .._util import check, check_int, normalise_frame, say, user_stacklevel, val
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
-from ..order import LostInTheMiddle, ReverseOrder, Window
+from ..order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import ANSWER_INFO, Reader
 from ..settings import LabelSet, LabelsLike
@@ -30,7 +30,8 @@ ORDERINGS = {'original': ('', None), 'reversed': (REVERSED, ReverseOrder()),
 
 
 def window_name(system: str, start: int) -> str:
-    """The name of a system's window of ranks [start, start + k): ``BM25@6``."""
+    """The name of a system's window of ranks [start, start + k) (``BM25@6``), or of its ``-start``-th
+    window from the tail (``BM25@-1``, :class:`~pyterrier_utility.GridWindow`)."""
     return f'{system}@{start}'
 
 
@@ -219,13 +220,7 @@ def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequ
                  windows: Sequence[int] = ()) -> List[str]:
     """The reported systems: each of ``systems``, followed, when in ``reverse``, by its orderings
     (:data:`ORDERINGS`) and its windows."""
-    names = []
-    for name in systems:
-        if name not in reverse:
-            names.append(name)
-            continue
-        names += [name + ORDERINGS[o][0] for o in orderings] + [window_name(name, s) for s in windows if s > 1]
-    return names
+    return [label for name in systems for label, _, _ in variants(name, reverse, orderings, windows)]
 
 
 #: The columns that identify one context of a study: a system's contexts for a query at one k.
@@ -238,9 +233,19 @@ def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(['qid', 'rank'], kind='stable')
 
 
-def _contexts(ranking: pd.DataFrame, k: int, ordering=None, start: int = 1) -> pd.DataFrame:
-    """The contexts at ``k``: the top k, or the window [start, start + k), in ``ordering``."""
-    top = Window(start, k)(ranking) if start > 1 else ranking[ranking['rank'] < k]
+def window(start: int, k: int, step: int = 1):
+    """The transformer of a window of ``k`` documents: ranks [start, start + k) (:class:`Window`), or
+    for a negative ``start`` the ``-start``-th window from the tail of a grid of every ``step`` ranks
+    (:class:`GridWindow`); ``None`` for the top k."""
+    if start < 0:
+        return GridWindow(start, k, step)
+    return Window(start, k) if start > 1 else None
+
+
+def _contexts(ranking: pd.DataFrame, k: int, ordering=None, start: int = 1, step: int = 1) -> pd.DataFrame:
+    """The contexts at ``k``: the top k or a window (:func:`window`), in ``ordering``."""
+    cut = window(start, k, step)
+    top = cut(ranking) if cut is not None else ranking[ranking['rank'] < k]
     return ordering(top) if ordering is not None and len(top) else top
 
 
@@ -255,7 +260,7 @@ def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, floa
     return {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ k], qrels, run)}
 
 
-def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows):
+def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows, window_step):
     """The study's inputs checked and normalised at its boundary."""
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
@@ -269,8 +274,9 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderi
     unknown = [o for o in orderings if o not in ORDERINGS]
     check(not unknown and 'original' in orderings, 'run_study',
           f"orderings must include 'original' and come from {list(ORDERINGS)}, got {list(orderings)}")
-    check(all(isinstance(s, int) and s >= 1 for s in windows), 'run_study',
-          f'windows are start ranks >= 1 (1: the top k), got {list(windows)}')
+    check(all(isinstance(s, int) and s != 0 for s in windows), 'run_study',
+          f'windows are start ranks >= 1 (1: the top k) or tail windows <= -1, got {list(windows)}')
+    check_int('run_study', 'window_step', window_step, 1)
     check(len(label_sets) > 0, 'run_study', 'give at least one label set')
     label_sets = [LabelSet.parse(labels) for labels in label_sets]
     topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
@@ -288,15 +294,16 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderi
 
 
 def variants(name: str, reverse: Sequence[str], orderings: Sequence[str], windows: Sequence[int]):
-    """(reported name, ordering transformer, window start) of each variant of a system."""
+    """(reported name, ordering transformer, window start (see :func:`window`)) of each variant of a
+    system."""
     if name not in reverse:
         return [(name, None, 1)]
     return ([(name + ORDERINGS[o][0], ORDERINGS[o][1], 1) for o in orderings]
-            + [(window_name(name, s), None, s) for s in windows if s > 1])
+            + [(window_name(name, s), None, s) for s in windows if s != 1])
 
 
 def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings=('original', 'reversed'),
-                  windows=()):
+                  windows=(), window_step=1):
     """One frame of every context of the study (``system``, ``k``, ``qid``, ``query``, ``docno``,
     ``text``, ``rank``; a row without a docno for a query a system found nothing for) and nDCG@k
     per (system, k)."""
@@ -318,8 +325,9 @@ def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orde
             if per_k:
                 ranking = run(name, system.fuse_rank_cutoff(k))
             for label, ordering, start in variants(name, reverse, orderings, windows):
-                contexts = _contexts(ranking, k, ordering, start)
-                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, None, start),
+                contexts = _contexts(ranking, k, ordering, start, window_step)
+                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context'
+                                       else _contexts(ranking, k, None, start, window_step),
                                        irm_qrels, k)
                 empty = topics[~topics['qid'].isin(set(contexts['qid']))]
                 warn_qids(f'{label} retrieved nothing at k={k}; answered with the 0-shot prompt (empty context)',
@@ -343,7 +351,7 @@ def _ordered(frame: pd.DataFrame, cells: pd.DataFrame, extra: Sequence[str] = ()
 def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, pt.Transformer],
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
-              orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (),
+              orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (), window_step: int = 1,
               bertscore: Union[str, BertScore] = 'minilm',
               scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: str = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
@@ -383,7 +391,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             one of its spellings (``2``, ``{2, 3}``, ``'2,3'``).
         reverse: names of systems (rankings) also reported in the other orderings and windows.
         orderings: names from :data:`ORDERINGS`; ``'original'`` always, ``'reversed'`` by default.
-        windows: start ranks of deeper windows (1 is the top k itself).
+        windows: start ranks of deeper windows (1 is the top k itself), or negative: ``-j`` is the j-th
+            window from the tail of each ranking, on a grid of every ``window_step`` ranks from the
+            top (:class:`~pyterrier_utility.GridWindow`; named ``name@-j``), as the authors' ``tails``.
+        window_step: the grid of the tail windows.
         bertscore: BERTScore model name or a shared :class:`~pyterrier_utility.BertScore`.
         scorer_for: the scorer of P under a label set (default: :class:`~pyterrier_utility.FBertScorer`
             against that label set's documents with ``bertscore``, the paper's FBERT); e.g.
@@ -407,9 +418,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         print(results.table())
     """
     topics, qrels, ks, label_sets = _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order,
-                                             orderings, windows)
+                                             orderings, windows, window_step)
     clock = _Phases(verbose)
-    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings, windows)
+    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings, windows,
+                                   window_step)
     cells = contexts.drop_duplicates(CELL)[CELL].reset_index(drop=True)
     clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
 
