@@ -369,3 +369,33 @@ def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, m
     assert cli.main(['report', str(tmp_path / 'f'), '--out', str(tmp_path / 'again'), '--fig4-k', '3']) == 0
     assert (tmp_path / 'again' / 'table1_paper.md').read_text() == (tmp_path / 'f' / 'table1_paper.md').read_text()
     assert drawn['utility_vs_k'][-1] == drawn['correlation_vs_k'][-1] == [1, 2, 3]
+
+
+class TokenCountingBackend(CountingBackend):
+    """CountingBackend(logprobs=True) reporting each word's log-probability (the sum it reports)."""
+
+    def __init__(self):
+        super().__init__(logprobs=True)
+
+    def generate(self, inps, **kw):
+        from dataclasses import replace
+        return [replace(a, token_logprobs=(a.logprob / a.tokens,) * a.tokens) for a in super().generate(inps, **kw)]
+
+
+def test_each_tokens_log_probability_is_kept_beside_the_answers_their_sums_unchanged(tmp_path, minilm):
+    import json
+    with pytest.warns(UserWarning):
+        results = study(TokenCountingBackend(), None, minilm)
+    answers, each = results.answers, results.token_logprobs
+    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']
+    assert list(each.columns) == ['system', 'k', 'qid', 'sample', 'token_logprobs']
+    assert_frame_equal(each[['system', 'k', 'qid', 'sample']], answers[['system', 'k', 'qid', 'sample']])
+    assert [sum(t) for t in each['token_logprobs']] == answers['logprob'].tolist()
+    results.save(tmp_path)
+    saved = pd.read_csv(tmp_path / 'token_logprobs.csv')
+    assert [tuple(json.loads(t)) for t in saved['token_logprobs']] == list(each['token_logprobs'])
+    assert pd.read_csv(tmp_path / 'answers.csv')['logprob'].tolist() == answers['logprob'].tolist()
+    # An engine that reports only the sum, or nothing: no file.
+    with pytest.warns(UserWarning):
+        study(CountingBackend(logprobs=True), None, minilm).save(tmp_path / 'sums')
+    assert not (tmp_path / 'sums' / 'token_logprobs.csv').exists()

@@ -533,7 +533,8 @@ class CausalLMBackend(DecodingBackendBase):
         """The answers to ``(prompt, seeds)`` items, one per seed: each prompt prefilled once, all
         rows decoded together (finished rows leave the batch); an answer is ``truncated`` when its
         row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
-        ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included."""
+        ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included
+        (``token_logprobs``: each of them)."""
         prefills, row_seeds = [], []
         for prompt, seeds in items:
             ids, ends = self._tokenize(prompt)
@@ -549,6 +550,7 @@ class CausalLMBackend(DecodingBackendBase):
         tokens: List[List[int]] = [[] for _ in row_seeds]
         cut = [False] * len(row_seeds)
         logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)
+        each: List[List[float]] = [[] for _ in row_seeds]
         active = list(range(len(row_seeds)))  # the row of each position of the batch
         live = [True] * len(active)  # finished rows stay in the batch until dropping them pays
         for step in range(max_new_tokens):
@@ -566,6 +568,7 @@ class CausalLMBackend(DecodingBackendBase):
                     continue
                 logprob[row] += chosen_logprob[j]
                 counted[row] += 1
+                each[row].append(chosen_logprob[j])
                 if token in self.eos_token_ids:
                     continue
                 tokens[row].append(token)
@@ -595,7 +598,8 @@ class CausalLMBackend(DecodingBackendBase):
             cache, scores = out.past_key_values, _float_rows(out.logits)
         self.generated_tokens += sum(map(len, tokens))
         texts = [Answer(text=cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences),
-                        truncated=c, logprob=lp, tokens=n) for t, c, lp, n in zip(tokens, cut, logprob, counted)]
+                        truncated=c, logprob=lp, tokens=n, token_logprobs=tuple(e))
+                 for t, c, lp, n, e in zip(tokens, cut, logprob, counted, each)]
         answers, row = [], 0
         for (_, seeds), (_, _, _, n) in zip(items, prefills):
             answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))

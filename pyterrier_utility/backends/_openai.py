@@ -297,8 +297,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if not encodable(text):
             raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
                                'nothing of it was stored')
-        logprob, tokens = _reported_logprob(choice, self.endpoint == 'chat') if self.logprobs else (None, None)
-        return Answer(text=text, truncated=choice.get('finish_reason') == 'length', logprob=logprob, tokens=tokens)
+        values = _reported_logprobs(choice, self.endpoint == 'chat') if self.logprobs else None
+        return Answer(text=text, truncated=choice.get('finish_reason') == 'length',
+                      logprob=None if values is None else float(sum(values)),
+                      tokens=None if values is None else len(values), token_logprobs=values)
 
     def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Answer:
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
@@ -401,19 +403,19 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             pass
 
 
-def _reported_logprob(choice: dict, chat: bool) -> Tuple[Optional[float], Optional[int]]:
-    """The sum and count of the chosen tokens' log-probabilities a response's choice reports
-    (completions: ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``(None,
-    None)`` when it reports none, or not a number for every token."""
+def _reported_logprobs(choice: dict, chat: bool) -> Optional[Tuple[float, ...]]:
+    """The chosen tokens' log-probabilities a response's choice reports (completions:
+    ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``None`` when it reports
+    none, or not a number for every token."""
     try:
         reported = choice['logprobs']
         values = [t['logprob'] for t in reported['content']] if chat else list(reported['token_logprobs'])
     except (KeyError, IndexError, TypeError):
-        return None, None
+        return None
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
                              for v in values):
-        return None, None
-    return float(sum(values)), len(values)
+        return None
+    return tuple(float(v) for v in values)
 
 
 def _retry_after(headers) -> float:

@@ -1,4 +1,5 @@
 """The k-sweep: every system's contexts at every k, answered once, scored once per label set."""
+import json
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ def window_name(system: str, start: int) -> str:
 
 #: The frames of a study and the files they are saved as.
 FRAMES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
-          'scores': 'scores.csv', 'queries': 'queries.csv'}
+          'scores': 'scores.csv', 'queries': 'queries.csv', 'token_logprobs': 'token_logprobs.csv'}
 
 
 @dataclass
@@ -58,6 +59,9 @@ class StudyResults:
         scores: each answer's FBERT per label set and the relevant document that gave the maximum
             (``best_docno``).
         queries: ``qid``, ``query``.
+        token_logprobs: the answers whose engine reported each token's log-probability: the keys of
+            ``answers`` and ``token_logprobs`` (a tuple per answer, in token order; its sum is the
+            answer's ``logprob``); saved as token_logprobs.csv, the tuples as JSON lists.
         generated: answers the backend generated in this run (cache misses).
         baseline: the system significance is tested against.
         ndcg_order: ``'context'`` (nDCG@k of a reversed system ranks Context 1 first, the order the
@@ -69,6 +73,7 @@ class StudyResults:
     contexts: Optional[pd.DataFrame] = None
     scores: Optional[pd.DataFrame] = None
     queries: Optional[pd.DataFrame] = None
+    token_logprobs: Optional[pd.DataFrame] = None
     generated: int = 0
     baseline: str = 'Rel'
     ndcg_order: str = 'context'
@@ -146,7 +151,8 @@ class StudyResults:
 
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
              min_n: int = stats.MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
-        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv, the tables
+        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
+        token_logprobs.csv (where the engine reported them), the tables
         (see :func:`write_tables`; Table 1 over ``table_ks``, default every k) and, when answers
         carry log-probabilities, confidence_correlations.csv (:meth:`confidence_correlations`:
         Pearson, Spearman, Kendall)."""
@@ -155,7 +161,9 @@ class StudyResults:
         paths = {}
         for name, file in FRAMES.items():
             frame = getattr(self, name)
-            if frame is not None and name != 'per_query':
+            if name == 'token_logprobs' and frame is not None:
+                frame = frame.assign(token_logprobs=[json.dumps(list(t)) for t in frame['token_logprobs']])
+            if frame is not None and name != 'per_query' and not (name == 'token_logprobs' and frame.empty):
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
         paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
@@ -429,7 +437,9 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
     zero = topics.assign(system='0-shot', k=0)
     zero, answered = (frame if 'sample' in frame.columns else frame.assign(sample=0)
-                      for frame in reader.answer_frames([zero, contexts], by=CELL))
+                      for frame in reader.answer_frames([zero, contexts], by=CELL, token_logprobs=True))
+    each = pd.concat([f[CELL + ['sample', 'token_logprobs']] for f in (zero, answered)], ignore_index=True)
+    zero, answered = (f.drop(columns='token_logprobs') for f in (zero, answered))
     generated = reader.backend.generated - before
     clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
 
@@ -451,7 +461,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     names = system_names(list(systems), reverse, orderings, windows)
     results = _results(topics, qrels, contexts, pd.concat([zero, answered], ignore_index=True), scores, frames,
                        label_sets, names, dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order),
-                       {'dataset': dataset, 'reader': reader_name})
+                       {'dataset': dataset, 'reader': reader_name}, each)
     _warn_truncated(results.answers, ' of '.join(n for n in (reader_name, dataset) if n))
     return results
 
@@ -466,7 +476,7 @@ def _warn_truncated(answers: pd.DataFrame, whose: str) -> None:
 
 
 def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,
-             named: Dict[str, Optional[str]]) -> StudyResults:
+             named: Dict[str, Optional[str]], each: pd.DataFrame) -> StudyResults:
     """The study's frames in their reported order, with ``dataset`` and ``reader`` columns when named."""
     per_query = pd.concat([f.assign(labels=str(labels)) for f, labels in zip(frames, label_sets)],
                           ignore_index=True)
@@ -489,7 +499,10 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
     shown = shown.assign(position=shown.groupby(CELL, sort=False).cumcount() + 1)
     labels = qrels.drop_duplicates(['qid', 'docno']).set_index(['qid', 'docno'])['label']
     shown = shown.assign(label=labels.reindex(pd.MultiIndex.from_frame(shown[['qid', 'docno']])).values)
+    each = answers[CELL + ['sample']].merge(each.drop_duplicates(CELL + ['sample']), on=CELL + ['sample'],
+                                            how='left')
     frames = {'per_query': per_query, 'answers': answers,
+              'token_logprobs': each[each['token_logprobs'].notna()].reset_index(drop=True),
               'contexts': shown[CELL + ['position', 'docno', 'label', 'text']].reset_index(drop=True),
               'scores': scores[['labels'] + CELL + ['sample', 'fbert', 'best_docno']],
               'queries': topics[['qid', 'query']]}
