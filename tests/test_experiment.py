@@ -354,7 +354,8 @@ def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, m
         monkeypatch.setattr(figures, name, lambda frame, *a, _real=real, _name=name, **kw: (
             drawn.setdefault(_name, []).append(sorted(set(frame['k']))), _real(frame, *a, **kw))[1])
     common = ['study', '--queries', '2', '--systems', 'BM25', 'Rel', '--labels', '2', '--samples', '1']
-    assert cli.main(common + ['-k', '2', '--figure-k', '1', '2', '3', '--fig4-k', '3', '--out', str(tmp_path / 'f')]) == 0
+    figure_study = ['-k', '2', '--figure-k', '1', '2', '3', '--fig4-k', '3', '--out', str(tmp_path / 'f')]
+    assert cli.main(common + figure_study) == 0
     assert drawn == {'utility_vs_k': [[1, 2, 3]], 'correlation_vs_k': [[1, 2, 3]]}
     assert cli.main(common + ['-k', '1', '2', '3', '--out', str(tmp_path / 'all')]) == 0
     shared, whole = backends[0].calls, backends[1].calls

@@ -48,11 +48,11 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     Every setting is sent with every request, never dropped: ``temperature``, ``top_p``,
     ``max_tokens``, ``stop``, a per-request ``seed``, and the non-standard ``top_k``, ``min_p`` and
     ``repetition_penalty`` (vLLM, SGLang, TGI and llama.cpp accept them; set them to ``None`` to leave
-    them out for servers that do not, such as hosted APIs) and ``repeat_last_n`` when set. A server that rejects a field answers
-    the first request with a client error, and the run stops naming the endpoint, the status, the
-    server's message and the non-standard fields sent. Connection errors, timeouts, 408, 429 and 5xx
-    are retried with exponential backoff, on another endpoint where there is one; after
-    ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
+    them out for servers that do not, such as hosted APIs) and ``repeat_last_n`` when set. A server
+    that rejects a field answers the first request with a client error, and the run stops naming the
+    endpoint, the status, the server's message and the non-standard fields sent. Connection errors,
+    timeouts, 408, 429 and 5xx are retried with exponential backoff, on another endpoint where there
+    is one; after ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
     endpoint and the status, carrying the answers completed before it (the generation cache keeps
     them). An error is never returned as an answer, nor is text that cannot be encoded (a lone
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times

@@ -11,9 +11,9 @@ from typing import Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING, ENGINE_OWN_WAY, ENGINES, FIELDS,
-                        GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet,
-                        engine_of)
+from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING,
+                        ENGINE_OWN_WAY, ENGINES, FIELDS, GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP,
+                        SUBMEASURES, Decoding, LabelSet, engine_of)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -43,7 +43,8 @@ class StudyConfig:
 
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
     answerable ones; 0: all), ``ks`` (Table 1's), ``figure_ks`` (those of Figures 3 and 5, empty:
-    ``ks``; the answers of a k in both are generated once), ``label_sets`` (relevant labels for P, one column block each),
+    ``ks``; the answers of a k in both are generated once), ``label_sets`` (relevant labels for P, one
+    column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
     (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``window_grid`` (``(tops, tails,
@@ -113,8 +114,8 @@ class StudyConfig:
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
-        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'window_grid',
-                     'readers'):
+        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows',
+                     'window_grid', 'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
