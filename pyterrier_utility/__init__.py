@@ -13,7 +13,8 @@ from ._version import __version__
 _NAMES = {
     'BertScore': 'bertscore', 'Decoding': 'settings', 'ERAGLabeller': 'erag', 'ERAG_Hit': 'measures',
     'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'fbert',
-    'GenerationCache': 'cache', 'GoldAnswerScorer': 'gold', 'LLMRetEval': 'reteval', 'LabelSet': 'settings',
+    'GenerationCache': 'cache', 'GoldAnswerScorer': 'gold', 'GridWindow': 'order', 'LLMRetEval': 'reteval',
+    'LabelSet': 'settings',
     'LostInTheMiddle': 'order',
     'OracleSampler': 'oracle', 'Ordering': 'order', 'PROMPT_FORMATS': 'prompts', 'Permutation': 'order',
     'PromptFormat': 'prompts', 'Reader': 'reader',

@@ -65,7 +65,9 @@ OPTIONS = {
         (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'), "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
                                                       'irds:msmarco-passage/trec-dl-2019/judged; several: one table'),
         (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'), 'the first N queries with a relevant document (0: all)'),
-        (('-k',), 'ks', dict(type=_number(int, 1), nargs='+', metavar='K'), 'context sizes'),
+        (('-k',), 'ks', dict(type=_number(int, 1), nargs='+', metavar='K'), 'context sizes (of Table 1)'),
+        (('--figure-k',), 'figure_ks', dict(type=_number(int, 1), nargs='+', metavar='K'),
+         "the context sizes of Figures 3 and 5 (default: -k's); a k in both is answered once"),
         (('--labels',), 'label_sets', dict(type=_labels, nargs='+', metavar='LABELS'),
          "relevant labels for P: a minimum ('2') or a set ('2,3'); several: a column block each"),
     ],
@@ -81,6 +83,9 @@ OPTIONS = {
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
         (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
          'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
+        (('--window-grid',), 'window_grid', dict(type=_number(int, 0), nargs=3, metavar=('TOPS', 'TAILS', 'STEP')),
+         "windows as the authors' compose_context samples them: the first TOPS windows every STEP ranks from the top "
+         '(BM25, BM25@1+STEP, ...) and the last TAILS of that grid (BM25@-1 the last)'),
         (('--neural',), 'neural', dict(choices=['dense', 'monot5']), 'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
         (('--index',), 'index', dict(metavar='PATH'), 'an existing index for BM25 (default: PISA, built in the cache folder)'),
@@ -170,8 +175,8 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
-            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction', 'min_n',
-                                          'title'):
+            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction',
+                                   'min_n', 'title'):
                 continue
             default, paper = (getattr(c.decoding if field in FIELDS else c, field, None) for c in (base, cfg.PAPER))
             shown = f' (default: {_shown(default)}; --preset paper: {_shown(paper)})' \
@@ -186,8 +191,8 @@ def given(args: argparse.Namespace) -> dict:
     out.update({name: None for name in FIELDS if out.get(name) == NOT_SENT})
     if out.pop('no_reverse', None):
         out['orderings'] = ('original',)
-    for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings', 'windows',
-                 'readers'):
+    for name in ('datasets', 'ks', 'figure_ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings',
+                 'windows', 'window_grid', 'readers'):
         if name in out:
             out[name] = tuple(out[name])
     return out

@@ -224,9 +224,12 @@ class Reader(pt.Transformer):
         All prompts are answered in one call (each distinct prompt and seed once)."""
         return self.answer_frames([inp], by)[0]
 
-    def answer_frames(self, frames: Sequence[pd.DataFrame], by: Union[str, Sequence[str]] = 'qid') -> List[pd.DataFrame]:
+    def answer_frames(self, frames: Sequence[pd.DataFrame], by: Union[str, Sequence[str]] = 'qid',
+                      token_logprobs: bool = False) -> List[pd.DataFrame]:
         """:meth:`answer_frame` of several frames (e.g. query frames for 0-shot and result frames
-        for k-shot), their prompts answered together in one call."""
+        for k-shot), their prompts answered together in one call; with ``token_logprobs``, also
+        each answer's token log-probabilities (a ``token_logprobs`` column of tuples, ``None``
+        where the engine reports none)."""
         by = [by] if isinstance(by, str) else list(by)
         prompts = [self.prompts(frame, by) for frame in frames]
         distinct = list(dict.fromkeys(p for group in prompts for p in group.values()))
@@ -242,6 +245,8 @@ class Reader(pt.Transformer):
                                        mean_logprob=pd.Series([a.mean_logprob for a in rows], index=frame.index,
                                                               dtype=float),
                                        truncated=[a.truncated for a in rows])
+                if token_logprobs:
+                    answers = answers.assign(token_logprobs=[getattr(a, 'token_logprobs', None) for a in rows])
                 per_sample.append(answers.assign(sample=j) if self.n_samples > 1 else answers)
             out.append(pd.concat(per_sample, ignore_index=True))
         return out

@@ -40,9 +40,12 @@ def test_log_probability_is_the_models_own_for_the_chosen_tokens(gemma, repetiti
                                    repetition_penalty=repetition_penalty, top_k=None, top_p=None)
             new = whole[0, ids.shape[1]:]
             logits = model(whole).logits[0, ids.shape[1] - 1:-1].float()
-        expected = torch.log_softmax(logits, -1).gather(1, new[:, None]).sum().item()
+        each = torch.log_softmax(logits, -1).gather(1, new[:, None])[:, 0]
+        expected = each.sum().item()
         assert answer.text == exact.tokenizer.decode(new, skip_special_tokens=True).strip()
-        assert answer.tokens == len(new)
+        assert answer.tokens == len(new) == len(answer.token_logprobs)
+        assert sum(answer.token_logprobs) == answer.logprob  # the sum is the one reported, to the bit
+        assert list(answer.token_logprobs) == pytest.approx(each.tolist(), abs=1e-3)
         assert answer.truncated == (new[-1].item() not in eos)
         assert answer.logprob == pytest.approx(expected, abs=1e-3)
         assert answer.mean_logprob == pytest.approx(expected / len(new), abs=1e-3)

@@ -200,6 +200,7 @@ def test_log_probabilities_are_asked_for_only_with_logprobs_and_summed_as_report
     # The simulated answer has 3 words, of log-probabilities -1/8, -2/8, -3/8.
     assert [(o.text, o.logprob, o.tokens, o.mean_logprob) for o in outs] == [
         (simulated_answer('p', 1), -0.75, 3, -0.25), (simulated_answer('q', 2), -0.75, 3, -0.25)]
+    assert [o.token_logprobs for o in outs] == [(-0.125, -0.25, -0.375)] * 2 and plain.token_logprobs is None
 
 
 def test_a_server_that_ignores_the_request_for_log_probabilities_gives_none(tmp_path):

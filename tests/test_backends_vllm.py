@@ -11,8 +11,9 @@ from pyterrier_utility.errors import BackendError
 
 class SimulatedVLLM(types.ModuleType):
     """Stands in for the ``vllm`` package: records what the backend builds, answers from prompt and seed;
-    asked for ``logprobs``, it reports a ``cumulative_logprob`` of -0.5 per word over one token per word,
-    and ``finish_reason`` 'length' for a prompt ending in 'xyz'."""
+    asked for ``logprobs``, it reports a ``cumulative_logprob`` of -0.5 per word over one token per word
+    (each position's ``logprobs`` giving the sampled token -0.5 and another -9), and ``finish_reason``
+    'length' for a prompt ending in 'xyz'."""
 
     def __init__(self, drop_one=False):
         super().__init__('vllm')
@@ -41,7 +42,10 @@ class SimulatedVLLM(types.ModuleType):
                     if sp.fields.get('logprobs') is not None:
                         words = len(text.split())
                         out = types.SimpleNamespace(text=text, token_ids=list(range(words)), cumulative_logprob=-0.5 * words,
-                                                    finish_reason='length' if p.endswith('xyz') else 'stop')
+                                                    finish_reason='length' if p.endswith('xyz') else 'stop',
+                                                    logprobs=[{t: types.SimpleNamespace(logprob=-0.5),
+                                                               t + 1: types.SimpleNamespace(logprob=-9.0)}
+                                                              for t in range(words)])
                     outs.append(types.SimpleNamespace(outputs=[out]))
                 return outs[:-1] if drop_one else outs
 
@@ -86,8 +90,11 @@ def test_min_p_goes_to_vllm_and_a_penalty_window_is_said_not_applied(monkeypatch
 def test_answers_carry_vllms_cumulative_logprob_and_finish_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, 'vllm', SimulatedVLLM())
     outs = pu.backends.VLLMBackend('m').generate(['abc', 'xyz'], seeds=[1, 2])
-    assert outs == [pu.backends.Answer(text='abc seed 1', truncated=False, logprob=-2.5, tokens=5),
-                    pu.backends.Answer(text='xyz seed 2', truncated=True, logprob=-2.5, tokens=5)]
+    # Each position's dict holds the sampled token (and others): the sampled one's is its log-probability.
+    assert outs == [pu.backends.Answer(text='abc seed 1', truncated=False, logprob=-2.5, tokens=5,
+                                       token_logprobs=(-0.5,) * 5),
+                    pu.backends.Answer(text='xyz seed 2', truncated=True, logprob=-2.5, tokens=5,
+                                       token_logprobs=(-0.5,) * 5)]
     assert outs[0].mean_logprob == -0.5
 
 

@@ -208,8 +208,9 @@ def test_the_paper_presets_dev_small_path_on_a_binary_collection(binary, tmp_pat
     assert 'irds:msmarco-passage/dev/small' in ex.PRESETS['paper'].datasets
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     out = tmp_path / 'dev'
+    # As the README runs dev_small: Table 1's k for the figures too (the paper draws no dev_small figure).
     assert cli.main(['study', '--preset', 'paper', '--dataset', binary, '--bm25', 'pisa', '--neural', 'dense',
-                     '--scorer', 'minilm', '--out', str(out)]) == 0
+                     '--scorer', 'minilm', '--figure-k', '2', '5', '10', '15', '--out', str(out)]) == 0
     printed = capsys.readouterr()
     assert (f'{binary} is judged in two grades (labels [0, 1]): P counts label 1 (one label set, label in {{1}}); '
             'Rel and NRel left out') in printed.err

@@ -246,6 +246,8 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
     assert (paper['bm25'], paper['prompt_format'], paper['oracle'], paper['neural']) == \
         ('terrier', 'authors', 'authors', 'monot5')
     assert paper['label_sets'] == ['label in {2,3}', 'label in {3}'] and paper['ks'] == [2, 5, 10, 15]
+    # Figures 3 and 5 over "a wider range" of k, every k from 1 to 15; Table 1's four among them.
+    assert paper['figure_ks'] == list(range(1, 16)) and cfg.PRESETS['paper'].all_ks == tuple(range(1, 16))
     # What llama-cpp-python 0.2.75 (their rag-utility.yml) applied: their code's settings, its defaults
     # for the rest (create_completion's top_p, min_p, repeat_penalty; Llama's last_n_tokens_size).
     assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': 0.95, 'min_p': 0.05,

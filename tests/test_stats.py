@@ -124,7 +124,8 @@ def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_d
         '|  | BM25-r |  |  |  | 0.039\u2021 |\n')
     tex = stats.table1_paper(table, 'latex')
     assert '\\multicolumn{2}{c}{label in \\{3\\} / label in \\{1\\}}' in tex
-    assert '\ndev\\_small & BM25 &  &  & 0.557 & \\textbf{0.041} \\\\\n & BM25-r &  &  &  & 0.039$^{\\ddagger}$ \\\\' in tex
+    assert ('\ndev\\_small & BM25 &  &  & 0.557 & \\textbf{0.041} \\\\\n'
+            ' & BM25-r &  &  &  & 0.039$^{\\ddagger}$ \\\\') in tex
     # The same label sets everywhere: the blocks are the label sets, as before.
     same = stats.table1_paper(pd.concat([dl, dl.assign(dataset='DL20')], ignore_index=True))
     assert '| label in {2,3}, 0-shot | label in {2,3}, k=2 | label in {3}, 0-shot | label in {3}, k=2 |' in same

@@ -26,10 +26,13 @@ class Answer(BackendOutput):
             of the chosen token before temperature, top-k or penalties; ``None`` where the engine
             gives none.
         tokens: the number of tokens ``logprob`` sums over.
+        token_logprobs: each of those tokens' log-probability, in order (``logprob`` is their sum);
+            ``None`` where the engine reports only the sum, or nothing.
     """
     truncated: Optional[bool] = False
     logprob: Optional[float] = None
     tokens: Optional[int] = None
+    token_logprobs: Optional[Tuple[float, ...]] = None
 
     @property
     def mean_logprob(self) -> Optional[float]:

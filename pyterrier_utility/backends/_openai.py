@@ -52,11 +52,11 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     Every setting is sent with every request, never dropped: ``temperature``, ``top_p``,
     ``max_tokens``, ``stop``, a per-request ``seed``, and the non-standard ``top_k``, ``min_p`` and
     ``repetition_penalty`` (vLLM, SGLang, TGI and llama.cpp accept them; set them to ``None`` to leave
-    them out for servers that do not, such as hosted APIs) and ``repeat_last_n`` when set. A server that rejects a field answers
-    the first request with a client error, and the run stops naming the endpoint, the status, the
-    server's message and the non-standard fields sent. Connection errors, timeouts, 408, 429 and 5xx
-    are retried with exponential backoff, on another endpoint where there is one; after
-    ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
+    them out for servers that do not, such as hosted APIs) and ``repeat_last_n`` when set. A server
+    that rejects a field answers the first request with a client error, and the run stops naming the
+    endpoint, the status, the server's message and the non-standard fields sent. Connection errors,
+    timeouts, 408, 429 and 5xx are retried with exponential backoff, on another endpoint where there
+    is one; after ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
     endpoint and the status, carrying the answers completed before it (the generation cache keeps
     them). An error is never returned as an answer, nor is text that cannot be encoded (a lone
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
@@ -322,8 +322,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if not encodable(text):
             raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
                                'nothing of it was stored')
-        logprob, tokens = _reported_logprob(choice, self.endpoint == 'chat') if self.logprobs else (None, None)
-        return Answer(text=text, truncated=choice.get('finish_reason') == 'length', logprob=logprob, tokens=tokens)
+        values = _reported_logprobs(choice, self.endpoint == 'chat') if self.logprobs else None
+        return Answer(text=text, truncated=choice.get('finish_reason') == 'length',
+                      logprob=None if values is None else float(sum(values)),
+                      tokens=None if values is None else len(values), token_logprobs=values)
 
     def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Answer:
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
@@ -443,19 +445,19 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             pass
 
 
-def _reported_logprob(choice: dict, chat: bool) -> Tuple[Optional[float], Optional[int]]:
-    """The sum and count of the chosen tokens' log-probabilities a response's choice reports
-    (completions: ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``(None,
-    None)`` when it reports none, or not a number for every token."""
+def _reported_logprobs(choice: dict, chat: bool) -> Optional[Tuple[float, ...]]:
+    """The chosen tokens' log-probabilities a response's choice reports (completions:
+    ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``None`` when it reports
+    none, or not a number for every token."""
     try:
         reported = choice['logprobs']
         values = [t['logprob'] for t in reported['content']] if chat else list(reported['token_logprobs'])
     except (KeyError, IndexError, TypeError):
-        return None, None
+        return None
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
                              for v in values):
-        return None, None
-    return float(sum(values)), len(values)
+        return None
+    return tuple(float(v) for v in values)
 
 
 def _retry_after(headers) -> float:

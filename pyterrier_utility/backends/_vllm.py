@@ -1,5 +1,5 @@
 """vLLM in this process: one GPU node (or vLLM's CPU build), all prompts of a call scheduled together."""
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._util import check_int
 from ..errors import BackendError, SettingError
@@ -163,10 +163,22 @@ def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: b
 
 
 def _answer(output, stop: Sequence[str]) -> Answer:
-    """A vLLM ``CompletionOutput`` as an :class:`Answer` (no log-probability where vLLM gives none)."""
+    """A vLLM ``CompletionOutput`` as an :class:`Answer` (no log-probability where vLLM gives none;
+    each token's where its ``logprobs``, one dict per position, hold the sampled token)."""
     logprob = getattr(output, 'cumulative_logprob', None)
     tokens = getattr(output, 'token_ids', None)
     reason = getattr(output, 'finish_reason', None)
     return Answer(text=cut_at_stop(output.text, stop), truncated=None if reason is None else reason == 'length',
                   logprob=None if logprob is None else float(logprob),
-                  tokens=None if logprob is None or tokens is None else len(tokens))
+                  tokens=None if logprob is None or tokens is None else len(tokens),
+                  token_logprobs=_sampled_logprobs(getattr(output, 'logprobs', None), tokens))
+
+
+def _sampled_logprobs(positions, tokens) -> Optional[Tuple[float, ...]]:
+    """The sampled tokens' log-probabilities from vLLM's per-position ``{token id: Logprob}``."""
+    if not positions or tokens is None or len(positions) != len(tokens):
+        return None
+    try:
+        return tuple(float(position[token].logprob) for position, token in zip(positions, tokens))
+    except (KeyError, AttributeError, TypeError):
+        return None

@@ -11,9 +11,9 @@ from typing import Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING, ENGINE_OWN_WAY, ENGINES, FIELDS,
-                        GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet,
-                        engine_of)
+from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING,
+                        ENGINE_OWN_WAY, ENGINES, FIELDS, GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP,
+                        SUBMEASURES, Decoding, LabelSet, engine_of)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -42,10 +42,14 @@ class StudyConfig:
     nothing downloaded); :data:`PRESETS` ``['paper']`` is the paper's study.
 
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
-    answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
+    answerable ones; 0: all), ``ks`` (Table 1's), ``figure_ks`` (those of Figures 3 and 5, empty:
+    ``ks``; the answers of a k in both are generated once), ``label_sets`` (relevant labels for P, one
+    column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
-    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
+    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``window_grid`` (``(tops, tails,
+    step)``: windows from the top and the tail of each ranking, as the authors' ``compose_context``
+    samples them), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
     runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
     'authors-short'). Readers: ``readers`` (several: each
@@ -69,12 +73,14 @@ class StudyConfig:
     datasets: Tuple[str, ...] = ('cranfield',)
     queries: int = 10
     ks: Tuple[int, ...] = (1, 3, 5)
+    figure_ks: Tuple[int, ...] = ()
     label_sets: Tuple[LabelSet, ...] = (LabelSet(minimum=2), LabelSet(minimum=3))
     rel_labels: LabelSet = LabelSet(minimum=2)
     systems: Tuple[str, ...] = ('BM25', 'Neural', 'Rel', 'NRel')
     runs: Tuple[Tuple[str, str], ...] = ()
     orderings: Tuple[str, ...] = ('original', 'reversed')
     windows: Tuple[int, ...] = ()
+    window_grid: Tuple[int, ...] = ()
     neural: str = 'dense'
     bm25: str = 'pisa'
     index: Optional[str] = None
@@ -111,7 +117,8 @@ class StudyConfig:
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
-        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'readers'):
+        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows',
+                     'window_grid', 'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -129,6 +136,8 @@ class StudyConfig:
              f'give one reader or several different ones, got {list(self.readers)}')
         need(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
              f'ks must be integers >= 1, got {list(self.ks)}')
+        need(all(isinstance(k, int) and k >= 1 for k in self.figure_ks),
+             f'figure_ks must be integers >= 1, got {list(self.figure_ks)}')
         need(bool(self.label_sets), 'give at least one label set')
         for name in ('queries', 'seed', 'oracle_seed'):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
@@ -145,6 +154,10 @@ class StudyConfig:
              f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
         need(all(isinstance(s, int) and s >= 2 for s in self.windows),
              f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
+        need(not self.window_grid or (len(self.window_grid) == 3 and all(isinstance(x, int) for x in self.window_grid)
+                                      and self.window_grid[0] >= 1 and self.window_grid[1] >= 0
+                                      and self.window_grid[2] >= 1),
+             f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
         need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
                                                          f'got {self.ndcg_order!r}')
         need(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
@@ -166,6 +179,28 @@ class StudyConfig:
                                                        f'got {self.endpoint!r}')
         need(self.timeout > 0 and isinstance(self.max_retries, int) and self.max_retries >= 0,
              f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
+
+    @property
+    def all_ks(self) -> Tuple[int, ...]:
+        """Every k the study answers: Table 1's and the figures', each once."""
+        return tuple(sorted(set(self.ks) | set(self.figure_ks)))
+
+    @property
+    def study_windows(self) -> Tuple[int, ...]:
+        """The windows of each ranking the study answers (see :func:`~.study.window`): ``windows``, and
+        ``window_grid``'s as the authors' ``compose_context(tops, tails, step)`` samples them: the
+        first ``tops`` windows every ``step`` ranks from the top (their start ranks; the first is the
+        top k) and the last ``tails`` of that grid (-tails .. -1)."""
+        if not self.window_grid:
+            return self.windows
+        tops, tails, step = self.window_grid
+        grid = [1 + i * step for i in range(1, tops)] + [-j for j in range(tails, 0, -1)]
+        return tuple(dict.fromkeys(list(self.windows) + grid))
+
+    @property
+    def window_step(self) -> int:
+        """The step of ``window_grid`` (1 without one)."""
+        return self.window_grid[2] if self.window_grid else 1
 
     @property
     def offline(self) -> bool:
@@ -307,7 +342,8 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 #: DL'20 judged queries and MS MARCO dev_small over MS MARCO passages, BM25 (PyTerrier's Terrier
 #: BM25) and MonoT5 over BM25's top 100, both reversed, Rel and NRel oracles (none on dev_small,
 #: whose binary labels :meth:`StudyConfig.for_collection` studies as the paper does), k = 2, 5, 10,
-#: 15, Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
+#: 15 (Table 1; Figures 3 and 5 over every k from 1 to 15, the paper's "wider range"),
+#: Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
 #: and {3} (dev_small: {1}). From the authors'
 #: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
 #: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
@@ -320,7 +356,7 @@ PAPER = StudyConfig(
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
     readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,
-    scorer='bert-large-uncased', out='results/paper', preset='paper')
+    scorer='bert-large-uncased', out='results/paper', preset='paper', figure_ks=tuple(range(1, 16)))
 #: Named configurations (``--preset``).
 PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
 #: Where a preset's decoding values come from, printed with them.

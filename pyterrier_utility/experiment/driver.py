@@ -27,7 +27,6 @@ from ..datasets import get_dataset
 from ..errors import SettingError
 from ..fbert import FBertScorer
 from ..gold import GOLD_QUALITIES, GoldAnswerScorer
-from ..order import Window
 from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..runs import RunFile
@@ -38,7 +37,7 @@ from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import TITLE, write_report
 from .output import owned, staged
 from .validate import read_per_query
-from .study import StudyResults, blocks, run_study, variants, write_tables
+from .study import StudyResults, blocks, run_study, variants, window, write_tables
 from .systems import REVERSED_SYSTEMS, default_systems
 
 
@@ -197,9 +196,10 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
                 systems = build_systems(studied, name, dataset, qrels, topics, reader)
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
-            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
+            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.all_ks,
                                      label_sets=studied.label_sets, reverse=ranked_systems(config, systems),
-                                     orderings=config.orderings, windows=config.windows,
+                                     orderings=config.orderings, windows=config.study_windows,
+                                     window_step=config.window_step,
                                      scorer_for=scorer_factory(config, dataset, qrels, bertscore),
                                      baseline='Rel' if 'Rel' in systems else None,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
@@ -218,12 +218,13 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     with staged(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)
         (stage / 'settings.json').write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
-        paths = results.save(stage, correction=config.correction, min_n=config.min_n)
+        paths = results.save(stage, correction=config.correction, min_n=config.min_n, table_ks=config.ks)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
-        fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
-        drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order)
+        fig4_k = config.fig4_k if config.fig4_k in config.all_ks else max(config.ks)
+        drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order,
+                                     ks=config.figure_ks or config.ks)
         # The page is written in the staging folder; its title names the folder it is moved into.
         write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))
         return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
@@ -291,8 +292,10 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     pipelines = {}
     for s, system in systems.items():
-        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings, config.windows):
-            cut = system >> Window(first, k) if first > 1 else system % k
+        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings,
+                                               config.study_windows):
+            cut = window(first, k, config.window_step)
+            cut = system >> cut if cut is not None else system % k
             pipelines[label] = cut if ordering is None else cut >> ordering
     # Each system runs once; both evaluations below read its stored output.
     outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]
@@ -310,13 +313,26 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     return table
 
 
+def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
+    """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
+    no such file, or one without ``ks``)."""
+    path = folder / 'settings.json'
+    if not path.is_file():
+        return None
+    settings = json.loads(path.read_text())
+    if 'ks' not in settings:
+        return None
+    return settings['ks'], settings.get('figure_ks') or settings['ks']
+
+
 def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5,
            ndcg_order: str = 'context', html: bool = False, min_n: int = 5) -> List[str]:
     """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
-    e.g. one per dataset, make one table); nothing is generated. With ``html``, also each folder's
-    browsable page (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
-    Returns the file names."""
-    frames = []
+    e.g. one per dataset, make one table); nothing is generated. Table 1 is over the ``ks`` and
+    Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has
+    none). With ``html``, also each folder's browsable page (``report.html`` in ``out``, or
+    ``NAME-report.html`` for several folders). Returns the file names."""
+    frames, table_ks, figure_ks = [], set(), set()
     for folder in folders:
         path = Path(folder) / 'per_query.csv'
         if not path.is_file():
@@ -325,14 +341,18 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
         if 'dataset' not in frame.columns:
             frame.insert(0, 'dataset', Path(folder).name)
         frames.append(frame)
+        recorded = _recorded_ks(Path(folder))
+        table_ks |= set(recorded[0] if recorded else frame['k'])
+        figure_ks |= set(recorded[1] if recorded else frame['k'])
     per_query = pd.concat(frames, ignore_index=True)
     if per_query['dataset'].nunique() == 1 and len(folders) == 1:
         per_query = per_query.drop(columns=['dataset'])
     check_out(out)
     baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
-    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n)
+    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks))
     ks = sorted(set(per_query['k']))
-    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
+    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
+                                 ndcg_order=ndcg_order, ks=sorted(figure_ks))
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)
     if html:

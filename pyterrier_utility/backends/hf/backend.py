@@ -237,7 +237,8 @@ class CausalLMBackend(DecodingBackendBase):
         """The answers to ``(prompt, seeds)`` items, one per seed: each prompt prefilled once, all
         rows decoded together (finished rows leave the batch); an answer is ``truncated`` when its
         row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
-        ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included."""
+        ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included
+        (``token_logprobs``: each of them)."""
         prefills, row_seeds = [], []
         for prompt, seeds in items:
             ids, ends = self._tokenize(prompt)
@@ -247,11 +248,12 @@ class CausalLMBackend(DecodingBackendBase):
             prefills.append((ids, cache, logits, n))
             row_seeds += seeds[:n]
         state = self._merge(prefills, max_new_tokens)
-        tokens, cut, logprob, counted = decode(self.model, self.tokenizer, self.eos_token_ids, self.decoding,
-                                               row_seeds, state, max_new_tokens, stop_sequences)
+        tokens, cut, logprob, counted, each = decode(self.model, self.tokenizer, self.eos_token_ids, self.decoding,
+                                                     row_seeds, state, max_new_tokens, stop_sequences)
         self.generated_tokens += sum(map(len, tokens))
         texts = [Answer(text=cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences),
-                        truncated=c, logprob=lp, tokens=n) for t, c, lp, n in zip(tokens, cut, logprob, counted)]
+                        truncated=c, logprob=lp, tokens=n, token_logprobs=tuple(e))
+                 for t, c, lp, n, e in zip(tokens, cut, logprob, counted, each)]
         answers, row = [], 0
         for (_, seeds), (_, _, _, n) in zip(items, prefills):
             answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))

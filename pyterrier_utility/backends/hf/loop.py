@@ -18,7 +18,7 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
     """The tokens of each row decoded from ``state`` (the merged batch: KV cache, attention mask,
     token history, next positions and the first step's scores), whether each was cut at
     ``max_new_tokens``, and the sum and count of the log-softmax of the raw logits at each chosen
-    token (end of text included)."""
+    token (end of text included), with each of them."""
     cache, mask, history, positions, scores = state
     d = decoding
     sampler = None if d.greedy else SeededSampling(row_seeds, d.temperature, d.top_k or 0, d.top_p, d.min_p)
@@ -26,6 +26,7 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
     tokens: List[List[int]] = [[] for _ in row_seeds]
     cut = [False] * len(row_seeds)
     logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)
+    each: List[List[float]] = [[] for _ in row_seeds]
     active = list(range(len(row_seeds)))  # the row of each position of the batch
     live = [True] * len(active)  # finished rows stay in the batch until dropping them pays
     for step in range(max_new_tokens):
@@ -43,6 +44,7 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
                 continue
             logprob[row] += chosen_logprob[j]
             counted[row] += 1
+            each[row].append(chosen_logprob[j])
             if token in eos_token_ids:
                 continue
             tokens[row].append(token)
@@ -70,4 +72,4 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
                          past_key_values=cache, use_cache=True)
         positions = positions + 1
         cache, scores = out.past_key_values, float_rows(out.logits)
-    return tokens, cut, logprob, counted
+    return tokens, cut, logprob, counted, each
