@@ -1,6 +1,7 @@
-"""A study as one self-contained HTML page: the overview (settings, Table 1, mean U with confidence
-intervals, correlations, figures) and a per-query explorer of every query's contexts, answers and
-scores; and :func:`query_view`, one query inline in Jupyter.
+"""A study as one self-contained HTML page: the overview (what was studied, Table 1, mean U with
+confidence intervals, figures, correlations with U, then the settings folded) and a per-query
+explorer of every query's contexts, answers and scores; and :func:`query_view`, one query inline in
+Jupyter.
 
 The page needs no server and no network: styles and script are inline, figures are PNG data URIs,
 and the study's rows are one JSON blob that the script renders a page of rows at a time.

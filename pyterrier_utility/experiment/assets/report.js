@@ -113,7 +113,9 @@
 
   function answerCell(cls, answer) {
     if (!answer) return el('td', {class: cls}, '–');
-    return el('td', {class: cls + (answer[3] ? ' truncated' : '')}, el('span', {class: 'answer-text'}, D.answer_texts[answer[1]]),
+    const text = D.answer_texts[answer[1]];
+    return el('td', {class: cls + (answer[3] ? ' truncated' : '')}, el('span', {class: 'answer-text'}, text),
+      text === '' ? el('span', {class: 'note'}, '(empty)') : null,
       answer[3] ? [' ', el('span', {class: 'cut', title: 'generation stopped at max_new_tokens'}, 'cut')] : null);
   }
 
