@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 install: $(STAMP)
 
@@ -25,7 +25,10 @@ $(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requir
 demo: $(STAMP)
 	$(BIN)/pyterrier-utility study --out results/study
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check pyterrier_utility tests benchmarks
+
+test: lint
 	$(BIN)/python -m pytest -q tests
 
 clean:

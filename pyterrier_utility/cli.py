@@ -59,9 +59,11 @@ def _run(text: str):
 #: Options as (flags, config field, argparse keywords, help); the default shown is the command's.
 OPTIONS = {
     'data': [
-        (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'), "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
-                                                      'irds:msmarco-passage/trec-dl-2019/judged; several: one table'),
-        (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'), 'the first N queries with a relevant document (0: all)'),
+        (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'),
+         "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. irds:msmarco-passage/trec-dl-2019/judged; "
+         'several: one table'),
+        (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'),
+         'the first N queries with a relevant document (0: all)'),
         (('-k',), 'ks', dict(type=_number(int, 1), nargs='+', metavar='K'), 'context sizes'),
         (('--labels',), 'label_sets', dict(type=_labels, nargs='+', metavar='LABELS'),
          "relevant labels for P: a minimum ('2') or a set ('2,3'); several: a column block each"),
@@ -77,14 +79,17 @@ OPTIONS = {
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
         (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
          'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
-        (('--neural',), 'neural', dict(choices=['dense', 'monot5']), 'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
+        (('--neural',), 'neural', dict(choices=['dense', 'monot5']),
+         'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
-        (('--index',), 'index', dict(metavar='PATH'), 'an existing index for BM25 (default: PISA, built in the cache folder)'),
+        (('--index',), 'index', dict(metavar='PATH'),
+         'an existing index for BM25 (default: PISA, built in the cache folder)'),
         (('--rel-labels',), 'rel_labels', dict(type=_labels, metavar='LABELS'), 'the labels the Rel oracle draws from'),
         (('--oracle',), 'oracle', dict(choices=['sampled', 'authors']),
          "Rel and NRel: a random sample (the paper's text) or every judged document by label (the authors' "
          'released runs: Rel highest first, padded with lower labels)'),
-        (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'), 'the seed of the Rel and NRel samples'),
+        (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'),
+         'the seed of the Rel and NRel samples'),
         (('--cosmix-threshold',), 'cosmix_threshold', dict(type=float, metavar='COSINE'),
          "COSMix: the cosine to a document's nearest other document at or above which it is not sparse"),
     ],
@@ -100,7 +105,8 @@ OPTIONS = {
     'decoding': [
         (('--temperature',), 'temperature', dict(type=_number(float, 0), metavar='T'), '0: greedy'),
         (('--top-k',), 'top_k', dict(type=_top_k, metavar='K'), "0: all tokens; 'none': not sent to a server"),
-        (('--top-p',), 'top_p', dict(type=_number(float, 0, exclusive=True, maximum=1), metavar='P'), 'nucleus sampling, in (0, 1]'),
+        (('--top-p',), 'top_p', dict(type=_number(float, 0, exclusive=True, maximum=1), metavar='P'),
+         'nucleus sampling, in (0, 1]'),
         (('--max-new-tokens',), 'max_new_tokens', dict(type=_number(int, 1), metavar='N'), 'tokens per answer'),
         (('--repetition-penalty',), 'repetition_penalty', dict(type=_number(float, 0, exclusive=True), metavar='X'),
          '(offline readers: 1.2 unless given)'),
@@ -110,14 +116,18 @@ OPTIONS = {
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),
          'openai readers: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1)'),
-        (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'), 'openai readers: requests in flight'),
+        (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'),
+         'openai readers: requests in flight'),
         (('--endpoint',), 'endpoint', dict(choices=['completions', 'chat']),
          'openai readers: the raw prompt (completions) or a chat message'),
-        (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'), 'openai readers: seconds per request'),
-        (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'), 'openai readers: retries of a failed request'),
+        (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
+         'openai readers: seconds per request'),
+        (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'),
+         'openai readers: retries of a failed request'),
         (('--retry-deadline',), 'retry_deadline', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
          "openai readers: seconds after a prompt's first attempt when it is not tried again"),
-        (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'), 'vllm readers: GPUs per model'),
+        (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'),
+         'vllm readers: GPUs per model'),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
     ],
@@ -125,12 +135,14 @@ OPTIONS = {
         (('--quality',), 'quality', dict(choices=cfg.QUALITIES),
          "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
          'answers: BERTScore, exact match, token F1'),
-        (('--scorer',), 'scorer', dict(metavar='MODEL'), "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
+        (('--scorer',), 'scorer', dict(metavar='MODEL'),
+         "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=cfg.SUBMEASURES), "BERTScore's precision, recall or F1"),
         (('--agg',), 'agg', dict(choices=cfg.AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
         (('--ndcg-order',), 'ndcg_order', dict(choices=['context', 'retrieval']),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
-        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS), 'a multiple-testing correction of the t-tests'),
+        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS),
+         'a multiple-testing correction of the t-tests'),
         (('--min-n',), 'min_n', dict(type=_number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
         (('--fig4-k',), 'fig4_k', dict(type=_number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
@@ -216,7 +228,8 @@ def parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=text, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_options(command, base, one_k=name == 'experiment')
         command.set_defaults(base=base)
-    rep = sub.add_parser('report', help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
+    rep = sub.add_parser('report',
+                         help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
     rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
     rep.add_argument('--out', default='results/report')
     rep.add_argument('--correction', choices=cfg.CORRECTIONS, help='a multiple-testing correction of the t-tests')

@@ -43,8 +43,9 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix='pu-chromium-')
         self.process = subprocess.Popen(
             [self.path, '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--no-default-browser-check',
-             '--remote-debugging-port=0', f'--user-data-dir={self.profile}', f'--window-size={self.width},{self.height}',
-             'about:blank'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             '--remote-debugging-port=0', f'--user-data-dir={self.profile}',
+             f'--window-size={self.width},{self.height}', 'about:blank'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         port_file = Path(self.profile) / 'DevToolsActivePort'
         deadline = time.time() + self.timeout
         while not (port_file.exists() and port_file.read_text().count('\n') >= 1):

@@ -63,7 +63,8 @@ def test_utility_ci_matches_scipy_bootstrap():
                                  rng=np.random.default_rng(7)).confidence_interval
         row = ci[ci['system'] == system].iloc[0]
         assert (row['n'], row['utility']) == (len(values), pytest.approx(values.mean()))
-        assert (row['low'], row['high']) == (pytest.approx(expected.low, abs=1e-12), pytest.approx(expected.high, abs=1e-12))
+        assert (row['low'], row['high']) == (pytest.approx(expected.low, abs=1e-12),
+                                             pytest.approx(expected.high, abs=1e-12))
     with pytest.raises(SettingError, match='level'):
         stats.utility_ci(per_query, level=95)
 
@@ -95,7 +96,8 @@ def test_report_embeds_the_csv_values_unchanged(tmp_path):
         assert [(s, data['answer_texts'][a]) for s, a in data['answers'][cell(qid, system, k)]] == \
             list(zip(group['sample'], group['qanswer']))
     for (system, k, qid), group in CONTEXTS.groupby(['system', 'k', 'qid']):
-        shown = [(data['docs']['docno'][d], data['docs']['text'][d], label) for d, label in data['contexts'][cell(qid, system, k)]]
+        shown = [(data['docs']['docno'][d], data['docs']['text'][d], label)
+                 for d, label in data['contexts'][cell(qid, system, k)]]
         assert shown == [(d, t, None if math.isnan(lab) else lab) for d, t, lab in
                          zip(group['docno'], group['text'], group['label'])]
     for (system, k, qid), group in SCORES.groupby(['system', 'k', 'qid']):
@@ -185,7 +187,8 @@ def test_report_in_a_browser(tmp_path, browser):
     browser.evaluate('for (const [id, v] of [["filter-system", "BM25"], ["filter-k", "3"]]) {'
                      'const s = document.getElementById(id); s.value = v; s.dispatchEvent(new Event("change")); }')
     assert browser.evaluate('document.getElementById("count").textContent') == 'rows 1–24 of 24'
-    shown = browser.evaluate('[...document.querySelectorAll("#rows tbody tr")].map(r => [...r.cells].map(c => c.textContent))')
+    shown = browser.evaluate('[...document.querySelectorAll("#rows tbody tr")]'
+                             '.map(r => [...r.cells].map(c => c.textContent))')
     per_query = pd.read_csv(folder / 'per_query.csv')
     expected = per_query[(per_query['system'] == 'BM25') & (per_query['k'] == 3)]
     assert [(r[0], r[1], r[2]) for r in shown] == [(s, 'BM25', '3') for s in expected['labels']]
@@ -194,29 +197,34 @@ def test_report_in_a_browser(tmp_path, browser):
     browser.evaluate('document.querySelector("#rows tbody tr").click()')
     contexts = pd.read_csv(folder / 'contexts.csv', dtype={'qid': str})
     first = contexts[(contexts['system'] == 'BM25') & (contexts['k'] == 3) & (contexts['qid'] == 'q0')]
-    shown = browser.evaluate('[...document.querySelectorAll(".pane li.context")].map(c => [c.dataset.docno, c.dataset.label])')
+    shown = browser.evaluate('[...document.querySelectorAll(".pane li.context")]'
+                             '.map(c => [c.dataset.docno, c.dataset.label])')
     assert shown == [[d, '' if math.isnan(lab) else f'{lab:g}'] for d, lab in zip(first['docno'], first['label'])]
     assert len(shown) == 3
     answers = pd.read_csv(folder / 'answers.csv', dtype={'qid': str})
     kshot = answers[(answers['system'] == 'BM25') & (answers['k'] == 3) & (answers['qid'] == 'q0')]['qanswer']
-    assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.kshot")].map(c => c.textContent)') == list(kshot)
-    assert browser.evaluate('document.querySelector(".question").textContent') == pd.read_csv(folder / 'queries.csv')['query'][0]
+    assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.kshot")]'
+                            '.map(c => c.textContent)') == list(kshot)
+    question = pd.read_csv(folder / 'queries.csv')['query'][0]
+    assert browser.evaluate('document.querySelector(".question").textContent') == question
 
     browser.evaluate('const c = document.getElementById("compare"); c.value = [...c.options].find('
                      'o => o.textContent === "Rel, k=3").value; c.dispatchEvent(new Event("change"));')
-    assert browser.evaluate('[...document.querySelectorAll(".pane")].map(p => p.dataset.system + " " + p.dataset.k)') == \
-        ['BM25 3', 'Rel 3']
+    assert browser.evaluate('[...document.querySelectorAll(".pane")]'
+                            '.map(p => p.dataset.system + " " + p.dataset.k)') == ['BM25 3', 'Rel 3']
     browser.evaluate('document.getElementById("query").scrollIntoView()')
     png = browser.screenshot()
     assert screenshot_variance(png) > 100
     if os.environ.get('PYTERRIER_UTILITY_REPORT_SCREENSHOT'):
         Path(os.environ['PYTERRIER_UTILITY_REPORT_SCREENSHOT']).write_bytes(png)
 
-    browser.evaluate('const s = document.getElementById("search"); s.value = "Q11"; s.dispatchEvent(new Event("input"));')
+    browser.evaluate('const s = document.getElementById("search"); s.value = "Q11"; '
+                     's.dispatchEvent(new Event("input"));')
     assert browser.evaluate('document.getElementById("count").textContent') == 'rows 1–2 of 2'
     browser.evaluate('document.getElementById("filter-system").value = ""; document.getElementById("filter-system")'
                      '.dispatchEvent(new Event("change")); document.querySelector("th[data-column=utility]").click();')
-    u = [float(v) for v in browser.evaluate('[...document.querySelectorAll("#rows tbody tr td:last-child")].map(c => c.textContent)')]
+    u = [float(v) for v in browser.evaluate('[...document.querySelectorAll("#rows tbody tr td:last-child")]'
+                                            '.map(c => c.textContent)')]
     assert u == sorted(u) and len(u) == 12
     assert browser.errors == []
 

@@ -177,4 +177,5 @@ def test_orderings_pickle_inspect_and_tell_themselves_apart(transformer):
 
 def test_reprs():
     assert [repr(t) for t in (LostInTheMiddle(), LostInTheMiddle(True), Permutation((2, 1)), Window(6, 5))] == [
-        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)', 'Permutation([2, 1])', 'Window(start=6, k=5)']
+        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)', 'Permutation([2, 1])',
+        'Window(start=6, k=5)']

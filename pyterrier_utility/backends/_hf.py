@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
-from pyterrier_rag.backend import Backend, BackendOutput
+from pyterrier_rag.backend import BackendOutput
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from .._util import check, check_int
@@ -561,4 +561,5 @@ class CausalLMBackend(DecodingBackendBase):
         return answers
 
     def __repr__(self):
-        return f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, top_k={self.decoding.top_k})'
+        return (f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, '
+                f'top_k={self.decoding.top_k})')

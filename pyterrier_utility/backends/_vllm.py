@@ -1,5 +1,5 @@
 """vLLM in this process: one GPU node, all prompts of a call scheduled together by vLLM."""
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from .._util import check_int
 from ..errors import BackendError
@@ -38,9 +38,9 @@ class VLLMBackend(DecodingBackendBase):
     # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'llm_kwargs')
 
-    def __init__(self, model: str, *, decoding: Optional[Decoding] = None, chat_template: bool = False, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
-                 max_input_length: Optional[int] = None, batch_size: int = 1024, verbose: bool = False,
-                 **llm_kwargs):
+    def __init__(self, model: str, *, decoding: Optional[Decoding] = None, chat_template: bool = False,
+                 tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
+                 max_input_length: Optional[int] = None, batch_size: int = 1024, verbose: bool = False, **llm_kwargs):
         owner = f'VLLMBackend({model!r})'
         decoding = split_decoding(owner, decoding, Decoding(), llm_kwargs)
         check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)

@@ -11,8 +11,19 @@ from typing import Dict, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINES, FIELDS, GOLD_QUALITIES,
-                        OFFLINE_READERS, ORACLE_MODES, STOP, SUBMEASURES, Decoding, LabelSet, engine_of)
+from ..settings import (
+    AGGREGATIONS,
+    BASE_MODEL_STOP,
+    ENGINE_DECODING,
+    FIELDS,
+    GOLD_QUALITIES,
+    ORACLE_MODES,
+    STOP,
+    SUBMEASURES,
+    Decoding,
+    LabelSet,
+    engine_of,
+)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -168,7 +179,8 @@ class StudyConfig:
         """A setting a reader's engine cannot honour is an error, never dropped."""
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
-                'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
+                'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm',
+                'chat_template': ('huggingface', 'vllm')}
         for reader in self.readers:
             engine = engine_of(reader)
             self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine])

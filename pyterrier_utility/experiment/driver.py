@@ -37,9 +37,9 @@ from . import figures
 from .config import StudyConfig
 from .html import write_report
 from .output import owned, staged
-from .validate import read_per_query
 from .study import StudyResults, blocks, run_study, variants, write_tables
 from .systems import REVERSED_SYSTEMS, default_systems
+from .validate import read_per_query
 
 
 def check_out(out: Path) -> None:
@@ -57,9 +57,9 @@ def check_out(out: Path) -> None:
 
 def load_collection(name: str, config: StudyConfig):
     """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
-    give NaN for the others) and, for a gold-answer quality, with a gold answer. A label set that no document has, or that leaves out the collection's
-    top grade or labels the Rel oracle draws from, is refused: P would silently ignore documents
-    that Rel gives the reader."""
+    give NaN for the others) and, for a gold-answer quality, with a gold answer. A label set that no
+    document has, or that leaves out the collection's top grade or labels the Rel oracle draws from,
+    is refused: P would silently ignore documents that Rel gives the reader."""
     dataset = get_dataset(name)
     qrels = dataset.get_qrels()
     present = sorted(qrels['label'].unique().tolist())

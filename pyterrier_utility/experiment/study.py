@@ -85,7 +85,8 @@ class StudyResults:
         return stats.table1(blocks(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
-        """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
+        """r(nDCG@k, U) per (dataset,) label set, system and k; see
+        :func:`pyterrier_utility.experiment.correlations`."""
         return stats.correlations(blocks(self.per_query), method=method)
 
     def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
@@ -357,9 +358,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     Systems named in ``reverse`` (the rankings, not the oracles) are also reported in the other
     ``orderings`` (:data:`ORDERINGS`: ``name-r`` reversed by :class:`~pyterrier_utility.ReverseOrder`,
     ``name-lim`` and ``name-lim-r`` by :class:`~pyterrier_utility.LostInTheMiddle`) and at the
-    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and seed is answered once (so
-    k=1 and its reversal cost nothing extra), through the reader's generation cache (give it a path
-    to resume and re-run for free). Each distinct answer is scored once per label set.
+    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct
+    prompt and seed is answered once (so k=1 and its reversal cost nothing extra), through the
+    reader's generation cache (give it a path to resume and re-run for free). Each distinct answer
+    is scored once per label set.
 
     A query a system returns nothing for is answered with the 0-shot prompt (``n_docs`` 0, nDCG 0)
     and warned about. Queries without a relevant document under a label set get NaN P and U and
