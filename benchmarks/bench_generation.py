@@ -26,9 +26,8 @@ import argparse
 import random
 import time
 
-import torch
-
 import roofline
+import torch
 
 
 def grid_prompts(queries: int, ks, depth: int):
@@ -151,7 +150,8 @@ def main():
     print(f'roofline: {rate / 1e12:.2f} TFLOP/s best matmul, {bandwidth / 1e9:.1f} GB/s read; '
           f'{floor["passes"]} forward passes, {floor["flops"] / 1e12:.1f} TFLOP, {floor["bytes"] / 1e9:.0f} GB -> '
           f'floor {floor["seconds"]:.1f} s ({floor["compute_bound_s"]:.1f} s compute-bound, '
-          f'{floor["memory_bound_s"]:.1f} s memory-bound); project {ours:.1f} s = {ours / floor["seconds"]:.2f}x the floor')
+          f'{floor["memory_bound_s"]:.1f} s memory-bound); project {ours:.1f} s = '
+          f'{ours / floor["seconds"]:.2f}x the floor')
 
     reference, seconds = timed(lambda: fp32_reference(sample, args, stop))
     scaled = seconds * len(rows) / len(sample)

@@ -7,7 +7,7 @@ Names are imported when first used (PEP 562), so ``pyterrier-utility --help`` do
 PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual.
 """
 from ._lazy import lazy_module
-from ._version import __version__
+from ._version import __version__ as __version__
 
 #: Public name -> the module defining it.
 _NAMES = {

@@ -68,14 +68,16 @@ class GenerationCache(Backend):
     whose answers ignore it). Answers asked with other settings are therefore other entries: a
     second run with another ``max_new_tokens`` or ``stop`` generates afresh and leaves the first
     run's answers in place. The file also records the definition of every setting it holds
-    (:meth:`settings`), as pyterrier-caching records its key definition. With a ``path``, answers go to SQLite as each batch completes, so a killed run loses at most
-    the batch in flight and a re-run generates only what is missing. The file holds plain text.
+    (:meth:`settings`), as pyterrier-caching records its key definition. With a ``path``, answers go
+    to SQLite as each batch completes, so a killed run loses at most the batch in flight and a
+    re-run generates only what is missing. The file holds plain text.
 
     Only answers are stored: a backend output that is not one string per prompt, an error marker,
     or text that cannot be encoded (a lone surrogate), raises
     :class:`~pyterrier_utility.errors.BackendError` and nothing of it is kept; when a backend fails
-    part-way (a server going away, or Ctrl-C), the answers it completed before are stored first. A file that cannot be used (corrupt, read-only, another program's)
-    raises :class:`~pyterrier_utility.errors.CacheError` naming it, and is never replaced.
+    part-way (a server going away, or Ctrl-C), the answers it completed before are stored first. A
+    file that cannot be used (corrupt, read-only, another program's) raises
+    :class:`~pyterrier_utility.errors.CacheError` naming it, and is never replaced.
 
     With each answer, in the same transaction, goes what the backend said about it (table
     ``answer_info``: ``logprob``, ``tokens``, ``truncated``, ``token_logprobs``; see
@@ -237,7 +239,8 @@ class GenerationCache(Backend):
                      None if a.token_logprobs is None else json.dumps(list(a.token_logprobs)))
                     for k, a in answers.items() if (a.logprob, a.tokens, a.truncated) != (None, None, None)]
             try:
-                db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)', [(k, a.text) for k, a in answers.items()])
+                db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)',
+                               [(k, a.text) for k, a in answers.items()])
                 db.executemany('INSERT OR REPLACE INTO answer_info VALUES (?, ?, ?, ?, ?)', info)
                 db.commit()
             except BaseException as e:

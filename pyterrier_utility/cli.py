@@ -62,9 +62,11 @@ def _run(text: str):
 #: Options as (flags, config field, argparse keywords, help); the default shown is the command's.
 OPTIONS = {
     'data': [
-        (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'), "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
+        (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'),
+         "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
                                                       'irds:msmarco-passage/trec-dl-2019/judged; several: one table'),
-        (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'), 'the first N queries with a relevant document (0: all)'),
+        (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'),
+         'the first N queries with a relevant document (0: all)'),
         (('-k',), 'ks', dict(type=_number(int, 1), nargs='+', metavar='K'), 'context sizes (of Table 1)'),
         (('--figure-k',), 'figure_ks', dict(type=_number(int, 1), nargs='+', metavar='K'),
          "the context sizes of Figures 3 and 5 (default: -k's); a k in both is answered once"),
@@ -86,14 +88,17 @@ OPTIONS = {
         (('--window-grid',), 'window_grid', dict(type=_number(int, 0), nargs=3, metavar=('TOPS', 'TAILS', 'STEP')),
          "windows as the authors' compose_context samples them: the first TOPS windows every STEP ranks from the top "
          '(BM25, BM25@1+STEP, ...) and the last TAILS of that grid (BM25@-1 the last)'),
-        (('--neural',), 'neural', dict(choices=['dense', 'monot5']), 'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
+        (('--neural',), 'neural', dict(choices=['dense', 'monot5']),
+         'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
-        (('--index',), 'index', dict(metavar='PATH'), 'an existing index for BM25 (default: PISA, built in the cache folder)'),
+        (('--index',), 'index', dict(metavar='PATH'),
+         'an existing index for BM25 (default: PISA, built in the cache folder)'),
         (('--rel-labels',), 'rel_labels', dict(type=_labels, metavar='LABELS'), 'the labels the Rel oracle draws from'),
         (('--oracle',), 'oracle', dict(choices=['sampled', 'authors']),
          "Rel and NRel: a random sample (the paper's text) or every judged document by label (the authors' "
          'released runs: Rel highest first, padded with lower labels)'),
-        (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'), 'the seed of the Rel and NRel samples'),
+        (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'),
+         'the seed of the Rel and NRel samples'),
         (('--cosmix-threshold',), 'cosmix_threshold', dict(type=float, metavar='COSINE'),
          "COSMix: the cosine to a document's nearest other document at or above which it is not sparse"),
     ],
@@ -126,14 +131,18 @@ OPTIONS = {
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),
          'openai readers: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1)'),
-        (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'), 'openai readers: requests in flight'),
+        (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'),
+         'openai readers: requests in flight'),
         (('--endpoint',), 'endpoint', dict(choices=['completions', 'chat']),
          'openai readers: the raw prompt (completions) or a chat message'),
-        (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'), 'openai readers: seconds per request'),
-        (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'), 'openai readers: retries of a failed request'),
+        (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
+         'openai readers: seconds per request'),
+        (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'),
+         'openai readers: retries of a failed request'),
         (('--retry-deadline',), 'retry_deadline', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
          "openai readers: seconds after a prompt's first attempt when it is not tried again"),
-        (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'), 'vllm readers: GPUs per model'),
+        (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'),
+         'vllm readers: GPUs per model'),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
         (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
@@ -144,12 +153,14 @@ OPTIONS = {
         (('--quality',), 'quality', dict(choices=cfg.QUALITIES),
          "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
          'answers: BERTScore, exact match, token F1'),
-        (('--scorer',), 'scorer', dict(metavar='MODEL'), "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
+        (('--scorer',), 'scorer', dict(metavar='MODEL'),
+         "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=cfg.SUBMEASURES), "BERTScore's precision, recall or F1"),
         (('--agg',), 'agg', dict(choices=cfg.AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
         (('--ndcg-order',), 'ndcg_order', dict(choices=['context', 'retrieval']),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
-        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS), 'a multiple-testing correction of the t-tests'),
+        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS),
+         'a multiple-testing correction of the t-tests'),
         (('--min-n',), 'min_n', dict(type=_number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
         (('--fig4-k',), 'fig4_k', dict(type=_number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
@@ -234,7 +245,8 @@ def parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=text, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_options(command, base, one_k=name == 'experiment')
         command.set_defaults(base=base)
-    rep = sub.add_parser('report', help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
+    rep = sub.add_parser('report',
+                         help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
     rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
     rep.add_argument('--out', default='results/report')
     rep.add_argument('--correction', choices=cfg.CORRECTIONS, help='a multiple-testing correction of the t-tests')

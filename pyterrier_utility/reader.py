@@ -23,7 +23,8 @@ ZEROSHOT_PROMPT = PROMPT_FORMATS['plain'].zero_shot
 CONTEXT_FORMAT = PROMPT_FORMATS['plain'].context
 #: The columns the Reader adds besides ``qanswer``: what the backend said of each answer.
 ANSWER_INFO = ['logprob', 'mean_logprob', 'truncated']
-__all__ = ['ANSWER_INFO', 'BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'ZEROSHOT_PROMPT']
+__all__ = ['ANSWER_INFO', 'BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat',
+           'Reader', 'ZEROSHOT_PROMPT']
 
 
 class Reader(pt.Transformer):
@@ -32,7 +33,8 @@ class Reader(pt.Transformer):
     Given a result frame (``qid``, ``query``, ``docno``, ``text``, with ``rank`` or in rank order),
     the documents of each query become ``Context 1 .. Context k`` in rank order, never re-sorted by
     score, laid out by a :class:`~pyterrier_utility.prompts.PromptFormat` (``'plain'``, this
-    project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``). Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
+    project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``).
+    Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
     which is removed.
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay

@@ -1,5 +1,6 @@
 """Headless Chromium for the tests, driven over its DevTools protocol (a websocket): load a page,
-evaluate JavaScript in it, collect its console errors, take screenshots; run as a script, it saves a screenshot of a page (the README's)."""
+evaluate JavaScript in it, collect its console errors, take screenshots; run as a script, it saves a screenshot of
+a page (the README's)."""
 import base64
 import itertools
 import json
@@ -43,8 +44,9 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix='pu-chromium-')
         self.process = subprocess.Popen(
             [self.path, '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--no-default-browser-check',
-             '--remote-debugging-port=0', f'--user-data-dir={self.profile}', f'--window-size={self.width},{self.height}',
-             'about:blank'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             '--remote-debugging-port=0', f'--user-data-dir={self.profile}',
+             f'--window-size={self.width},{self.height}', 'about:blank'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         port_file = Path(self.profile) / 'DevToolsActivePort'
         deadline = time.time() + self.timeout
         while not (port_file.exists() and port_file.read_text().count('\n') >= 1):

@@ -70,7 +70,8 @@ def _per_query(rng, scores: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataFram
 def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), samples: int = 5,
                 label_sets: Sequence[str] = LABEL_SETS, figures: bool = True, seed: int = 0) -> Path:
     """Writes per_query, answers (with what an engine says of them: log-probabilities, cut at the
-    main job's max_new_tokens), scores, contexts and queries CSVs, settings.json (the main job's settings), table1_paper.md,
+    main job's max_new_tokens), scores, contexts and queries CSVs, settings.json (the main job's settings),
+    table1_paper.md,
     correlations.csv, confidence_correlations.csv and (``figures``) fig3_utility_vs_k.png into
     ``folder``; returns it."""
     folder = Path(folder)

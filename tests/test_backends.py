@@ -76,7 +76,8 @@ def test_stop_sequences_cut_the_answer(gemma):
 
 def test_generation_key_names_settings(gemma):
     key = sampler(gemma, repetition_penalty=1.2).generation_key
-    assert key['decoding']['temperature'] == 1.0 and key['decoding']['repetition_penalty'] == 1.2 and key['model'] == 'gemma-test'
+    assert key['decoding']['temperature'] == 1.0 and key['decoding']['repetition_penalty'] == 1.2
+    assert key['model'] == 'gemma-test'
     assert GenerationCache(sampler(gemma)).key('p', 1, 8, None) != GenerationCache(sampler(gemma)).key('p', 2, 8, None)
     assert GenerationCache(gemma).key('p', 1, 8, None) == GenerationCache(gemma).key('p', 2, 8, None)
 
@@ -181,8 +182,7 @@ def test_top_k_sampling_draws_from_hugging_faces_top_k_distribution():
     import torch
     from transformers import TopKLogitsWarper
 
-    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
-    from pyterrier_utility.backends.hf.sampling import TIE_MARGIN
+    from pyterrier_utility.backends.hf.sampling import TIE_MARGIN, SeededSampling as _SeededSampling
     scores = torch.randn(4, 1000)
     scores[1, :12] = 9.0  # twelve tied best scores: all of them candidates with top-k 5
     scores[2, 100:110] = scores[2].topk(5).values[-1]  # ties at the 5th
@@ -206,7 +206,8 @@ def test_the_way_tokens_are_drawn_keys_the_cache(gemma):
 
 
 def test_gumbel_draws_follow_the_softmax():
-    """Frequencies of 20 000 draws (steps of one seed) against softmax probabilities, checked by scipy's chi-square test."""
+    """Frequencies of 20 000 draws (steps of one seed) against softmax probabilities, checked by
+    scipy's chi-square test."""
     import torch
     from scipy.stats import chisquare
 
@@ -338,7 +339,8 @@ def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeyp
         outputs[policy] = [(o.text, o.logprob, o.truncated) for o in backend.generate(prompts, seeds=seeds,
                                                                                      stop_sequences=['.'])]
     assert outputs[0] == outputs[float('inf')]
-    assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])  # rows end at different steps
+    # rows end at different steps
+    assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])
 
 
 @pytest.mark.parametrize('top_k, top_p, min_p', [(5, None, 0.3), (50, 0.9, None), (50, 0.95, 0.05), (0, 0.5, 0.1),

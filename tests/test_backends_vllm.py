@@ -41,7 +41,8 @@ class SimulatedVLLM(types.ModuleType):
                     out = types.SimpleNamespace(text=text)
                     if sp.fields.get('logprobs') is not None:
                         words = len(text.split())
-                        out = types.SimpleNamespace(text=text, token_ids=list(range(words)), cumulative_logprob=-0.5 * words,
+                        out = types.SimpleNamespace(text=text, token_ids=list(range(words)),
+                                                    cumulative_logprob=-0.5 * words,
                                                     finish_reason='length' if p.endswith('xyz') else 'stop',
                                                     logprobs=[{t: types.SimpleNamespace(logprob=-0.5),
                                                                t + 1: types.SimpleNamespace(logprob=-9.0)}

@@ -43,7 +43,8 @@ def tiny(tmp_path_factory):
         for part in 'ab':
             ir_datasets.registry.register(f'pu-test/tiny/{part}', Dataset(
                 corpus, TsvQueries(LocalDownload(folder / f'{part}.tsv')),
-                TrecQrels(LocalDownload(folder / f'{part}.qrels'), {0: 'no', 1: 'related', 2: 'relevant', 3: 'perfect'})))
+                TrecQrels(LocalDownload(folder / f'{part}.qrels'),
+                          {0: 'no', 1: 'related', 2: 'relevant', 3: 'perfect'})))
     return folder
 
 
@@ -85,13 +86,15 @@ def write_run(path, qids, docs):
     path.write_text(''.join(f'{q} Q0 {d} {r} {10 - r} myrun\n' for q in qids for r, d in enumerate(docs)))
 
 
-def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_figures(tiny, tmp_path, monkeypatch, capsys):
+def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_figures(tiny, tmp_path, monkeypatch,
+                                                                                       capsys):
     from pyterrier_utility import cli
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     write_run(tmp_path / 'run.txt', ['q1', 'q2', 'q5'], ['d3', 'd1', 'd2', 'd4'])
     out = tmp_path / 'study'
     assert cli.main(['study', '--dataset', 'irds:pu-test/tiny/a', 'irds:pu-test/tiny/b', '--labels', '2,3', '3',
-                     '--queries', '0', '-k', '1', '2', '--systems', 'BM25', 'Rel', 'NRel', '--run', f'myrun={tmp_path / "run.txt"}',
+                     '--queries', '0', '-k', '1', '2', '--systems', 'BM25', 'Rel', 'NRel',
+                     '--run', f'myrun={tmp_path / "run.txt"}',
                      '--fig4-k', '2', '--out', str(out)]) == 0
     per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str})
     assert list(per_query['dataset'].unique()) == ['irds:pu-test/tiny/a', 'irds:pu-test/tiny/b']
@@ -112,7 +115,8 @@ def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_f
                   'label in \\{2,3\\}', 'irds:pu-test/tiny/a'):
         assert piece in tex
     for name in ('fig3_utility_vs_k', 'fig4_ndcg_vs_utility_k2', 'fig5_pearson_vs_k'):
-        assert (out / f'{name}.png').read_bytes()[:4] == b'\x89PNG' and (out / f'{name}.pdf').read_bytes()[:4] == b'%PDF'
+        assert (out / f'{name}.png').read_bytes()[:4] == b'\x89PNG'
+        assert (out / f'{name}.pdf').read_bytes()[:4] == b'%PDF'
     printed = capsys.readouterr().out
     assert '| Dataset | System | label in {2,3}, 0-shot |' in printed
 
@@ -144,9 +148,10 @@ def test_ndcg_of_reversed_systems_in_retrieval_order_equals_the_unreversed(minil
                             'rank': [0, 1, 2], 'score': [3.0, 2.0, 1.0]})
     ndcg = {}
     for order in ('context', 'retrieval'):
-        ndcg[order] = ex.run_study(topics, qrels, {'S': pt.Transformer.from_df(ranking)}, pu.Reader(CountingBackend()),
-                                   {'a': 'A', 'b': 'B', 'c': 'C'}, ks=[3], label_sets=[2], reverse=['S'],
-                                   bertscore=minilm, ndcg_order=order, verbose=False).per_query.set_index('system')['ndcg']
+        results = ex.run_study(topics, qrels, {'S': pt.Transformer.from_df(ranking)}, pu.Reader(CountingBackend()),
+                               {'a': 'A', 'b': 'B', 'c': 'C'}, ks=[3], label_sets=[2], reverse=['S'],
+                               bertscore=minilm, ndcg_order=order, verbose=False)
+        ndcg[order] = results.per_query.set_index('system')['ndcg']
     assert ndcg['context']['S-r'] < ndcg['context']['S'] == ndcg['retrieval']['S'] == ndcg['retrieval']['S-r']
 
 

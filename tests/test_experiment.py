@@ -6,12 +6,11 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from conftest import CountingBackend
-from pyterrier_rag.backend import BackendOutput
 from pandas.testing import assert_frame_equal
+from pyterrier_rag.backend import BackendOutput
 from scipy import stats as sps
 
-from pyterrier_utility import GenerationCache, OracleSampler, Reader
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import GenerationCache, OracleSampler, Reader, experiment as ex
 from pyterrier_utility.errors import SettingError
 
 TEXTS = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
@@ -141,7 +140,8 @@ def test_table1_markdown_layout():
         'p_baseline': [0.01, np.nan, 0.2, np.nan], 'p_reversal': [np.nan] * 4, 'mark': ['\u2020', '', '', '']})
     assert ex.table1_markdown(table) == (
         '**label>=2**: mean utility, n = 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
-        'ordering (paired t-test, p < 0.05; no mark on fewer than 5 paired queries, too few for the test to say much)\n\n'
+        'ordering (paired t-test, p < 0.05; no mark on fewer than 5 paired queries, too few for the test to say '
+        'much)\n\n'
         '| k | 0-shot FBERT | A | Rel |\n'
         '|---:|---:|---:|---:|\n'
         '| 1 | 0.400 | 0.123\u2020 | -0.500 |\n'
@@ -169,7 +169,8 @@ def test_figures_show_what_their_titles_say(tmp_path):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel']  # NRel left out, as the paper
     assert list(ax.lines[0].get_ydata()) == pytest.approx(ex.table1(per_query).query("system == 'A'")['utility'])
     fig4 = ex.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
-    assert [a.get_title().split('\n')[0] for a in fig4.axes] == ['label\u22652, A', 'label\u22652, A-r']  # not the oracles
+    # not the oracles
+    assert [a.get_title().split('\n')[0] for a in fig4.axes] == ['label\u22652, A', 'label\u22652, A-r']
     assert fig4.axes[0].get_xlabel() == 'nDCG@3 (context order)' and len(fig4.axes[0].lines) == 1  # least squares
     oracles = ex.ndcg_vs_utility(per_query, 3, systems=['Rel', 'NRel'])
     assert len(oracles.axes[1].lines) == 0  # NRel: nDCG constant, no line
@@ -197,7 +198,8 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     for j, lab in enumerate(['label>=2', 'label>=3']):
         zero = table.loc[table['labels'] == lab, 'fbert_0shot'].iloc[0]
         assert float(first[1 + 3 * j]) == pytest.approx(zero, abs=5e-4)
-    assert '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |' in (tmp_path / 'table1.md').read_text()
+    header = '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |'
+    assert header in (tmp_path / 'table1.md').read_text()
     for name in ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex',
                  'correlations.csv', 'settings.json', 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k2.pdf',
                  'fig5_pearson_vs_k.png', 'generations.sqlite'):

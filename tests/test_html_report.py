@@ -68,7 +68,8 @@ def test_utility_ci_matches_scipy_bootstrap():
                                  rng=np.random.default_rng(7)).confidence_interval
         row = ci[ci['system'] == system].iloc[0]
         assert (row['n'], row['utility']) == (len(values), pytest.approx(values.mean()))
-        assert (row['low'], row['high']) == (pytest.approx(expected.low, abs=1e-12), pytest.approx(expected.high, abs=1e-12))
+        assert (row['low'], row['high']) == (pytest.approx(expected.low, abs=1e-12),
+                                             pytest.approx(expected.high, abs=1e-12))
     with pytest.raises(SettingError, match='level'):
         stats.utility_ci(per_query, level=95)
 
@@ -97,10 +98,12 @@ def test_report_embeds_the_csv_values_unchanged(tmp_path):
     def cell(qid, system, k):
         return f'{data["queries"]["qid"].index(qid)}|{data["systems"].index(system)}|{k}'
     for (system, k, qid), group in ANSWERS.groupby(['system', 'k', 'qid']):
-        assert [(s, data['answer_texts'][a], logprob, cut) for s, a, logprob, cut in data['answers'][cell(qid, system, k)]] \
+        shown = data['answers'][cell(qid, system, k)]
+        assert [(s, data['answer_texts'][a], logprob, cut) for s, a, logprob, cut in shown] \
             == [(s, a, None, None) for s, a in zip(group['sample'], group['qanswer'])]
     for (system, k, qid), group in CONTEXTS.groupby(['system', 'k', 'qid']):
-        shown = [(data['docs']['docno'][d], data['docs']['text'][d], label) for d, label in data['contexts'][cell(qid, system, k)]]
+        shown = [(data['docs']['docno'][d], data['docs']['text'][d], label)
+                 for d, label in data['contexts'][cell(qid, system, k)]]
         assert shown == [(d, t, None if math.isnan(lab) else lab) for d, t, lab in
                          zip(group['docno'], group['text'], group['label'])]
     for (system, k, qid), group in SCORES.groupby(['system', 'k', 'qid']):
@@ -118,8 +121,8 @@ def test_report_embeds_what_the_engine_said_of_each_answer(tmp_path):
               data['answer_texts'][answer[1]], *answer[2:])
              for key, answers in data['answers'].items() for q, system, k in [key.split('|')] for answer in answers]
     expected = [(system, k, qid, sample, text, None if math.isnan(mean) else mean, None if cut != cut else cut)
-                for system, k, qid, sample, text, mean, cut in saved[['system', 'k', 'qid', 'sample', 'qanswer',
-                                                                      'mean_logprob', 'truncated']].itertuples(index=False)]
+                for system, k, qid, sample, text, mean, cut in saved[[
+                    'system', 'k', 'qid', 'sample', 'qanswer', 'mean_logprob', 'truncated']].itertuples(index=False)]
     assert sorted(shown, key=str) == sorted(expected, key=str)
     assert [x[-1] for x in shown].count(True) == 4 and [x[-2] for x in shown].count(None) == 2
 
@@ -150,8 +153,9 @@ def test_report_opens_on_what_was_studied_and_table_1_and_folds_the_settings(tmp
         f'{settings["decoding"]["max_new_tokens"]} new tokens) · 2 samples per prompt · '
         f'{len(answers)} answers, {cut} ({cut / len(answers):.0%}) cut at max_new_tokens')
     overview = page[page.index('<section id="overview">'):page.index('<section id="explorer">')]
-    starts = [overview.index(mark) for mark in ('<p class="summary">', '<h2 id="table1">', '<h2 id="intervals">',
-                                                '<h2 id="figures">', '<h2 id="correlations">', '<details id="settings">')]
+    marks = ('<p class="summary">', '<h2 id="table1">', '<h2 id="intervals">', '<h2 id="figures">',
+             '<h2 id="correlations">', '<details id="settings">')
+    starts = [overview.index(mark) for mark in marks]
     assert starts == sorted(starts)
     folded = overview[overview.index('<details id="settings">'):]
     # Every setting is a row; a mapping is rows of its own, the command line a shell line, never raw JSON.
@@ -161,7 +165,8 @@ def test_report_opens_on_what_was_studied_and_table_1_and_folds_the_settings(tmp
     assert len(re.findall(r'<tr><th>', folded)) == rows(settings) == len(settings) + 2 * len(settings['decoding']) + 5
     assert ('<tr><th>decoding</th><td><table class="settings"><tbody><tr><th>temperature</th><td>0.3</td></tr>'
             '<tr><th>top_k</th><td>50</td></tr><tr><th>top_p</th><td>none</td></tr>') in folded
-    assert '<tr><th>stop</th><td>STOP, <code>&quot;\\nQuestion:&quot;</code>, <code>&quot;\\nContext&quot;</code>' in folded
+    assert ('<tr><th>stop</th><td>STOP, <code>&quot;\\nQuestion:&quot;</code>, '
+            '<code>&quot;\\nContext&quot;</code>') in folded
     assert f'<tr><th>argv</th><td><code>study --queries 6 --out {folder}</code></td></tr>' in folded
     assert '{&quot;' not in folded and '[' not in re.sub(r'<[^>]+>', '', folded)
 
@@ -204,7 +209,8 @@ def test_report_errors_name_the_file_row_and_column(tmp_path):
     with pytest.raises(FrameError, match=r"answers\.csv: a column 'dataset', unlike per_query\.csv"):
         write_report(folder)
     folder = small_study(tmp_path / 'd', answers=SAID.assign(truncated=[True] * 11 + ['maybe']))
-    with pytest.raises(FrameError, match=r"answers\.csv row 13, column 'truncated': 'maybe' is not True, False or empty"):
+    with pytest.raises(FrameError,
+                       match=r"answers\.csv row 13, column 'truncated': 'maybe' is not True, False or empty"):
         write_report(folder)
     folder = small_study(tmp_path / 'e', answers=SAID.assign(mean_logprob=['-1'] * 11 + ['low']))
     with pytest.raises(FrameError, match=r"answers\.csv row 13, column 'mean_logprob': 'low' is not a number"):
@@ -266,7 +272,8 @@ def test_report_in_a_browser(tmp_path, browser):
     assert browser.evaluate('document.title') == 'Context utility study: study'
     # The first screen (1400 x 1000) shows what was studied and the whole of Table 1.
     assert browser.evaluate('[innerWidth, innerHeight, scrollY]') == [1400, 1000, 0]
-    table1 = browser.evaluate('JSON.parse(JSON.stringify(document.querySelector("table.table1").getBoundingClientRect()))')
+    table1 = browser.evaluate(
+        'JSON.parse(JSON.stringify(document.querySelector("table.table1").getBoundingClientRect()))')
     assert 0 < table1['top'] and table1['bottom'] < 1000 and table1['right'] <= 1400
     assert browser.evaluate('document.querySelector("table.table1 tbody").rows.length') == len(SYSTEMS)
     assert browser.evaluate('document.querySelector("p.summary").getBoundingClientRect().bottom') < table1['top']
@@ -280,7 +287,8 @@ def test_report_in_a_browser(tmp_path, browser):
     browser.evaluate('for (const [id, v] of [["filter-system", "BM25"], ["filter-k", "3"]]) {'
                      'const s = document.getElementById(id); s.value = v; s.dispatchEvent(new Event("change")); }')
     assert browser.evaluate('document.getElementById("count").textContent') == 'rows 1–24 of 24'
-    shown = browser.evaluate('[...document.querySelectorAll("#rows tbody tr")].map(r => [...r.cells].map(c => c.textContent))')
+    shown = browser.evaluate('[...document.querySelectorAll("#rows tbody tr")]'
+                             '.map(r => [...r.cells].map(c => c.textContent))')
     per_query = pd.read_csv(folder / 'per_query.csv')
     expected = per_query[(per_query['system'] == 'BM25') & (per_query['k'] == 3)]
     assert [(r[0], r[1], r[2]) for r in shown] == [(s, 'BM25', '3') for s in expected['labels']]
@@ -289,39 +297,47 @@ def test_report_in_a_browser(tmp_path, browser):
     browser.evaluate('document.querySelector("#rows tbody tr").click()')
     contexts = pd.read_csv(folder / 'contexts.csv', dtype={'qid': str})
     first = contexts[(contexts['system'] == 'BM25') & (contexts['k'] == 3) & (contexts['qid'] == 'q0')]
-    shown = browser.evaluate('[...document.querySelectorAll(".pane li.context")].map(c => [c.dataset.docno, c.dataset.label])')
+    shown = browser.evaluate('[...document.querySelectorAll(".pane li.context")]'
+                             '.map(c => [c.dataset.docno, c.dataset.label])')
     assert shown == [[d, '' if math.isnan(lab) else f'{lab:g}'] for d, lab in zip(first['docno'], first['label'])]
     assert len(shown) == 3
     answers = pd.read_csv(folder / 'answers.csv', dtype={'qid': str})
     kshot = answers[(answers['system'] == 'BM25') & (answers['k'] == 3) & (answers['qid'] == 'q0')]['qanswer']
-    assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.kshot .answer-text")].map(c => c.textContent)') \
+    assert browser.evaluate(
+        '[...document.querySelectorAll(".pane tr.answer td.kshot .answer-text")].map(c => c.textContent)') \
         == list(kshot)
-    assert browser.evaluate('document.querySelector(".question").textContent') == pd.read_csv(folder / 'queries.csv')['query'][0]
+    assert browser.evaluate('document.querySelector(".question").textContent') \
+        == pd.read_csv(folder / 'queries.csv')['query'][0]
 
     # A query with cut answers: each answer's mean log-probability, and a mark on those cut.
     cut = answers[answers['truncated'] & (answers['system'] == 'BM25') & (answers['k'] == 3)]
     qid = cut['qid'].iloc[0]
-    browser.evaluate(f'[...document.querySelectorAll("#rows tbody tr")].find(r => r.cells[3].textContent === "{qid}").click()')
+    browser.evaluate(
+        f'[...document.querySelectorAll("#rows tbody tr")].find(r => r.cells[3].textContent === "{qid}").click()')
     for side, system, k in (('zero', '0-shot', 0), ('kshot', 'BM25', 3)):
         cell = answers[(answers['system'] == system) & (answers['k'] == k) & (answers['qid'] == qid)]
-        assert browser.evaluate(f'[...document.querySelectorAll(".pane td.{side}-logprob")].map(c => c.textContent)') == \
+        assert browser.evaluate(
+            f'[...document.querySelectorAll(".pane td.{side}-logprob")].map(c => c.textContent)') == \
             [f'{v:.3f}' for v in cell['mean_logprob']]
-        assert browser.evaluate(f'[...document.querySelectorAll(".pane td.{side}")].map(c => c.classList.contains("truncated") '
-                                f'&& c.querySelector(".cut").textContent === "cut")') == cell['truncated'].tolist()
+        assert browser.evaluate(
+            f'[...document.querySelectorAll(".pane td.{side}")].map(c => c.classList.contains("truncated") '
+            f'&& c.querySelector(".cut").textContent === "cut")') == cell['truncated'].tolist()
     assert browser.evaluate('document.querySelectorAll(".pane .cut").length') >= 1
 
     browser.evaluate('const c = document.getElementById("compare"); c.value = [...c.options].find('
                      'o => o.textContent === "Rel, k=3").value; c.dispatchEvent(new Event("change"));')
-    assert browser.evaluate('[...document.querySelectorAll(".pane")].map(p => p.dataset.system + " " + p.dataset.k)') == \
-        ['BM25 3', 'Rel 3']
+    assert browser.evaluate('[...document.querySelectorAll(".pane")]'
+                            '.map(p => p.dataset.system + " " + p.dataset.k)') == ['BM25 3', 'Rel 3']
     browser.evaluate('document.getElementById("query").scrollIntoView()')
     assert screenshot_variance(browser.screenshot()) > 100
 
-    browser.evaluate('const s = document.getElementById("search"); s.value = "Q11"; s.dispatchEvent(new Event("input"));')
+    browser.evaluate('const s = document.getElementById("search"); s.value = "Q11"; '
+                     's.dispatchEvent(new Event("input"));')
     assert browser.evaluate('document.getElementById("count").textContent') == 'rows 1–2 of 2'
     browser.evaluate('document.getElementById("filter-system").value = ""; document.getElementById("filter-system")'
                      '.dispatchEvent(new Event("change")); document.querySelector("th[data-column=utility]").click();')
-    u = [float(v) for v in browser.evaluate('[...document.querySelectorAll("#rows tbody tr td:last-child")].map(c => c.textContent)')]
+    u = [float(v) for v in browser.evaluate('[...document.querySelectorAll("#rows tbody tr td:last-child")]'
+                                            '.map(c => c.textContent)')]
     assert u == sorted(u) and len(u) == 12
     assert browser.errors == []
 

@@ -13,6 +13,7 @@ from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, OrderedBackend, supports_seeds
 from ..settings import FIELDS, Decoding
 
+
 @dataclass
 class Answer(BackendOutput):
     """A backend's answer and what the engine says about it.
@@ -165,7 +166,8 @@ def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int
     """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
     ``prompt_order`` (:class:`~pyterrier_utility.protocols.OrderedBackend`: prompts sharing a prefix
     together), else by length (batches of similar lengths pad little); each group holds about the
-    backend's ``batch_size`` answers (:class:`~pyterrier_utility.protocols.BatchedBackend`, else 8) (``answers[i]`` for prompt ``i``), never splitting a prompt's.
+    backend's ``batch_size`` answers (:class:`~pyterrier_utility.protocols.BatchedBackend`, else 8)
+    (``answers[i]`` for prompt ``i``), never splitting a prompt's.
 
     The one place where prompts are grouped: the generation cache groups what it must generate, and
     a backend called directly groups what it is given (a group from the cache stays one group)."""

@@ -331,7 +331,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
         start = time.monotonic()
         give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
-        failed, retry_after = None, 0.0
+        failed, last, retry_after = None, '', 0.0
         for attempt in range(self.max_retries + 1):
             if attempt:
                 delay = max(retry_after, min(60.0, self.backoff * 2 ** (attempt - 1)))
@@ -409,7 +409,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             interrupt.completed = dict(answers)
             raise
         if failure is not None:
-            message = str(failure) if isinstance(failure, BackendError) else f'{self!r}: {type(failure).__name__}: {failure}'
+            message = (str(failure) if isinstance(failure, BackendError)
+                       else f'{self!r}: {type(failure).__name__}: {failure}')
             raise BackendError(message + self._first_server_error(message), completed=answers) from failure
         return [answers[i] for i in range(len(inps))]
 

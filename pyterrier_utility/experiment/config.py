@@ -11,9 +11,22 @@ from typing import Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, BASE_MODEL_STOP, ENGINE_DECODING,
-                        ENGINE_OWN_WAY, ENGINES, FIELDS, GOLD_QUALITIES, OFFLINE_READERS, ORACLE_MODES, STOP,
-                        SUBMEASURES, Decoding, LabelSet, engine_of)
+from ..settings import (
+    AGGREGATIONS,
+    AUTHORS_DECODING,
+    AUTHORS_DECODING_SOURCES,
+    BASE_MODEL_STOP,
+    ENGINE_DECODING,
+    ENGINE_OWN_WAY,
+    FIELDS,
+    GOLD_QUALITIES,
+    ORACLE_MODES,
+    STOP,
+    SUBMEASURES,
+    Decoding,
+    LabelSet,
+    engine_of,
+)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -211,7 +224,8 @@ class StudyConfig:
         """A setting a reader's engine cannot honour is an error, never dropped."""
         default = StudyConfig.__dataclass_fields__
         only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
-                'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm', 'chat_template': ('huggingface', 'vllm')}
+                'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm',
+                'chat_template': ('huggingface', 'vllm')}
         self.decoding_notes()
         for reader in self.readers:
             engine = engine_of(reader)

@@ -36,9 +36,9 @@ from . import figures, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import TITLE, write_report
 from .output import owned, staged
-from .validate import read_per_query
 from .study import StudyResults, blocks, run_study, variants, window, write_tables
 from .systems import REVERSED_SYSTEMS, default_systems
+from .validate import read_per_query
 
 
 def check_out(out: Path) -> None:

@@ -76,7 +76,8 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
     left_out = [s for s in exclude if s in set(per_query['system'])]
     for ax, ((dataset, label_set), cell) in zip(axes, groups):
         for system, line in cell.groupby('system', sort=False):
-            ax.errorbar(line['k'], line['utility'], yerr=[line['utility'] - line['low'], line['high'] - line['utility']],
+            ax.errorbar(line['k'], line['utility'],
+                        yerr=[line['utility'] - line['low'], line['high'] - line['utility']],
                         marker='o', capsize=3, label=system)
         ax.axhline(0, color='grey', lw=0.8, ls=':')
         ax.set_xlabel('k (documents in the context)')

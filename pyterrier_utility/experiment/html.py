@@ -262,7 +262,8 @@ class _Codes:
 
 def _cells(frame: pd.DataFrame, query: Dict[tuple, int], systems: _Codes, *inner: str) -> Dict[str, list]:
     """'query|system|k' (and ``labels`` codes in between when asked) -> the frame's rows in order of ``inner[0]``."""
-    frame = frame[[(d, q) in query for d, q in zip(frame['dataset'], frame['qid'])]].sort_values(inner[0], kind='stable')
+    frame = frame[[(d, q) in query for d, q in zip(frame['dataset'], frame['qid'])]]
+    frame = frame.sort_values(inner[0], kind='stable')
     cells: Dict[str, list] = {}
     for row in frame.itertuples(index=False):
         key = f'{query[row.dataset, row.qid]}|{systems.code(row.system)}|{int(row.k)}'
@@ -297,7 +298,8 @@ def report_data(study: StudyFolder) -> dict:
             'relevance': [_relevance_rule(x) for x in labels.values],
             'queries': {'dataset': [datasets.code(d) for d, _ in keys], 'qid': [q for _, q in keys],
                         'text': [text.get(key) for key in keys]},
-            'rows': {'dataset': [datasets.code(x) for x in pq['dataset']], 'labels': [labels.code(x) for x in pq['labels']],
+            'rows': {'dataset': [datasets.code(x) for x in pq['dataset']],
+                     'labels': [labels.code(x) for x in pq['labels']],
                      'system': [systems.code(x) for x in pq['system']], 'k': [int(x) for x in pq['k']],
                      'qid': [query[key] for key in zip(pq['dataset'], pq['qid'])]}}
     for column in ('n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility'):

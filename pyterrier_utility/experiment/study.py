@@ -93,7 +93,8 @@ class StudyResults:
         return stats.table1(blocks(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
-        """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
+        """r(nDCG@k, U) per (dataset,) label set, system and k; see
+        :func:`pyterrier_utility.experiment.correlations`."""
         return stats.correlations(blocks(self.per_query), method=method)
 
     def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
@@ -380,7 +381,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     ``orderings`` (:data:`ORDERINGS`: ``name-r`` reversed by :class:`~pyterrier_utility.ReverseOrder`,
     ``name-lim``, ``name-lim-r``, ``name-lim-authors`` and ``name-lim-authors-r`` by
     :class:`~pyterrier_utility.LostInTheMiddle`) and at the
-    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and seed is answered once (so
+    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and
+    seed is answered once (so
     k=1 and its reversal cost nothing extra), through the reader's generation cache (give it a path
     to resume and re-run for free). Each distinct answer is scored once per label set.
 

@@ -266,4 +266,5 @@ class CausalLMBackend(DecodingBackendBase):
                        "uninterrupted run's answers")
 
     def __repr__(self):
-        return f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, top_k={self.decoding.top_k})'
+        return (f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, '
+                f'top_k={self.decoding.top_k})')

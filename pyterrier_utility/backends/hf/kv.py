@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 import torch
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
+
 class _Buffered:
     """A KV cache layer that decodes into a preallocated buffer: each step writes its token in place
     where Hugging Face's dynamic layers concatenate (a copy of the whole cache per step and layer).

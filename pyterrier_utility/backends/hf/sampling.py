@@ -4,6 +4,7 @@ from typing import Optional, Sequence
 
 import torch
 
+
 def _signed(value: int) -> int:
     return value - 2**64 if value >= 2**63 else value
 
