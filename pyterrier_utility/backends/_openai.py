@@ -318,7 +318,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if not encodable(text):
             raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
                                'nothing of it was stored')
-        logprob, tokens = _reported_logprob(choice, self.endpoint == 'chat') if self.logprobs else (None, None)
+        logprob, tokens = _reported_logprob(choice) if self.logprobs else (None, None)
         return Answer(text=text, truncated=choice.get('finish_reason') == 'length', logprob=logprob, tokens=tokens)
 
     def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Answer:
@@ -439,13 +439,15 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             pass
 
 
-def _reported_logprob(choice: dict, chat: bool) -> Tuple[Optional[float], Optional[int]]:
-    """The sum and count of the chosen tokens' log-probabilities a response's choice reports
-    (completions: ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``(None,
+def _reported_logprob(choice: dict) -> Tuple[Optional[float], Optional[int]]:
+    """The sum and count of the chosen tokens' log-probabilities a response's choice reports, in
+    either of the protocol's shapes (completions: ``logprobs.token_logprobs``; chat:
+    ``logprobs.content[i].logprob``, which llama.cpp's server gives for completions too); ``(None,
     None)`` when it reports none, or not a number for every token."""
     try:
         reported = choice['logprobs']
-        values = [t['logprob'] for t in reported['content']] if chat else list(reported['token_logprobs'])
+        values = ([t['logprob'] for t in reported['content']] if 'content' in reported
+                  else list(reported['token_logprobs']))
     except (KeyError, IndexError, TypeError):
         return None, None
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
