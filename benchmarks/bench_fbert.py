@@ -21,9 +21,8 @@ import time
 
 import numpy as np
 import pandas as pd
-import torch
-
 import roofline
+import torch
 
 
 def workload(queries: int, relevant: int, systems: int, ks: int, samples: int, seed: int = 0):

@@ -26,9 +26,8 @@ import argparse
 import random
 import time
 
-import torch
-
 import roofline
+import torch
 
 
 def grid_prompts(queries: int, ks, depth: int):
@@ -68,7 +67,7 @@ def fp32_reference(rows, args, stop):
     from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
     from pyterrier_utility.backends import cut_at_stop, gemma3_270m_path
-    from pyterrier_utility.backends._hf import _SeededSampling
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
     path = gemma3_270m_path()
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side='left')
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
@@ -150,7 +149,8 @@ def main():
     print(f'roofline: {rate / 1e12:.2f} TFLOP/s best matmul, {bandwidth / 1e9:.1f} GB/s read; '
           f'{floor["passes"]} forward passes, {floor["flops"] / 1e12:.1f} TFLOP, {floor["bytes"] / 1e9:.0f} GB -> '
           f'floor {floor["seconds"]:.1f} s ({floor["compute_bound_s"]:.1f} s compute-bound, '
-          f'{floor["memory_bound_s"]:.1f} s memory-bound); project {ours:.1f} s = {ours / floor["seconds"]:.2f}x the floor')
+          f'{floor["memory_bound_s"]:.1f} s memory-bound); project {ours:.1f} s = '
+          f'{ours / floor["seconds"]:.2f}x the floor')
 
     reference, seconds = timed(lambda: fp32_reference(sample, args, stop))
     scaled = seconds * len(rows) / len(sample)

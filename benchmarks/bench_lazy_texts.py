@@ -88,7 +88,8 @@ def main():
     print(f'texts of {args.touched} documents a study touches:')
     print(f'  lazy (project):      {lazy["seconds"]:7.2f} s, {lazy["mib"]:8.1f} MiB peak beyond imports')
     print(f'  whole corpus (ref.): {whole["seconds"]:7.2f} s, {whole["mib"]:8.1f} MiB peak beyond imports')
-    print(f'  ratio: {whole["seconds"] / lazy["seconds"]:.1f}x faster, {whole["mib"] / max(lazy["mib"], 0.1):.1f}x less memory')
+    print(f'  ratio: {whole["seconds"] / lazy["seconds"]:.1f}x faster, '
+          f'{whole["mib"] / max(lazy["mib"], 0.1):.1f}x less memory')
 
 
 if __name__ == '__main__':

@@ -37,7 +37,7 @@ def main():
     parser.add_argument('--budgets-mb', type=int, nargs='+', default=[0, 32, 64, 128, 256, 512, 1024])
     args = parser.parse_args()
     import pyterrier_utility as pu
-    from pyterrier_utility.backends import _prefix
+    from pyterrier_utility.backends.hf import prefix as _prefix
     backend = pu.backends.gemma3_270m()
     config = backend.model.config.get_text_config()
     prompts = sorted(grid_prompts(args.queries, range(1, args.k_max + 1), args.depth), key=backend.prompt_order)

@@ -53,7 +53,8 @@ def main():
         print(f'SIMULATED servers: {args.latency * 1000:.0f} ms per request, {args.capacity} requests at a time each')
         print(f'reference (one request at a time, one endpoint): {sequential:.2f} answers/s '
               f'(ideal {1 / args.latency:.2f})\n')
-        print('| endpoints | concurrency | answers/s | vs reference | vs ideal min(concurrency, endpoints x capacity) / latency |')
+        print('| endpoints | concurrency | answers/s | vs reference '
+              '| vs ideal min(concurrency, endpoints x capacity) / latency |')
         print('|---:|---:|---:|---:|---:|')
         for pool in (1, 2, 4):
             for concurrency in (1, 4, 16, 64):

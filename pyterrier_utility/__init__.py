@@ -7,13 +7,14 @@ Names are imported when first used (PEP 562), so ``pyterrier-utility --help`` do
 PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual.
 """
 from ._lazy import lazy_module
-from ._version import __version__
+from ._version import __version__ as __version__
 
 #: Public name -> the module defining it.
 _NAMES = {
     'BertScore': 'bertscore', 'Decoding': 'settings', 'ERAGLabeller': 'erag', 'ERAG_Hit': 'measures',
     'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'fbert',
-    'GenerationCache': 'cache', 'GoldAnswerScorer': 'gold', 'LLMRetEval': 'reteval', 'LabelSet': 'settings',
+    'GenerationCache': 'cache', 'GoldAnswerScorer': 'gold', 'GridWindow': 'order', 'LLMRetEval': 'reteval',
+    'LabelSet': 'settings',
     'LostInTheMiddle': 'order',
     'OracleSampler': 'oracle', 'Ordering': 'order', 'PROMPT_FORMATS': 'prompts', 'Permutation': 'order',
     'PromptFormat': 'prompts', 'Reader': 'reader',

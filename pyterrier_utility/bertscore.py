@@ -139,7 +139,8 @@ class BertScore:
                 self._remember(keys[key], ids, emb)
 
     @torch.no_grad()
-    def embed(self, texts: Iterable[str], verbose: Optional[bool] = None) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    def embed(self, texts: Iterable[str],
+              verbose: Optional[bool] = None) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
         """Token ids and unit-normalised token embeddings of each text, encoding only unseen texts
         (counted by a progress bar when ``verbose``, default the scorer's)."""
         import pyterrier as pt

@@ -21,11 +21,13 @@ from .protocols import DecodingBackend, KeyedBackend, deterministic, supports_se
 #: The format a cache file declares in its ``meta`` table.
 CACHE_FORMAT = 'pyterrier_utility.generations/1'
 #: The tables of a cache file and their columns; ``answer_info`` was added later, without a new
-#: format: a file without it gains it on opening.
+#: format: a file without it gains it on opening, and one whose ``answer_info`` predates
+#: ``token_logprobs`` (a JSON list) gains that column.
 TABLES = {'settings': 'id TEXT PRIMARY KEY, definition TEXT NOT NULL',
           'answers': 'key TEXT PRIMARY KEY, answer TEXT NOT NULL',
           'meta': 'key TEXT PRIMARY KEY, value TEXT NOT NULL',
-          'answer_info': 'key TEXT PRIMARY KEY, logprob REAL, tokens INTEGER, truncated INTEGER'}
+          'answer_info': 'key TEXT PRIMARY KEY, logprob REAL, tokens INTEGER, truncated INTEGER, '
+                         'token_logprobs TEXT'}
 
 
 def backend_key(backend: Backend) -> object:
@@ -66,17 +68,20 @@ class GenerationCache(Backend):
     whose answers ignore it). Answers asked with other settings are therefore other entries: a
     second run with another ``max_new_tokens`` or ``stop`` generates afresh and leaves the first
     run's answers in place. The file also records the definition of every setting it holds
-    (:meth:`settings`), as pyterrier-caching records its key definition. With a ``path``, answers go to SQLite as each batch completes, so a killed run loses at most
-    the batch in flight and a re-run generates only what is missing. The file holds plain text.
+    (:meth:`settings`), as pyterrier-caching records its key definition. With a ``path``, answers go
+    to SQLite as each batch completes, so a killed run loses at most the batch in flight and a
+    re-run generates only what is missing. The file holds plain text.
 
     Only answers are stored: a backend output that is not one string per prompt, an error marker,
     or text that cannot be encoded (a lone surrogate), raises
     :class:`~pyterrier_utility.errors.BackendError` and nothing of it is kept; when a backend fails
-    part-way (a server going away, or Ctrl-C), the answers it completed before are stored first. A file that cannot be used (corrupt, read-only, another program's)
-    raises :class:`~pyterrier_utility.errors.CacheError` naming it, and is never replaced.
+    part-way (a server going away, or Ctrl-C), the answers it completed before are stored first. A
+    file that cannot be used (corrupt, read-only, another program's) raises
+    :class:`~pyterrier_utility.errors.CacheError` naming it, and is never replaced.
 
     With each answer, in the same transaction, goes what the backend said about it (table
-    ``answer_info``: ``logprob``, ``tokens``, ``truncated``; see :class:`~pyterrier_utility.backends.Answer`).
+    ``answer_info``: ``logprob``, ``tokens``, ``truncated``, ``token_logprobs``; see
+    :class:`~pyterrier_utility.backends.Answer`).
     A file written before that table existed gains it when opened, its answers kept and their info
     unknown (``None``); answers are never regenerated for it.
 
@@ -139,6 +144,10 @@ class GenerationCache(Backend):
                 fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if fmt is not None and fmt[0] != CACHE_FORMAT:
                     raise sqlite3.DatabaseError(f'it declares format {fmt[0]!r}, not {CACHE_FORMAT!r}')
+            if 'answer_info' in tables and 'token_logprobs' not in [
+                    row[1] for row in db.execute('PRAGMA table_info(answer_info)')]:
+                db.execute('ALTER TABLE answer_info ADD COLUMN token_logprobs TEXT')
+                db.commit()
             if tables != set(TABLES):
                 db.execute('PRAGMA journal_mode=WAL')
                 for name, columns in TABLES.items():
@@ -211,12 +220,13 @@ class GenerationCache(Backend):
                 for start in range(0, len(missing), 500):
                     chunk = missing[start:start + 500]
                     rows = db.execute(
-                        'SELECT a.key, a.answer, i.logprob, i.tokens, i.truncated FROM answers a '
+                        'SELECT a.key, a.answer, i.logprob, i.tokens, i.truncated, i.token_logprobs FROM answers a '
                         f'LEFT JOIN answer_info i ON i.key = a.key WHERE a.key IN ({",".join("?" * len(chunk))})',
                         chunk)
                     found.update((k, Answer(text=text, logprob=logprob, tokens=tokens,
-                                            truncated=None if truncated is None else bool(truncated)))
-                                 for k, text, logprob, tokens, truncated in rows)
+                                            truncated=None if truncated is None else bool(truncated),
+                                            token_logprobs=None if each is None else tuple(json.loads(each))))
+                                 for k, text, logprob, tokens, truncated, each in rows)
             except sqlite3.Error as e:
                 raise self._fail(e, 'reading') from None
             self._memory.update(found)
@@ -225,11 +235,13 @@ class GenerationCache(Backend):
     def _store(self, answers: Dict[str, Answer]) -> None:
         if self.path is not None and answers:
             db = self._connect()
-            info = [(k, a.logprob, a.tokens, a.truncated) for k, a in answers.items()
-                    if (a.logprob, a.tokens, a.truncated) != (None, None, None)]
+            info = [(k, a.logprob, a.tokens, a.truncated,
+                     None if a.token_logprobs is None else json.dumps(list(a.token_logprobs)))
+                    for k, a in answers.items() if (a.logprob, a.tokens, a.truncated) != (None, None, None)]
             try:
-                db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)', [(k, a.text) for k, a in answers.items()])
-                db.executemany('INSERT OR REPLACE INTO answer_info VALUES (?, ?, ?, ?)', info)
+                db.executemany('INSERT OR REPLACE INTO answers VALUES (?, ?)',
+                               [(k, a.text) for k, a in answers.items()])
+                db.executemany('INSERT OR REPLACE INTO answer_info VALUES (?, ?, ?, ?, ?)', info)
                 db.commit()
             except BaseException as e:
                 # Whatever failed (even text sqlite cannot encode), no transaction is left open.

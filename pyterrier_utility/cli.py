@@ -11,9 +11,10 @@ from pathlib import Path
 
 from .errors import UtilityError
 from .experiment import config as cfg
-from .settings import LabelSet
+from .settings import FIELDS, LabelSet
 
-#: What ``--top-k none`` parses to, told apart from an option not given.
+#: What ``--top-k none`` (and the other optional decoding settings' 'none') parses to, told apart from
+#: an option not given.
 NOT_SENT = 'none'
 EXAMPLE = """example:
   pyterrier-utility study --queries 3 -k 1 3 --samples 2 --out results/small
@@ -43,9 +44,11 @@ def _number(kind, minimum, exclusive=False, maximum=None):
     return parse
 
 
-def _top_k(text: str):
-    """An integer >= 0 (0: all tokens) or 'none' (not sent: the engine's default)."""
-    return NOT_SENT if text.lower() == 'none' else _number(int, 0)(text)
+def _or_none(parse):
+    """``parse``, or 'none': the setting unset (a preset's value turned off)."""
+    def parse_or_none(text: str):
+        return NOT_SENT if text.lower() == 'none' else parse(text)
+    return parse_or_none
 
 
 def _run(text: str):
@@ -59,10 +62,14 @@ def _run(text: str):
 #: Options as (flags, config field, argparse keywords, help); the default shown is the command's.
 OPTIONS = {
     'data': [
-        (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'), "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
+        (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'),
+         "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
                                                       'irds:msmarco-passage/trec-dl-2019/judged; several: one table'),
-        (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'), 'the first N queries with a relevant document (0: all)'),
-        (('-k',), 'ks', dict(type=_number(int, 1), nargs='+', metavar='K'), 'context sizes'),
+        (('--queries',), 'queries', dict(type=_number(int, 0), metavar='N'),
+         'the first N queries with a relevant document (0: all)'),
+        (('-k',), 'ks', dict(type=_number(int, 1), nargs='+', metavar='K'), 'context sizes (of Table 1)'),
+        (('--figure-k',), 'figure_ks', dict(type=_number(int, 1), nargs='+', metavar='K'),
+         "the context sizes of Figures 3 and 5 (default: -k's); a k in both is answered once"),
         (('--labels',), 'label_sets', dict(type=_labels, nargs='+', metavar='LABELS'),
          "relevant labels for P: a minimum ('2') or a set ('2,3'); several: a column block each"),
     ],
@@ -73,18 +80,25 @@ OPTIONS = {
          'a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet); repeatable'),
         (('--orderings',), 'orderings', dict(nargs='+', choices=cfg.ORDERING_NAMES),
          'the orderings of the rankings given to the reader: original, reversed (-r), lost in the middle (-lim: '
-         'the best at both ends) and its reversal (-lim-r)'),
+         'the best at both ends, the best first) and its reversal (-lim-r), and the authors\' orientation of both '
+         '(-lim-authors, -lim-authors-r: the same for even k, mirrored for odd k)'),
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
         (('--windows',), 'windows', dict(type=_number(int, 2), nargs='+', metavar='START'),
          'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
-        (('--neural',), 'neural', dict(choices=['dense', 'monot5']), 'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
+        (('--window-grid',), 'window_grid', dict(type=_number(int, 0), nargs=3, metavar=('TOPS', 'TAILS', 'STEP')),
+         "windows as the authors' compose_context samples them: the first TOPS windows every STEP ranks from the top "
+         '(BM25, BM25@1+STEP, ...) and the last TAILS of that grid (BM25@-1 the last)'),
+        (('--neural',), 'neural', dict(choices=['dense', 'monot5']),
+         'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
         (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
-        (('--index',), 'index', dict(metavar='PATH'), 'an existing index for BM25 (default: PISA, built in the cache folder)'),
+        (('--index',), 'index', dict(metavar='PATH'),
+         'an existing index for BM25 (default: PISA, built in the cache folder)'),
         (('--rel-labels',), 'rel_labels', dict(type=_labels, metavar='LABELS'), 'the labels the Rel oracle draws from'),
         (('--oracle',), 'oracle', dict(choices=['sampled', 'authors']),
          "Rel and NRel: a random sample (the paper's text) or every judged document by label (the authors' "
          'released runs: Rel highest first, padded with lower labels)'),
-        (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'), 'the seed of the Rel and NRel samples'),
+        (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'),
+         'the seed of the Rel and NRel samples'),
         (('--cosmix-threshold',), 'cosmix_threshold', dict(type=float, metavar='COSINE'),
          "COSMix: the cosine to a document's nearest other document at or above which it is not sparse"),
     ],
@@ -99,11 +113,18 @@ OPTIONS = {
     ],
     'decoding': [
         (('--temperature',), 'temperature', dict(type=_number(float, 0), metavar='T'), '0: greedy'),
-        (('--top-k',), 'top_k', dict(type=_top_k, metavar='K'), "0: all tokens; 'none': not sent to a server"),
-        (('--top-p',), 'top_p', dict(type=_number(float, 0, exclusive=True, maximum=1), metavar='P'), 'nucleus sampling, in (0, 1]'),
+        (('--top-k',), 'top_k', dict(type=_or_none(_number(int, 0)), metavar='K'),
+         "0: all tokens; 'none': not sent to a server"),
+        (('--top-p',), 'top_p', dict(type=_or_none(_number(float, 0, exclusive=True, maximum=1)), metavar='P'),
+         "nucleus sampling, in (0, 1]; 'none': off"),
+        (('--min-p',), 'min_p', dict(type=_or_none(_number(float, 0, maximum=1)), metavar='P'),
+         "keep the tokens at least P times as likely as the most likely, in [0, 1]; 'none': off"),
         (('--max-new-tokens',), 'max_new_tokens', dict(type=_number(int, 1), metavar='N'), 'tokens per answer'),
         (('--repetition-penalty',), 'repetition_penalty', dict(type=_number(float, 0, exclusive=True), metavar='X'),
          '(offline readers: 1.2 unless given)'),
+        (('--repeat-last-n',), 'repeat_last_n', dict(type=_or_none(_number(int, 1)), metavar='N'),
+         "the penalty counts the last N tokens of prompt and answer (llama.cpp's window; vLLM has none); "
+         "'none': every token"),
         (('--stop',), 'stop', dict(nargs='+', metavar='TEXT'),
          "stop sequences (offline readers: also a new 'Question:' or 'Context' line)"),
     ],
@@ -111,34 +132,41 @@ OPTIONS = {
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),
          'openai and llamacpp readers: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1, '
          "llama.cpp's 8080)"),
-        (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'), 'openai and llamacpp readers: requests in flight'),
+        (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'),
+         'openai and llamacpp readers: requests in flight'),
         (('--endpoint',), 'endpoint', dict(choices=['completions', 'chat']),
          'openai and llamacpp readers: the raw prompt (completions) or a chat message'),
-        (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'), 'openai and llamacpp readers: seconds per request'),
-        (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'), 'openai and llamacpp readers: retries of a failed request'),
+        (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
+         'openai and llamacpp readers: seconds per request'),
+        (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'),
+         'openai and llamacpp readers: retries of a failed request'),
         (('--retry-deadline',), 'retry_deadline', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
          "openai and llamacpp readers: seconds after a prompt's first attempt when it is not tried again"),
-        (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'), 'vllm readers: GPUs per model'),
+        (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'),
+         'vllm readers: GPUs per model'),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
         (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
-         'vllm, openai and llamacpp readers: compute every answer alone (one sequence or request at a time per engine, no '
-         'cached prefix reused), so fresh generation gives the same answers on every run'),
+         'vllm, openai and llamacpp readers: compute every answer alone (one sequence or request at a time per '
+         'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),
     ],
     'scoring and output': [
         (('--quality',), 'quality', dict(choices=cfg.QUALITIES),
          "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
          'answers: BERTScore, exact match, token F1'),
-        (('--scorer',), 'scorer', dict(metavar='MODEL'), "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
+        (('--scorer',), 'scorer', dict(metavar='MODEL'),
+         "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=cfg.SUBMEASURES), "BERTScore's precision, recall or F1"),
         (('--agg',), 'agg', dict(choices=cfg.AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
         (('--ndcg-order',), 'ndcg_order', dict(choices=['context', 'retrieval']),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
-        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS), 'a multiple-testing correction of the t-tests'),
+        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS),
+         'a multiple-testing correction of the t-tests'),
         (('--min-n',), 'min_n', dict(type=_number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
         (('--fig4-k',), 'fig4_k', dict(type=_number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
         (('--out',), 'out', dict(metavar='FOLDER'), 'the output folder'),
+        (('--title',), 'title', dict(metavar='TEXT'), "report.html's title (default: the output folder's name)"),
         (('--verbose',), 'verbose', dict(action='store_true', default=None),
          'keep third-party logs (PISA, transformers, ir_datasets)'),
     ],
@@ -156,16 +184,15 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
     parser.add_argument('--preset', choices=sorted(cfg.PRESETS),
                         help='every setting of the paper at once (datasets, BM25, reader, decoding, samples, scorer, '
                              'MonoT5, k, labels); options given explicitly override it')
-    decoding = base.decoding.as_dict()
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
-            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'ndcg_order', 'correction', 'min_n'):
+            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction',
+                                   'min_n', 'title'):
                 continue
-            default = decoding[field] if field in decoding else getattr(base, field, None)
-            paper = cfg.PAPER.decoding.as_dict()[field] if field in decoding else getattr(cfg.PAPER, field, None)
+            default, paper = (getattr(c.decoding if field in FIELDS else c, field, None) for c in (base, cfg.PAPER))
             shown = f' (default: {_shown(default)}; --preset paper: {_shown(paper)})' \
-                if field not in ('runs', 'no_reverse', 'verbose', 'out') else ''
+                if field not in ('runs', 'no_reverse', 'verbose', 'out', 'title') else ''
             group.add_argument(*flags, dest=field, help=text + shown, **kwargs)
 
 
@@ -173,12 +200,11 @@ def given(args: argparse.Namespace) -> dict:
     """The settings given explicitly on the command line, as config fields."""
     fields = {field for options in OPTIONS.values() for _, field, _, _ in options}
     out = {name: value for name, value in vars(args).items() if name in fields and value is not None}
-    if out.get('top_k') == NOT_SENT:
-        out['top_k'] = None
+    out.update({name: None for name in FIELDS if out.get(name) == NOT_SENT})
     if out.pop('no_reverse', None):
         out['orderings'] = ('original',)
-    for name in ('datasets', 'ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings', 'windows',
-                 'readers'):
+    for name in ('datasets', 'ks', 'figure_ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings',
+                 'windows', 'window_grid', 'readers'):
         if name in out:
             out[name] = tuple(out[name])
     return out
@@ -220,7 +246,8 @@ def parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=text, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_options(command, base, one_k=name == 'experiment')
         command.set_defaults(base=base)
-    rep = sub.add_parser('report', help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
+    rep = sub.add_parser('report',
+                         help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
     rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
     rep.add_argument('--out', default='results/report')
     rep.add_argument('--correction', choices=cfg.CORRECTIONS, help='a multiple-testing correction of the t-tests')

@@ -11,6 +11,7 @@ from .bertscore import PAPER_MODEL, BertScore
 from .datasets import texts_of
 from .settings import AGGREGATIONS, SUBMEASURES, LabelSet, LabelsLike
 
+
 class FBertScorer(pt.Transformer):
     """Adds ``fbert``: P(a) = max over the query's relevant documents of BERTScore F1(a, document)
     (the paper's FBERT; ``submeasure`` and ``agg`` choose precision or recall, and the mean over
@@ -74,8 +75,8 @@ class FBertScorer(pt.Transformer):
             raise KeyError(f'FBertScorer: no text for relevant docno {missing[:10]}')
         blank = [d for d, t in self.ref_texts.items() if not isinstance(t, str)]
         if blank:
-            warnings.warn(f'FBertScorer: relevant docno {blank[:10]} have no text ({type(self.ref_texts[blank[0]]).__name__}); '
-                          'they score 0 against every answer')
+            warnings.warn(f'FBertScorer: relevant docno {blank[:10]} have no text '
+                          f'({type(self.ref_texts[blank[0]]).__name__}); they score 0 against every answer')
             self.ref_texts.update({d: '' for d in blank})
         if isinstance(model_type, BertScore):
             self.bertscore = model_type

@@ -8,9 +8,11 @@ A base model then continues that dialogue. :func:`plain_prompt` keeps the prompt
 """
 from .reader import KSHOT_PROMPT
 
+#: The study's k-shot prompt as a Jinja template over pyterrier-rag's columns.
+_KSHOT_TEMPLATE = KSHOT_PROMPT.replace('{contexts}', '{{ qcontext }}').replace('{query}', '{{ query }}')
 
-def plain_prompt(instruction: str = KSHOT_PROMPT.replace('{contexts}', '{{ qcontext }}').replace('{query}', '{{ query }}'),
-                 **kwargs):
+
+def plain_prompt(instruction: str = _KSHOT_TEMPLATE, **kwargs):
     """A pyterrier-rag ``PromptTransformer`` sending ``instruction`` (a Jinja template over the
     frame's columns, e.g. ``{{ qcontext }}`` and ``{{ query }}``) to the backend as it is, with no
     chat template; by default the study's k-shot prompt. Keyword arguments go to ``PromptTransformer``.

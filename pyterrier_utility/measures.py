@@ -43,7 +43,8 @@ FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0 (sh
 Utility = _column_measure('utility', 'Utility', 'Context utility U = (P_k - P_0) / P_0')
 #: LLM-retEval (column ``reteval`` of :class:`~pyterrier_utility.LLMRetEval`): the share of queries whose
 #: retrieved-context answer matches the gold-context answer.
-RetEval = _column_measure('reteval', 'RetEval', 'LLM-retEval: the retrieved-context answer matches the gold-context answer')
+RetEval = _column_measure('reteval', 'RetEval',
+                          'LLM-retEval: the retrieved-context answer matches the gold-context answer')
 
 
 def _ranked_labels(run: pd.DataFrame) -> np.ndarray:
@@ -117,7 +118,8 @@ def erag_measure(name: str, threshold: Optional[float] = None):
                                    qrel_inputs=['query_id'], short_desc=f'eRAG {name} of the document labels'))
 
     class ERAGMeasure(base):
-        __doc__ = f'eRAG {name} of the eRAG document labels' + ('' if threshold is None else f', relevant at >= {threshold}')
+        __doc__ = (f'eRAG {name} of the eRAG document labels'
+                   + ('' if threshold is None else f', relevant at >= {threshold}'))
 
         def runtime_impl(self, qrels, run):
             # The whole labelled ranking is needed (recall, ideal order), so the cutoff is applied here.

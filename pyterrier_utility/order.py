@@ -1,13 +1,14 @@
 """Which of each query's ranked documents the reader sees, and in which order: the "-r" systems of the
 study, lost in the middle, any permutation, and windows of deeper ranks."""
 import itertools
-from typing import Dict, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from ._util import check, check_int, validate_columns
+from .settings import is_int
 
 
 class Ordering(pt.Transformer):
@@ -84,24 +85,35 @@ class LostInTheMiddle(Ordering):
     2 4), which is ``ReverseOrder() >> LostInTheMiddle()``: the placement Liu et al. find hardest
     for a reader. Ranks and scores follow the new order (see :class:`Ordering`).
 
+    With ``authors=True``, the orientation the authors of the paper ran (``simple_shuffling`` in
+    their ``tools/permutation_generator.py``, github.com/DanielTian97/rag-utility): it starts from
+    the document that ends up in the middle and alternates after and before it, so for odd ``n`` it
+    is the mirror image of the above (five: 2 4 5 3 1, the best document last; reversed, 4 2 1 3 5)
+    and for even ``n`` the same (four: 1 3 4 2).
+
     Args:
         reverse: put the best documents in the middle instead.
+        authors: the authors' orientation (mirrored for odd ``n``).
 
     Example::
 
         bm25_lim = dataset.bm25() % 5 >> LostInTheMiddle() >> reader
+        bm25_their_lim = dataset.bm25() % 5 >> LostInTheMiddle(authors=True) >> reader
     """
 
-    def __init__(self, reverse: bool = False):
+    def __init__(self, reverse: bool = False, authors: bool = False):
         super().__init__()
         self.reverse = bool(reverse)
+        self.authors = bool(authors)
 
     def positions(self, n: int) -> Sequence[int]:
         order = list(range(0, n, 2)) + list(range(1, n, 2))[::-1]
+        if self.authors and n % 2:
+            order = order[::-1]
         return [n - 1 - p for p in order] if self.reverse else order
 
     def __repr__(self):
-        return f'LostInTheMiddle(reverse={self.reverse})'
+        return f'LostInTheMiddle(reverse={self.reverse}' + (', authors=True)' if self.authors else ')')
 
 
 class Permutation(Ordering):
@@ -174,3 +186,56 @@ class Window(Ordering):
 
     def __repr__(self):
         return f'Window(start={self.start}, k={self.k})'
+
+
+def window_starts(n: int, k: int, step: int = 1) -> List[int]:
+    """The start ranks (from 1) of the windows of ``k`` documents, one every ``step`` ranks from the
+    top, that fit in a ranking of ``n`` (none when ``n < k``): the grid the authors' ``compose_context``
+    (``tools/prompt_tools.py``) samples windows from.
+
+    Example::
+
+        window_starts(20, 5, 5)   # [1, 6, 11, 16]
+    """
+    return list(range(1, n - k + 2, step))
+
+
+class GridWindow(Ordering):
+    """The ``index``-th window of ``k`` documents on the grid of :func:`window_starts`: from the top
+    (1: the top k, 2: ranks 1 + step .. k + step, ...) or, for a negative ``index``, from the tail
+    (-1: the last window that fits on the grid, -2: the one before), in rank order.
+
+    The authors sample contexts this way (``compose_context(..., step, tops, tails)`` in their
+    ``tools/prompt_tools.py``: the first ``tops`` and the last ``tails`` windows of the grid, over the
+    whole retrieved list), so the tail windows depend on how deep each query's ranking goes. A query
+    whose grid has no such window gets no documents (where ``Window`` keeps a window's part that
+    fits). One difference: asked for more tail windows than the grid has, their code's slice wraps
+    round and returns fewer; here each index past the grid is simply empty. Ranks and scores follow
+    the new order (see :class:`Ordering`).
+
+    Args:
+        index: which window: 1, 2, ... from the top; -1, -2, ... from the tail.
+        k: the window's size.
+        step: ranks between the starts of consecutive windows.
+
+    Example::
+
+        last = dataset.bm25() % 100 >> GridWindow(-1, 5, step=5) >> reader   # ranks 96 to 100
+    """
+
+    def __init__(self, index: int, k: int, step: int = 1):
+        super().__init__()
+        check(is_int(index) and index != 0, 'GridWindow', f'index must be a non-zero integer, got {index!r}')
+        self.index = int(index)
+        self.k = check_int('GridWindow', 'k', k, 1)
+        self.step = check_int('GridWindow', 'step', step, 1)
+
+    def positions(self, n: int) -> Sequence[int]:
+        starts = window_starts(n, self.k, self.step)
+        if self.index > len(starts) or -self.index > len(starts):
+            return []
+        start = starts[self.index - 1 if self.index > 0 else self.index]
+        return range(start - 1, start - 1 + self.k)
+
+    def __repr__(self):
+        return f'GridWindow(index={self.index}, k={self.k}, step={self.step})'

@@ -78,7 +78,8 @@ class PromptFormat:
 
 _KSHOT = ('You are an expert at answering questions based on your own knowledge and related context. '
           'Please answer this question based on the given context. End your answer with STOP.')
-_ZEROSHOT = 'You are an expert at answering questions based on your own knowledge. Please answer this question. End your answer with STOP.'
+_ZEROSHOT = ('You are an expert at answering questions based on your own knowledge. Please answer this question. '
+             'End your answer with STOP.')
 _KSHOT_SHORT = ('You are an expert at answering questions based on your own knowledge and related context. '
                 'Please answer this question based on the given context within 5 words. You should put your '
                 'answer inside <answer> and </answer>. ')

@@ -23,7 +23,8 @@ ZEROSHOT_PROMPT = PROMPT_FORMATS['plain'].zero_shot
 CONTEXT_FORMAT = PROMPT_FORMATS['plain'].context
 #: The columns the Reader adds besides ``qanswer``: what the backend said of each answer.
 ANSWER_INFO = ['logprob', 'mean_logprob', 'truncated']
-__all__ = ['ANSWER_INFO', 'BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat', 'Reader', 'ZEROSHOT_PROMPT']
+__all__ = ['ANSWER_INFO', 'BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat',
+           'Reader', 'ZEROSHOT_PROMPT']
 
 
 class Reader(pt.Transformer):
@@ -32,7 +33,8 @@ class Reader(pt.Transformer):
     Given a result frame (``qid``, ``query``, ``docno``, ``text``, with ``rank`` or in rank order),
     the documents of each query become ``Context 1 .. Context k`` in rank order, never re-sorted by
     score, laid out by a :class:`~pyterrier_utility.prompts.PromptFormat` (``'plain'``, this
-    project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``). Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
+    project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``).
+    Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
     which is removed.
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay
@@ -224,9 +226,12 @@ class Reader(pt.Transformer):
         All prompts are answered in one call (each distinct prompt and seed once)."""
         return self.answer_frames([inp], by)[0]
 
-    def answer_frames(self, frames: Sequence[pd.DataFrame], by: Union[str, Sequence[str]] = 'qid') -> List[pd.DataFrame]:
+    def answer_frames(self, frames: Sequence[pd.DataFrame], by: Union[str, Sequence[str]] = 'qid',
+                      token_logprobs: bool = False) -> List[pd.DataFrame]:
         """:meth:`answer_frame` of several frames (e.g. query frames for 0-shot and result frames
-        for k-shot), their prompts answered together in one call."""
+        for k-shot), their prompts answered together in one call; with ``token_logprobs``, also
+        each answer's token log-probabilities (a ``token_logprobs`` column of tuples, ``None``
+        where the engine reports none)."""
         by = [by] if isinstance(by, str) else list(by)
         prompts = [self.prompts(frame, by) for frame in frames]
         distinct = list(dict.fromkeys(p for group in prompts for p in group.values()))
@@ -242,6 +247,8 @@ class Reader(pt.Transformer):
                                        mean_logprob=pd.Series([a.mean_logprob for a in rows], index=frame.index,
                                                               dtype=float),
                                        truncated=[a.truncated for a in rows])
+                if token_logprobs:
+                    answers = answers.assign(token_logprobs=[getattr(a, 'token_logprobs', None) for a in rows])
                 per_sample.append(answers.assign(sample=j) if self.n_samples > 1 else answers)
             out.append(pd.concat(per_sample, ignore_index=True))
         return out

@@ -22,8 +22,8 @@ from .cache import GenerationCache
 from .correlation import correlation
 from .errors import SettingError
 from .protocols import DecodingBackend
-from .settings import LabelSet, LabelsLike
 from .reader import Reader
+from .settings import LabelSet, LabelsLike
 
 #: The judge's prompt: ``{query}``, ``{golds}`` (the gold-context answers, one per line) and
 #: ``{answer}``. Modelled on the GPT-Eval setup the paper adopts: all reference answers at once, a
@@ -122,7 +122,8 @@ class LLMRetEval(pt.Transformer):
         self.gold = self.labels.relevant_docnos(graded)
         self.texts = texts
         self.k = k
-        self.judge = None if judge is None else (judge if isinstance(judge, GenerationCache) else GenerationCache(judge))
+        self.judge = (None if judge is None
+                      else judge if isinstance(judge, GenerationCache) else GenerationCache(judge))
         self.bertscore = BertScore(bertscore) if isinstance(bertscore, str) else bertscore
         self.threshold = threshold
         self.judge_prompt = judge_prompt
@@ -163,7 +164,8 @@ class LLMRetEval(pt.Transformer):
         retrieved = retrieved_answers(inp)
         judged = [(qid, str(query), answer) for qid, query in zip(queries['qid'], queries['query']) if qid in gold
                   for answer in retrieved[qid]]
-        matched = self.matches([q for _, q, _ in judged], [a for _, _, a in judged], [gold[qid] for qid, _, _ in judged])
+        matched = self.matches([q for _, q, _ in judged], [a for _, _, a in judged],
+                               [gold[qid] for qid, _, _ in judged])
         score = pd.Series(matched, index=[qid for qid, _, _ in judged], dtype=float).groupby(level=0).mean()
         return inp.assign(gold_qanswer=inp['qid'].map({q: a[0] for q, a in gold.items()}),
                           gold_qanswers=inp['qid'].map({q: tuple(a) for q, a in gold.items()}),

@@ -9,7 +9,6 @@ from ._util import normalise_frame, validate_columns, warn_qids
 from .datasets import texts_of
 from .errors import FrameError, SettingError
 
-
 #: The fields of a line of a TREC run.
 TREC_FIELDS = 'qid Q0 docno rank score tag'
 #: What a run saved as CSV or parquet must hold (a PyTerrier result frame).

@@ -55,17 +55,22 @@ def _stop_tuple(stop) -> Tuple[str, ...]:
 class Decoding:
     """How a reader decodes: every setting that changes an answer besides the model, prompt and seed.
 
-    The defaults are the authors' decoding for the paper's reader (temperature 0.3, top-k 50, up to
-    300 new tokens, stopping at "STOP"; their code, github.com/DanielTian97/rag-utility). A backend
-    declares the fields it honours (``DECODING_FIELDS``); a value it cannot honour is an error when
-    the backend is built, never dropped.
+    The defaults are the settings the authors' code passes for the paper's reader (temperature 0.3,
+    top-k 50, up to 300 new tokens, stopping at "STOP"; github.com/DanielTian97/rag-utility,
+    ``tools/llama_tools.py``); :data:`AUTHORS_DECODING` adds what their engine applied by default. A
+    backend declares the fields it honours (``DECODING_FIELDS``); a value it cannot honour is an
+    error when the backend is built, never dropped.
 
     Args:
         temperature: sampling temperature, >= 0 (0: greedy, seeds are then irrelevant).
         top_k: sample among the ``top_k`` most likely tokens (0: all; ``None``: not sent to a server).
         top_p: nucleus sampling in (0, 1] (``None``: off).
+        min_p: keep the tokens whose probability is at least ``min_p`` times the most likely one's,
+            in [0, 1] (``None``: off).
         max_new_tokens: the most tokens per answer, >= 1.
         repetition_penalty: > 0 (``None`` or 1: none).
+        repeat_last_n: the repetition penalty counts the last ``repeat_last_n`` tokens of prompt and
+            answer, >= 1, as llama.cpp's ``penalty_last_n`` (``None``: every prompt and answer token).
         stop: stop sequences, removed from the answer (a string is one sequence).
 
     Example::
@@ -73,12 +78,15 @@ class Decoding:
         paper = Decoding()
         offline = Decoding(max_new_tokens=32, repetition_penalty=1.2, stop=BASE_MODEL_STOP)
         greedy = paper.replace(temperature=0)
+        llama_cpp = paper.replace(top_p=0.95, min_p=0.05, repetition_penalty=1.1, repeat_last_n=64)
     """
     temperature: float = 0.3
     top_k: Optional[int] = 50
     top_p: Optional[float] = None
+    min_p: Optional[float] = None
     max_new_tokens: int = 300
     repetition_penalty: Optional[float] = None
+    repeat_last_n: Optional[int] = None
     stop: Tuple[str, ...] = STOP
 
     def __post_init__(self):
@@ -90,6 +98,10 @@ class Decoding:
             fail(f'top_k must be an integer >= 0 (0: all tokens), got {self.top_k!r}')
         if not (self.top_p is None or (_is_number(self.top_p) and 0 < self.top_p <= 1)):
             fail(f'top_p must be in (0, 1], got {self.top_p!r}')
+        if not (self.min_p is None or (_is_number(self.min_p) and 0 <= self.min_p <= 1)):
+            fail(f'min_p must be in [0, 1], got {self.min_p!r}')
+        if not (self.repeat_last_n is None or (is_int(self.repeat_last_n) and self.repeat_last_n >= 1)):
+            fail(f'repeat_last_n must be an integer >= 1 (None: every token), got {self.repeat_last_n!r}')
         if not (is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
             fail(f'max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}')
         if not (self.repetition_penalty is None or (_is_number(self.repetition_penalty)
@@ -98,6 +110,8 @@ class Decoding:
         object.__setattr__(self, 'temperature', float(self.temperature))
         object.__setattr__(self, 'top_k', None if self.top_k is None else int(self.top_k))
         object.__setattr__(self, 'top_p', None if self.top_p is None else float(self.top_p))
+        object.__setattr__(self, 'min_p', None if self.min_p is None else float(self.min_p))
+        object.__setattr__(self, 'repeat_last_n', None if self.repeat_last_n is None else int(self.repeat_last_n))
         object.__setattr__(self, 'max_new_tokens', int(self.max_new_tokens))
         if self.repetition_penalty is not None:
             object.__setattr__(self, 'repetition_penalty', float(self.repetition_penalty))
@@ -115,25 +129,61 @@ class Decoding:
             raise SettingError(f'Decoding has no setting {unknown}; its settings are {list(FIELDS)}')
         return dataclasses.replace(self, **changes)
 
-    def as_dict(self) -> Dict[str, object]:
-        """The settings as plain JSON values (the part of a cache key and of ``settings.json``)."""
-        return {name: list(value) if isinstance(value, tuple) else value
-                for name, value in dataclasses.asdict(self).items()}
+    @property
+    def penalised(self) -> bool:
+        """True when a repetition penalty applies (one of 1 changes nothing)."""
+        return self.repetition_penalty not in (None, 1.0)
 
-    def check_honoured(self, owner: str, fields: Iterable[str]) -> None:
+    def as_dict(self) -> Dict[str, object]:
+        """The settings as plain JSON values (the part of a cache key and of ``settings.json``).
+
+        A setting added after answers were first cached (:data:`ADDED_FIELDS`) is left out while
+        it is ``None``, so the keys of answers generated before it existed stay what they were."""
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in dataclasses.asdict(self).items()
+                if not (name in ADDED_FIELDS and value is None)}
+
+    def check_honoured(self, owner: str, fields: Iterable[str],
+                       own_way: Optional[Dict[str, str]] = None) -> Dict[str, str]:
         """Raises a :class:`SettingError` naming every setting ``owner`` cannot honour: a field
-        outside ``fields`` that is set (not ``None``, and not a repetition penalty of 1)."""
-        fields = set(fields)
-        unset = {'top_k': None, 'top_p': None, 'repetition_penalty': None}
-        refused = [name for name in FIELDS if name not in fields and getattr(self, name) != unset.get(name, object())
-                   and not (name == 'repetition_penalty' and self.repetition_penalty == 1.0)]
+        outside ``fields`` that is set (not ``None``, not a repetition penalty of 1, not a penalty
+        window without a penalty) and that ``owner`` does not apply its own way. Returns, for the
+        set fields it applies its own way (``own_way``: field -> how), how it applies them."""
+        fields, own_way = set(fields), dict(own_way or {})
+        given = [name for name in FIELDS if getattr(self, name) != UNSET.get(name, object())
+                 and not (name in ('repetition_penalty', 'repeat_last_n') and not self.penalised)]
+        refused = [name for name in given if name not in fields and name not in own_way]
         if refused:
             raise SettingError(f'{owner} cannot honour {", ".join(f"{n}={getattr(self, n)!r}" for n in refused)}; '
                                f'it honours {sorted(fields)}')
+        return {name: own_way[name] for name in given if name not in fields}
 
+
+#: What the authors' reader applied (github.com/DanielTian97/rag-utility, ``tools/llama_tools.py``):
+#: the settings their code passes to llama-cpp-python, and the library's defaults for the rest at the
+#: version their ``rag-utility.yml`` pins (0.2.75; :data:`AUTHORS_DECODING_SOURCES` says which is which).
+AUTHORS_DECODING = Decoding(temperature=0.3, top_k=50, top_p=0.95, min_p=0.05, max_new_tokens=300,
+                            repetition_penalty=1.1, repeat_last_n=64, stop=STOP)
+_THEIR_CODE = "authors' code (tools/llama_tools.py"
+_LIBRARY_DEFAULT = 'llama-cpp-python 0.2.75 default (their rag-utility.yml pins it)'
+#: Where each value of :data:`AUTHORS_DECODING` comes from.
+AUTHORS_DECODING_SOURCES = {
+    'temperature': "authors' code (--temperature default of rag-random_kshot.py, passed by tools/llama_tools.py)",
+    'top_k': f'{_THEIR_CODE}: top_k=50)',
+    'top_p': f'{_LIBRARY_DEFAULT}: create_completion(top_p=0.95)',
+    'min_p': f'{_LIBRARY_DEFAULT}: create_completion(min_p=0.05)',
+    'max_new_tokens': f'{_THEIR_CODE}: max_tokens=300)',
+    'repetition_penalty': f'{_LIBRARY_DEFAULT}: create_completion(repeat_penalty=1.1)',
+    'repeat_last_n': f'{_LIBRARY_DEFAULT}: Llama(last_n_tokens_size=64), the sampler\'s penalty_last_n',
+    'stop': f'{_THEIR_CODE}: stop=["STOP"])',
+}
 
 #: The fields of :class:`Decoding`, in order.
 FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
+#: The value of each optional field that means "not set".
+UNSET = {'top_k': None, 'top_p': None, 'min_p': None, 'repetition_penalty': None, 'repeat_last_n': None}
+#: Fields added to :class:`Decoding` after generation caches existed: absent from a key while unset.
+ADDED_FIELDS = ('min_p', 'repeat_last_n')
 #: The offline readers (small base models shipped in PyPI wheels), by name.
 OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
 #: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
@@ -157,9 +207,19 @@ def engine_of(reader: str) -> str:
 #: The decoding settings each engine honours (its backend's ``DECODING_FIELDS``), declared here so
 #: that a study's settings are checked before any engine is imported.
 ENGINE_DECODING = {
-    'huggingface': frozenset({'temperature', 'top_k', 'max_new_tokens', 'repetition_penalty', 'stop'}),
-    'openai': frozenset(FIELDS), 'vllm': frozenset(FIELDS), 'llamacpp': frozenset(FIELDS)}
+    'huggingface': frozenset(FIELDS),
+    'openai': frozenset(FIELDS) - {'repeat_last_n'}, 'vllm': frozenset(FIELDS) - {'repeat_last_n'},
+    'llamacpp': frozenset(FIELDS)}
 ENGINE_DECODING['offline'] = ENGINE_DECODING['huggingface']
+#: Settings an engine has no means to honour exactly and applies its own way, declared with how:
+#: accepted, and said wherever the settings are printed and in ``settings.json`` (its backend's
+#: ``DECODING_OWN_WAY``). vLLM's repetition penalty counts every token of the prompt and the output
+#: (``apply_penalties`` in ``vllm/model_executor/layers/utils.py``: its prompt and output masks), no window.
+ENGINE_OWN_WAY = {
+    'vllm': {'repeat_last_n': "not applied: vLLM's repetition penalty counts every prompt and output token"},
+    'openai': {'repeat_last_n': "sent as repeat_last_n, which llama.cpp's server applies; vLLM's server ignores it "
+                                'and counts every prompt and output token'},
+}
 #: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
 #: document by label (the authors' released runs).
 ORACLE_MODES = ('sampled', 'authors')

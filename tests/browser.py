@@ -1,5 +1,6 @@
 """Headless Chromium for the tests, driven over its DevTools protocol (a websocket): load a page,
-evaluate JavaScript in it, collect its console errors, take screenshots."""
+evaluate JavaScript in it, collect its console errors, take screenshots; run as a script, it saves a screenshot of
+a page (the README's)."""
 import base64
 import itertools
 import json
@@ -43,8 +44,9 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix='pu-chromium-')
         self.process = subprocess.Popen(
             [self.path, '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--no-default-browser-check',
-             '--remote-debugging-port=0', f'--user-data-dir={self.profile}', f'--window-size={self.width},{self.height}',
-             'about:blank'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             '--remote-debugging-port=0', f'--user-data-dir={self.profile}',
+             f'--window-size={self.width},{self.height}', 'about:blank'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         port_file = Path(self.profile) / 'DevToolsActivePort'
         deadline = time.time() + self.timeout
         while not (port_file.exists() and port_file.read_text().count('\n') >= 1):
@@ -125,3 +127,27 @@ class Browser:
     def screenshot(self) -> bytes:
         """A PNG of the viewport."""
         return base64.b64decode(self.send('Page.captureScreenshot', format='png')['data'])
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Saves the first screen (1400x1000) of a page as a PNG, after running an optional script in it.
+
+    Example (the README's screenshots)::
+
+        python tests/browser.py results/study/report.html docs/report.png
+        python tests/browser.py results/study/report.html docs/report-query.png \\
+            'document.querySelector("#rows tbody tr").click()'
+    """
+    import sys
+    page, out, *script = sys.argv[1:] if argv is None else argv
+    with Browser(executable()) as browser:
+        browser.load(Path(page))
+        for expression in script:
+            browser.evaluate(expression)
+        Path(out).write_bytes(browser.screenshot())
+        if browser.errors:
+            raise SystemExit(f'{page}: {browser.errors}')
+
+
+if __name__ == '__main__':
+    main()

@@ -96,3 +96,10 @@ def pytest_configure(config):
             ('slow', 'runs a study or generates with a real model: more than a few seconds'),
             ('gpu', 'needs a GPU: skipped without one')):
         config.addinivalue_line('markers', f'{marker}: {meaning}')
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that drives headless Chromium (the ``browser`` fixture) is marked ``browser``."""
+    for item in items:
+        if 'browser' in getattr(item, 'fixturenames', ()):
+            item.add_marker(pytest.mark.browser)

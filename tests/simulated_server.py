@@ -7,8 +7,9 @@ It records every request body, can fail the requests a ``fail`` function picks w
 seconds (a hung server; released when the server stops), send its answers one byte every
 ``trickle`` seconds, and report a ``finish_reason`` per prompt. With ``logprobs``, a request that asks for
 ``logprobs`` gets the log-probability of each word of its answer (word i: -(i + 1) / 8), as completions
-(``token_logprobs``) or chat (``content[i].logprob``) report them; without, the field is ignored. It serves at most ``max_requests``
-requests (then HTTP 410), so a test or benchmark cannot loop against it without bound.
+(``token_logprobs``) or chat (``content[i].logprob``) report them; without, the field is ignored. It
+serves at most ``max_requests`` requests (then HTTP 410), so a test or benchmark cannot loop against
+it without bound.
 """
 import hashlib
 import json
@@ -122,7 +123,8 @@ class SimulatedServer:
 if __name__ == '__main__':
     # A server in its own process (benchmarks): python simulated_server.py LATENCY CAPACITY MAX_REQUESTS SECONDS
     import sys
-    latency, capacity, max_requests, seconds = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    latency, capacity = float(sys.argv[1]), int(sys.argv[2])
+    max_requests, seconds = int(sys.argv[3]), float(sys.argv[4])
     with SimulatedServer(latency=latency, capacity=capacity, max_requests=max_requests) as server:
         print(server.url, flush=True)
         time.sleep(seconds)

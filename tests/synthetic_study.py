@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from pyterrier_utility.experiment import stats
+from pyterrier_utility.experiment import StudyConfig, StudyResults, stats
 
 SYSTEMS = ('BM25', 'BM25-r', 'Neural', 'Neural-r', 'Rel', 'NRel')
 LABEL_SETS = ('label>=2', 'label in {2,3}')
@@ -69,8 +69,11 @@ def _per_query(rng, scores: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataFram
 
 def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), samples: int = 5,
                 label_sets: Sequence[str] = LABEL_SETS, figures: bool = True, seed: int = 0) -> Path:
-    """Writes per_query, answers, scores, contexts and queries CSVs, settings.json, table1_paper.md,
-    correlations.csv and (``figures``) fig3_utility_vs_k.png into ``folder``; returns it."""
+    """Writes per_query, answers (with what an engine says of them: log-probabilities, cut at the
+    main job's max_new_tokens), scores, contexts and queries CSVs, settings.json (the main job's settings),
+    table1_paper.md,
+    correlations.csv, confidence_correlations.csv and (``figures``) fig3_utility_vs_k.png into
+    ``folder``; returns it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -79,6 +82,14 @@ def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), sample
         (s, k, f'q{q}') for k in ks for s in SYSTEMS for q in range(queries)]
     answers = pd.DataFrame([(s, k, q, j, _words(rng, 12)) for s, k, q in cells for j in range(samples)],
                            columns=['system', 'k', 'qid', 'sample', 'qanswer'])
+    # What the engine says of each answer, from a generator of its own (the other values stay as they were).
+    config = StudyConfig(queries=queries, ks=tuple(ks), samples=samples, label_sets=tuple(label_sets), seed=seed)
+    said, limit = np.random.default_rng(seed + 1), config.decoding.max_new_tokens
+    tokens = said.integers(limit // 8, limit + 1, len(answers))
+    answers['mean_logprob'] = said.uniform(-3, -0.2, len(answers)).round(6)
+    answers['logprob'] = (answers['mean_logprob'] * tokens).round(6)
+    answers['truncated'] = tokens == limit
+    answers = answers[['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']]
     scores = _scores(rng, answers, contexts, label_sets)
     per_query = _per_query(rng, scores, contexts)
     for name, frame in (('per_query', per_query), ('answers', answers), ('scores', scores), ('contexts', contexts)):
@@ -86,11 +97,17 @@ def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), sample
     pd.DataFrame({'qid': [f'q{q}' for q in range(queries)],
                   'query': [f'what about {_words(rng, 4)} {q}' for q in range(queries)]}).to_csv(
         folder / 'queries.csv', index=False)
-    (folder / 'settings.json').write_text(json.dumps({'reader': 'synthetic', 'samples': samples, 'k': list(ks),
-                                                      'labels': list(label_sets), 'seed': seed}))
+    (folder / 'settings.json').write_text(json.dumps(dict(
+        config.to_dict(), command='study', argv=['study', '--queries', str(queries), '--out', str(folder)],
+        seeds=[seed + j for j in range(samples)],
+        backends={'gemma3-270m': {'backend': 'CausalLMBackend', 'model': 'gemma-3-270m', 'dtype': 'bfloat16',
+                                  'decoding': config.decoding.as_dict()}}), indent=2))
     (folder / 'table1_paper.md').write_text(stats.table1_paper(stats.table1(per_query)))
     pd.concat([stats.correlations(per_query, m) for m in ('pearson', 'spearman')]).to_csv(
         folder / 'correlations.csv', index=False)
+    results = StudyResults(per_query, answers)
+    pd.concat([results.confidence_correlations(m) for m in ('pearson', 'spearman')]).to_csv(
+        folder / 'confidence_correlations.csv', index=False)
     if figures:
         import matplotlib.pyplot as plt
 

@@ -40,9 +40,12 @@ def test_log_probability_is_the_models_own_for_the_chosen_tokens(gemma, repetiti
                                    repetition_penalty=repetition_penalty, top_k=None, top_p=None)
             new = whole[0, ids.shape[1]:]
             logits = model(whole).logits[0, ids.shape[1] - 1:-1].float()
-        expected = torch.log_softmax(logits, -1).gather(1, new[:, None]).sum().item()
+        each = torch.log_softmax(logits, -1).gather(1, new[:, None])[:, 0]
+        expected = each.sum().item()
         assert answer.text == exact.tokenizer.decode(new, skip_special_tokens=True).strip()
-        assert answer.tokens == len(new)
+        assert answer.tokens == len(new) == len(answer.token_logprobs)
+        assert sum(answer.token_logprobs) == answer.logprob  # the sum is the one reported, to the bit
+        assert list(answer.token_logprobs) == pytest.approx(each.tolist(), abs=1e-3)
         assert answer.truncated == (new[-1].item() not in eos)
         assert answer.logprob == pytest.approx(expected, abs=1e-3)
         assert answer.mean_logprob == pytest.approx(expected / len(new), abs=1e-3)
@@ -73,7 +76,8 @@ def test_stop_sequences_cut_the_answer(gemma):
 
 def test_generation_key_names_settings(gemma):
     key = sampler(gemma, repetition_penalty=1.2).generation_key
-    assert key['decoding']['temperature'] == 1.0 and key['decoding']['repetition_penalty'] == 1.2 and key['model'] == 'gemma-test'
+    assert key['decoding']['temperature'] == 1.0 and key['decoding']['repetition_penalty'] == 1.2
+    assert key['model'] == 'gemma-test'
     assert GenerationCache(sampler(gemma)).key('p', 1, 8, None) != GenerationCache(sampler(gemma)).key('p', 2, 8, None)
     assert GenerationCache(gemma).key('p', 1, 8, None) == GenerationCache(gemma).key('p', 2, 8, None)
 
@@ -125,18 +129,20 @@ def test_prefix_reuse_gives_the_answers_of_no_reuse_in_any_order(gemma):
 
 
 def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
-    from pyterrier_utility.backends import _hf
-    monkeypatch.setattr(_hf, 'cpu_has_fast_bf16', lambda: True)
-    assert _hf.resolve_dtype('auto', 'cpu') == _hf.torch.bfloat16
-    assert _hf.resolve_dtype('auto', 'cuda') is None  # the model's own dtype
-    monkeypatch.setattr(_hf, 'cpu_has_fast_bf16', lambda: False)
-    assert _hf.resolve_dtype('auto', 'cpu') == _hf.torch.float32
-    assert _hf.resolve_dtype('bfloat16', 'cpu') == _hf.torch.bfloat16
+    import torch
+
+    from pyterrier_utility.backends.hf import dtype
+    monkeypatch.setattr(dtype, 'cpu_has_fast_bf16', lambda: True)
+    assert dtype.resolve_dtype('auto', 'cpu') == torch.bfloat16
+    assert dtype.resolve_dtype('auto', 'cuda') is None  # the model's own dtype
+    monkeypatch.setattr(dtype, 'cpu_has_fast_bf16', lambda: False)
+    assert dtype.resolve_dtype('auto', 'cpu') == torch.float32
+    assert dtype.resolve_dtype('bfloat16', 'cpu') == torch.bfloat16
     with pytest.raises(ValueError, match="dtype must be 'auto'"):
-        _hf.resolve_dtype('int8', 'cpu')
-    other = 'float32' if gemma.dtype == _hf.torch.bfloat16 else 'bfloat16'
+        dtype.resolve_dtype('int8', 'cpu')
+    other = 'float32' if gemma.dtype == torch.bfloat16 else 'bfloat16'
     converted = sampler(gemma, dtype=other)
-    assert converted.model.dtype == _hf.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
+    assert converted.model.dtype == dtype.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
     same = sampler(gemma, dtype=gemma.dtype)
     assert GenerationCache(converted).key('p', 1, 8, None) != GenerationCache(same).key('p', 1, 8, None)
     assert same.generation_key['dtype_name'] == str(gemma.dtype).replace('torch.', '')
@@ -176,8 +182,7 @@ def test_top_k_sampling_draws_from_hugging_faces_top_k_distribution():
     import torch
     from transformers import TopKLogitsWarper
 
-    from pyterrier_utility.backends._hf import _SeededSampling
-    from pyterrier_utility.backends._hf import TIE_MARGIN
+    from pyterrier_utility.backends.hf.sampling import TIE_MARGIN, SeededSampling as _SeededSampling
     scores = torch.randn(4, 1000)
     scores[1, :12] = 9.0  # twelve tied best scores: all of them candidates with top-k 5
     scores[2, 100:110] = scores[2].topk(5).values[-1]  # ties at the 5th
@@ -201,11 +206,12 @@ def test_the_way_tokens_are_drawn_keys_the_cache(gemma):
 
 
 def test_gumbel_draws_follow_the_softmax():
-    """Frequencies of 20 000 draws (steps of one seed) against softmax probabilities, checked by scipy's chi-square test."""
+    """Frequencies of 20 000 draws (steps of one seed) against softmax probabilities, checked by
+    scipy's chi-square test."""
     import torch
     from scipy.stats import chisquare
 
-    from pyterrier_utility.backends._hf import _SeededSampling
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
     scores = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -9.0]])
     sampling = _SeededSampling([11], temperature=0.8, top_k=5)
     counts = torch.zeros(6)
@@ -223,7 +229,7 @@ def test_buffered_kv_layers_return_what_hugging_faces_layers_return(sliding):
     import torch
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-    from pyterrier_utility.backends._hf import _buffered
+    from pyterrier_utility.backends.hf.kv import buffered as _buffered
     make = (lambda: DynamicSlidingWindowLayer(sliding_window=6)) if sliding else DynamicLayer
     theirs, prefill = make(), torch.randn(4, 1, 5, 3)
     theirs.update(prefill, -prefill)
@@ -250,30 +256,30 @@ def test_weight_major_linear_layers_compute_what_linear_computes_bit_for_bit(gem
     output layer included; the caller's model keeps its own ``forward``; the weights are shared."""
     import torch
 
-    from pyterrier_utility.backends import _hf
+    from pyterrier_utility.backends.hf import layers as hf_layers
     model = gemma.model
     if model.dtype != torch.bfloat16:
         pytest.skip('the weight-major layers are used in bfloat16 only (this CPU runs the model in float32)')
     layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    assert all(type(m) is _hf._WeightMajorLinear for m in layers.values())
+    assert all(type(m) is hf_layers._WeightMajorLinear for m in layers.values())
     generator = torch.Generator().manual_seed(0)
     for shape, layer in layers.items():
-        for rows in range(1, _hf.WEIGHT_MAJOR_ROWS + 2):
+        for rows in range(1, hf_layers.WEIGHT_MAJOR_ROWS + 2):
             x = torch.randn(rows, 1, shape[1], generator=generator).to(torch.bfloat16)
             assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight)), (shape, rows)
     # The output layer's product stays transposed; the float32 scores read from it are contiguous.
     head = model.get_output_embeddings()
     assert head.transposed_output and not any(m.transposed_output for m in layers.values() if m is not head)
     x = torch.randn(5, 1, head.weight.shape[1], generator=generator).to(torch.bfloat16)
-    scores = _hf._float_rows(head(x))
+    scores = hf_layers.float_rows(head(x))
     assert scores.is_contiguous() and torch.equal(scores, torch.nn.functional.linear(x, head.weight)[:, -1].float())
-    fresh = _hf._weight_major(model)
+    fresh = hf_layers.weight_major(model)
     original = next(m for m in model.modules() if isinstance(m, torch.nn.Linear))
     copied = next(m for m in fresh.modules() if isinstance(m, torch.nn.Linear))
     assert copied is not original and copied.weight is original.weight
     plain = torch.nn.Linear(4, 3, bias=False, dtype=torch.bfloat16)
-    copied = _hf._weight_major(torch.nn.Sequential(plain))
-    assert type(plain) is torch.nn.Linear and type(copied[0]) is _hf._WeightMajorLinear
+    copied = hf_layers.weight_major(torch.nn.Sequential(plain))
+    assert type(plain) is torch.nn.Linear and type(copied[0]) is hf_layers._WeightMajorLinear
     import pickle
     assert torch.equal(pickle.loads(pickle.dumps(copied))[0].weight, plain.weight)  # picklable, as the model was
 
@@ -285,7 +291,7 @@ def test_repetition_penalty_gives_hugging_faces_scores():
     import torch
     from transformers import RepetitionPenaltyLogitsProcessor
 
-    from pyterrier_utility.backends._hf import _Penalty
+    from pyterrier_utility.backends.hf.sampling import Penalty as _Penalty
     generator = torch.Generator().manual_seed(0)
     for rows, vocabulary, length in ((1, 7, 3), (4, 50, 30), (3, 4096, 500)):
         scores = torch.randn(rows, vocabulary, generator=generator) * 4
@@ -303,7 +309,7 @@ def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():
     import torch
     from transformers.cache_utils import DynamicLayer
 
-    from pyterrier_utility.backends._hf import _buffered
+    from pyterrier_utility.backends.hf.kv import buffered as _buffered
     parts, expected = [], []
     for length, rows in ((5, 2), (3, 3), (5, 1)):
         layer = DynamicLayer()
@@ -324,13 +330,100 @@ def test_merged_buffers_hold_each_cache_repeated_and_left_padded_with_zeros():
 def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeypatch):
     """Whether finished rows leave the batch at once or stay to its end, every answer (text, log
     probability, truncation) is the same: a kept row's tokens are never read."""
-    from pyterrier_utility.backends import _hf
+    from pyterrier_utility.backends.hf import loop
     prompts, seeds = [PROMPTS[0]] * 3 + [PROMPTS[1]] * 3 + [PROMPTS[2]] * 3, [1, 2, 3] * 3
     outputs = {}
     for policy in (0, float('inf')):  # always drop finished rows; never drop them
-        monkeypatch.setattr(_hf, 'COMPACT_AFTER', policy)
+        monkeypatch.setattr(loop, 'COMPACT_AFTER', policy)
         backend = sampler(gemma, batch_size=9, max_new_tokens=12)
         outputs[policy] = [(o.text, o.logprob, o.truncated) for o in backend.generate(prompts, seeds=seeds,
                                                                                      stop_sequences=['.'])]
     assert outputs[0] == outputs[float('inf')]
-    assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])  # rows end at different steps
+    # rows end at different steps
+    assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])
+
+
+@pytest.mark.parametrize('top_k, top_p, min_p', [(5, None, 0.3), (50, 0.9, None), (50, 0.95, 0.05), (0, 0.5, 0.1),
+                                                  (0, None, 0.05), (5, 0.3, 0.9)])
+def test_top_p_and_min_p_keep_the_tokens_hugging_faces_warpers_keep(top_k, top_p, min_p):
+    """The candidates and their probabilities equal Hugging Face's warpers in its order (temperature,
+    top-k, top-p, min-p) over the whole vocabulary, ties at the k-th score included. (Tokens tied at
+    the nucleus' edge are kept or dropped by sort order, here and in Hugging Face alike.)"""
+    import torch
+    from transformers import MinPLogitsWarper, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    from pyterrier_utility.backends.hf.sampling import SeededSampling as _SeededSampling
+    scores = torch.randn(4, 2000, generator=torch.Generator().manual_seed(5)) * 3
+    scores[1, 100:110] = scores[1].topk(5).values[-1]  # ties at the 5th
+    scores[2, :3] = torch.tensor([12.0, 11.5, 11.0])  # a peaked row: few survive
+    sampling = _SeededSampling([1, 2, 3, 4], temperature=0.7, top_k=top_k, top_p=top_p, min_p=min_p)
+    values, tokens = sampling.candidates(scores)
+    warped = TemperatureLogitsWarper(0.7)(None, scores)
+    for warper in ([TopKLogitsWarper(top_k)] if top_k else []) + ([TopPLogitsWarper(top_p)] if top_p else []) \
+            + ([MinPLogitsWarper(min_p)] if min_p else []):
+        warped = warper(None, warped)
+    expected = torch.softmax(warped, dim=-1)
+    ours = torch.zeros_like(expected).scatter_add_(1, tokens, torch.softmax(values, dim=-1))
+    assert torch.equal(ours > 0, expected > 0)
+    torch.testing.assert_close(ours, expected)
+    assert ((expected > 0).sum(-1) < 2000).all()
+    drawn = sampling.next_tokens(scores)
+    assert all(expected[i, t] > 0 for i, t in enumerate(drawn.tolist()))
+
+
+def test_min_p_of_one_and_a_tiny_top_p_leave_the_greedy_answer(gemma):
+    """min-p 1 keeps only the most likely token, as does a nucleus of 1%: every seed then gives the
+    greedy answer, which plain sampling at temperature 1 does not."""
+    greedy = [o.text for o in sampler(gemma, temperature=0).generate(PROMPTS)]
+    seeds = [3, 4, 5]
+    plain = [o.text for o in sampler(gemma).generate(PROMPTS, seeds=seeds)]
+    assert plain != greedy
+    for narrow in (dict(min_p=1.0), dict(top_p=0.01)):
+        assert [o.text for o in sampler(gemma, **narrow).generate(PROMPTS, seeds=seeds)] == greedy
+
+
+def test_repetition_penalty_window_counts_the_last_n_tokens():
+    """Over ``last_n`` tokens the penalty is Hugging Face's over the history's last ``last_n``
+    columns; a row left-padded with its first token is penalised as the same row unpadded."""
+    import torch
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    from pyterrier_utility.backends.hf.sampling import Penalty as _Penalty
+    generator = torch.Generator().manual_seed(1)
+    scores = torch.randn(3, 50, generator=generator) * 4
+    history = torch.randint(0, 50, (3, 30), generator=generator)
+    for last_n in (1, 4, 64):
+        got = _Penalty(1.3, last_n)(history, scores)
+        assert torch.equal(got, RepetitionPenaltyLogitsProcessor(1.3)(history[:, -last_n:], scores))
+    assert not torch.equal(_Penalty(1.3, 4)(history, scores), _Penalty(1.3)(history, scores))
+    row = torch.tensor([[7, 8, 9]])
+    padded = torch.tensor([[7, 7, 7, 7, 8, 9]])
+    for last_n in (2, 3, 5, 64):
+        assert torch.equal(_Penalty(1.3, last_n)(padded, scores[:1]), _Penalty(1.3, last_n)(row, scores[:1]))
+
+
+def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens(gemma):
+    """Greedy answers with the penalty over the last 3 tokens of prompt and answer equal a plain loop
+    (the model's forward over the whole sequence, Hugging Face's penalty over its last 3 tokens), in
+    a batch of prompts of different lengths; a window changes some answer."""
+    import torch
+    from transformers import RepetitionPenaltyLogitsProcessor
+    window = backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='float32',
+                                      temperature=0, max_new_tokens=8, repetition_penalty=1.5, repeat_last_n=3)
+    answers = [o.text for o in window.generate(PROMPTS, stop_sequences=[])]
+    penalty = RepetitionPenaltyLogitsProcessor(1.5)
+    expected = []
+    for prompt in PROMPTS:
+        ids = window.tokenizer(prompt, return_tensors='pt').input_ids
+        with torch.no_grad():
+            for _ in range(8):
+                scores = penalty(ids[:, -3:], window.model(ids).logits[:, -1].float())
+                token = scores.argmax(-1, keepdim=True)
+                if token.item() in window.eos_token_ids:
+                    break
+                ids = torch.cat([ids, token], dim=1)
+        expected.append(window.tokenizer.decode(ids[0, len(window.tokenizer(prompt).input_ids):],
+                                                skip_special_tokens=True).strip())
+    assert answers == expected
+    whole = window.with_settings(repeat_last_n=None)
+    assert [o.text for o in whole.generate(PROMPTS, stop_sequences=[])] != answers

@@ -37,6 +37,15 @@ def test_every_setting_and_a_seed_per_sample_is_in_each_request():
     assert list(out.sort_values('sample')['qanswer']) == [simulated_answer(body['prompt'], s) for s in (10, 11, 12)]
 
 
+def test_min_p_and_the_penalty_window_are_sent_under_llama_cpps_names():
+    with SimulatedServer() as server:
+        b = backend(server.url, min_p=0.05, repetition_penalty=1.1, repeat_last_n=64)
+        b.generate(['p'], seeds=[1])
+    assert (server.bodies[0]['min_p'], server.bodies[0]['repeat_last_n']) == (0.05, 64)
+    assert "vLLM's server ignores it" in b.decoding_notes['repeat_last_n']
+    assert 'min_p' not in b.decoding_notes
+
+
 def test_top_k_zero_is_sent_as_all_tokens_none_is_not_sent_and_chat_sends_a_message(monkeypatch):
     monkeypatch.delenv('OPENAI_API_KEY', raising=False)
     with SimulatedServer() as server:
@@ -191,6 +200,7 @@ def test_log_probabilities_are_asked_for_only_with_logprobs_and_summed_as_report
     # The simulated answer has 3 words, of log-probabilities -1/8, -2/8, -3/8.
     assert [(o.text, o.logprob, o.tokens, o.mean_logprob) for o in outs] == [
         (simulated_answer('p', 1), -0.75, 3, -0.25), (simulated_answer('q', 2), -0.75, 3, -0.25)]
+    assert [o.token_logprobs for o in outs] == [(-0.125, -0.25, -0.375)] * 2 and plain.token_logprobs is None
 
 
 def test_a_server_that_ignores_the_request_for_log_probabilities_gives_none(tmp_path):

@@ -11,8 +11,9 @@ from pyterrier_utility.errors import BackendError
 
 class SimulatedVLLM(types.ModuleType):
     """Stands in for the ``vllm`` package: records what the backend builds, answers from prompt and seed;
-    asked for ``logprobs``, it reports a ``cumulative_logprob`` of -0.5 per word over one token per word,
-    and ``finish_reason`` 'length' for a prompt ending in 'xyz'."""
+    asked for ``logprobs``, it reports a ``cumulative_logprob`` of -0.5 per word over one token per word
+    (each position's ``logprobs`` giving the sampled token -0.5 and another -9), and ``finish_reason``
+    'length' for a prompt ending in 'xyz'."""
 
     def __init__(self, drop_one=False):
         super().__init__('vllm')
@@ -40,8 +41,12 @@ class SimulatedVLLM(types.ModuleType):
                     out = types.SimpleNamespace(text=text)
                     if sp.fields.get('logprobs') is not None:
                         words = len(text.split())
-                        out = types.SimpleNamespace(text=text, token_ids=list(range(words)), cumulative_logprob=-0.5 * words,
-                                                    finish_reason='length' if p.endswith('xyz') else 'stop')
+                        out = types.SimpleNamespace(text=text, token_ids=list(range(words)),
+                                                    cumulative_logprob=-0.5 * words,
+                                                    finish_reason='length' if p.endswith('xyz') else 'stop',
+                                                    logprobs=[{t: types.SimpleNamespace(logprob=-0.5),
+                                                               t + 1: types.SimpleNamespace(logprob=-9.0)}
+                                                              for t in range(words)])
                     outs.append(types.SimpleNamespace(outputs=[out]))
                 return outs[:-1] if drop_one else outs
 
@@ -68,11 +73,29 @@ def test_each_prompt_gets_its_own_seeded_sampling_params_in_one_generate_call(mo
     assert backend.generation_key['llm_kwargs'] == {'dtype': 'bfloat16'}
 
 
+def test_min_p_goes_to_vllm_and_a_penalty_window_is_said_not_applied(monkeypatch):
+    """vLLM's SamplingParams take min_p under its own name; vLLM has no penalty window, so
+    repeat_last_n is not sent and the backend says how vLLM penalises instead."""
+    fake = SimulatedVLLM()
+    monkeypatch.setitem(sys.modules, 'vllm', fake)
+    backend = pu.backends.VLLMBackend('m', temperature=0.3, top_k=50, top_p=0.95, min_p=0.05, repetition_penalty=1.1,
+                                      repeat_last_n=64)
+    backend.generate(['abc'], seeds=[1])
+    assert fake.calls[0][1][0] == {'n': 1, 'temperature': 0.3, 'max_tokens': 300, 'seed': 1, 'top_k': 50, 'top_p': 0.95,
+                                   'min_p': 0.05, 'repetition_penalty': 1.1, 'stop': ['STOP'], 'logprobs': 0}
+    assert list(backend.decoding_notes) == ['repeat_last_n']
+    assert 'counts every prompt and output token' in backend.decoding_notes['repeat_last_n']
+    assert pu.backends.VLLMBackend('m', repeat_last_n=64).decoding_notes == {}  # no penalty: nothing to say
+
+
 def test_answers_carry_vllms_cumulative_logprob_and_finish_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, 'vllm', SimulatedVLLM())
     outs = pu.backends.VLLMBackend('m').generate(['abc', 'xyz'], seeds=[1, 2])
-    assert outs == [pu.backends.Answer(text='abc seed 1', truncated=False, logprob=-2.5, tokens=5),
-                    pu.backends.Answer(text='xyz seed 2', truncated=True, logprob=-2.5, tokens=5)]
+    # Each position's dict holds the sampled token (and others): the sampled one's is its log-probability.
+    assert outs == [pu.backends.Answer(text='abc seed 1', truncated=False, logprob=-2.5, tokens=5,
+                                       token_logprobs=(-0.5,) * 5),
+                    pu.backends.Answer(text='xyz seed 2', truncated=True, logprob=-2.5, tokens=5,
+                                       token_logprobs=(-0.5,) * 5)]
     assert outs[0].mean_logprob == -0.5
 
 

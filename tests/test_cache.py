@@ -67,6 +67,41 @@ def test_a_file_written_before_answer_info_keeps_its_answers_with_unknown_info(t
         (cache.key('z', 1, None, None), -1.5, 6, 1)]
 
 
+class TokenBackend(Backend):
+    """Answers with each token's log-probability, as CausalLMBackend, vLLM and servers report them."""
+    supports_seeds = True
+
+    def __init__(self):
+        super().__init__('tokens')
+        self.calls = []
+
+    def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
+        self.calls.extend(inps)
+        return [Answer(text=f'{p} {s}', truncated=False, logprob=-0.1 - 0.2 - 1 / 3, tokens=3,
+                       token_logprobs=(-0.1, -0.2, -1 / 3)) for p, s in zip(inps, seeds or [0] * len(inps))]
+
+
+def test_token_log_probabilities_survive_a_reopen_and_an_older_file_gains_their_column(tmp_path):
+    path = tmp_path / 'g.sqlite'
+    from conftest import CountingBackend
+    GenerationCache(CountingBackend(logprobs=True), path).generate(['old'], seeds=[1])
+    db = sqlite3.connect(path)  # answer_info as written before it held token log-probabilities
+    db.execute('CREATE TABLE info_before AS SELECT key, logprob, tokens, truncated FROM answer_info')
+    db.execute('DROP TABLE answer_info')
+    db.execute('ALTER TABLE info_before RENAME TO answer_info')
+    db.commit()
+    db.close()
+    first = GenerationCache(TokenBackend(), path).generate(['new'], seeds=[1])[0]
+    assert first.token_logprobs == (-0.1, -0.2, -1 / 3)
+    backend = TokenBackend()
+    again = GenerationCache(backend, path)
+    assert again.generate(['new'], seeds=[1]) == [first] and backend.calls == []
+    assert sum(again.generate(['new'], seeds=[1])[0].token_logprobs) == first.logprob
+    counting = CountingBackend()
+    old = GenerationCache(counting, path).generate(['old'], seeds=[1])[0]
+    assert (old.logprob, old.tokens, old.token_logprobs) == (-1.5, 6, None) and counting.calls == []
+
+
 def test_settings_are_part_of_the_key(counting_backend):
     cache = GenerationCache(counting_backend)
     cache.generate(['x'], seeds=[0], max_new_tokens=10)

@@ -43,7 +43,8 @@ def tiny(tmp_path_factory):
         for part in 'ab':
             ir_datasets.registry.register(f'pu-test/tiny/{part}', Dataset(
                 corpus, TsvQueries(LocalDownload(folder / f'{part}.tsv')),
-                TrecQrels(LocalDownload(folder / f'{part}.qrels'), {0: 'no', 1: 'related', 2: 'relevant', 3: 'perfect'})))
+                TrecQrels(LocalDownload(folder / f'{part}.qrels'),
+                          {0: 'no', 1: 'related', 2: 'relevant', 3: 'perfect'})))
     return folder
 
 
@@ -85,13 +86,15 @@ def write_run(path, qids, docs):
     path.write_text(''.join(f'{q} Q0 {d} {r} {10 - r} myrun\n' for q in qids for r, d in enumerate(docs)))
 
 
-def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_figures(tiny, tmp_path, monkeypatch, capsys):
+def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_figures(tiny, tmp_path, monkeypatch,
+                                                                                       capsys):
     from pyterrier_utility import cli
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     write_run(tmp_path / 'run.txt', ['q1', 'q2', 'q5'], ['d3', 'd1', 'd2', 'd4'])
     out = tmp_path / 'study'
     assert cli.main(['study', '--dataset', 'irds:pu-test/tiny/a', 'irds:pu-test/tiny/b', '--labels', '2,3', '3',
-                     '--queries', '0', '-k', '1', '2', '--systems', 'BM25', 'Rel', 'NRel', '--run', f'myrun={tmp_path / "run.txt"}',
+                     '--queries', '0', '-k', '1', '2', '--systems', 'BM25', 'Rel', 'NRel',
+                     '--run', f'myrun={tmp_path / "run.txt"}',
                      '--fig4-k', '2', '--out', str(out)]) == 0
     per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str})
     assert list(per_query['dataset'].unique()) == ['irds:pu-test/tiny/a', 'irds:pu-test/tiny/b']
@@ -112,7 +115,8 @@ def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_f
                   'label in \\{2,3\\}', 'irds:pu-test/tiny/a'):
         assert piece in tex
     for name in ('fig3_utility_vs_k', 'fig4_ndcg_vs_utility_k2', 'fig5_pearson_vs_k'):
-        assert (out / f'{name}.png').read_bytes()[:4] == b'\x89PNG' and (out / f'{name}.pdf').read_bytes()[:4] == b'%PDF'
+        assert (out / f'{name}.png').read_bytes()[:4] == b'\x89PNG'
+        assert (out / f'{name}.pdf').read_bytes()[:4] == b'%PDF'
     printed = capsys.readouterr().out
     assert '| Dataset | System | label in {2,3}, 0-shot |' in printed
 
@@ -144,9 +148,10 @@ def test_ndcg_of_reversed_systems_in_retrieval_order_equals_the_unreversed(minil
                             'rank': [0, 1, 2], 'score': [3.0, 2.0, 1.0]})
     ndcg = {}
     for order in ('context', 'retrieval'):
-        ndcg[order] = ex.run_study(topics, qrels, {'S': pt.Transformer.from_df(ranking)}, pu.Reader(CountingBackend()),
-                                   {'a': 'A', 'b': 'B', 'c': 'C'}, ks=[3], label_sets=[2], reverse=['S'],
-                                   bertscore=minilm, ndcg_order=order, verbose=False).per_query.set_index('system')['ndcg']
+        results = ex.run_study(topics, qrels, {'S': pt.Transformer.from_df(ranking)}, pu.Reader(CountingBackend()),
+                               {'a': 'A', 'b': 'B', 'c': 'C'}, ks=[3], label_sets=[2], reverse=['S'],
+                               bertscore=minilm, ndcg_order=order, verbose=False)
+        ndcg[order] = results.per_query.set_index('system')['ndcg']
     assert ndcg['context']['S-r'] < ndcg['context']['S'] == ndcg['retrieval']['S'] == ndcg['retrieval']['S-r']
 
 
@@ -173,3 +178,82 @@ def test_a_trec_run_file_is_a_reversible_system(tmp_path):
     assert list(out['docno']) == ['2', '5'] and list(out['text']) == ['two', 'five']
     with pytest.raises(pu.errors.SettingError, match='does not exist'):
         pu.RunFile(tmp_path / 'nope.txt', texts)
+
+
+@pytest.fixture(scope='module')
+def binary(tmp_path_factory):
+    """Registers irds:pu-test/binary: 6 queries judged as MS MARCO dev_small is, one or two documents
+    labelled 1 each (and one judged 0), over 40 generated documents."""
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries
+    from ir_datasets.util import LocalDownload
+    folder = tmp_path_factory.mktemp('binary')
+    rng = np.random.default_rng(7)
+    (folder / 'docs.tsv').write_text(''.join(f'p{i}\t{" ".join(rng.choice(WORDS, 12))}\n' for i in range(40)))
+    queries = {f'b{i}': ' '.join(rng.choice(WORDS, 3)) for i in range(6)}
+    (folder / 'queries.tsv').write_text(''.join(f'{q}\t{t}\n' for q, t in queries.items()))
+    lines = [f'{q} 0 p{d} 1\n' for i, q in enumerate(queries) for d in rng.choice(40, 1 + i % 2, replace=False)]
+    (folder / 'qrels').write_text(''.join(lines) + 'b0 0 p39 0\n')
+    if 'pu-test/binary' not in ir_datasets.registry:
+        ir_datasets.registry.register('pu-test/binary', Dataset(
+            TsvDocs(LocalDownload(folder / 'docs.tsv'), namespace='pu-test/binary'),
+            TsvQueries(LocalDownload(folder / 'queries.tsv')),
+            TrecQrels(LocalDownload(folder / 'qrels'), {0: 'not relevant', 1: 'relevant'})))
+    return 'irds:pu-test/binary'
+
+
+def test_the_paper_presets_dev_small_path_on_a_binary_collection(binary, tmp_path, monkeypatch, capsys):
+    """The preset's study of a collection judged as dev_small: one label set {1}, BM25, BM25-r,
+    Neural, Neural-r (MT5 in the paper), k = 2, 5, 10, 15, no oracles and so no †: Table 1's dev_small
+    block, with its own 0-shot FBERT, in Markdown and LaTeX."""
+    import json
+
+    from pyterrier_utility import cli
+    assert 'irds:msmarco-passage/dev/small' in ex.PRESETS['paper'].datasets
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    out = tmp_path / 'dev'
+    # As the README runs dev_small: Table 1's k for the figures too (the paper draws no dev_small figure).
+    assert cli.main(['study', '--preset', 'paper', '--dataset', binary, '--bm25', 'pisa', '--neural', 'dense',
+                     '--scorer', 'minilm', '--figure-k', '2', '5', '10', '15', '--out', str(out)]) == 0
+    printed = capsys.readouterr()
+    assert (f'{binary} is judged in two grades (labels [0, 1]): P counts label 1 (one label set, label in {{1}}); '
+            'Rel and NRel left out') in printed.err
+    assert 'repeat_last_n=64: llama-cpp-python 0.2.75 default' in printed.err
+    per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str})
+    assert set(per_query['labels']) == {'label in {1}'} and sorted(per_query['k'].unique()) == [2, 5, 10, 15]
+    assert list(dict.fromkeys(per_query['system'])) == ['BM25', 'BM25-r', 'Neural', 'Neural-r']
+    assert per_query['qid'].nunique() == 6 and per_query['utility'].notna().all()
+    zero = per_query['fbert_0shot'].mean()
+    paper = (out / 'table1_paper.md').read_text()
+    legend, rows = paper.split('\n\n')
+    assert legend.startswith('Mean utility, n = 6 queries; \u2021 differs from its unreversed ordering')
+    lines = rows.strip().split('\n')
+    assert lines[0] == ('| System | label in {1}, 0-shot | label in {1}, k=2 | label in {1}, k=5 | label in {1}, k=10 '
+                        '| label in {1}, k=15 |')
+    assert [line.split(' | ')[0] for line in lines[2:]] == ['| BM25', '| BM25-r', '| Neural', '| Neural-r']
+    assert lines[2].split(' | ')[1] == f'{zero:.3f}' and '\u2020' not in rows
+    table = pd.read_csv(out / 'table1.csv')
+    assert table['p_baseline'].isna().all() and table['p_reversal'].notna().any()
+    tex = (out / 'table1.tex').read_text()
+    assert tex.count('\\multicolumn{5}{c}{label in \\{1\\}}') == 1 and '\\dagger' not in tex.split('\\caption')[1]
+    assert 'Neural-r & ' in tex and 'Rel &' not in tex
+    settings = json.loads((out / 'settings.json').read_text())
+    assert settings['studied_as'] == {binary: {'label_sets': ['label in {1}'],
+                                               'systems': ['BM25', 'Neural']}}
+    assert settings['decoding_sources']['min_p'].startswith('llama-cpp-python 0.2.75 default')
+
+
+def test_a_binary_collection_without_the_preset_is_studied_without_oracles_and_says_so(binary, tmp_path,
+                                                                                        monkeypatch, capsys):
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    out = tmp_path / 'plain'
+    assert cli.main(['study', '--dataset', binary, '--systems', 'BM25', 'Rel', 'NRel', '-k', '1', '2',
+                     '--samples', '1', '--queries', '0', '--out', str(out)]) == 0
+    assert 'Rel and NRel left out' in capsys.readouterr().err
+    per_query = pd.read_csv(out / 'per_query.csv')
+    assert set(per_query['labels']) == {'label in {1}'} and set(per_query['system']) == {'BM25', 'BM25-r'}
+    with pytest.raises(SystemExit):
+        cli.main(['study', '--dataset', binary, '--systems', 'Rel', '--out', str(tmp_path / 'oracles')])
+    assert 'judged in two grades (labels [0, 1]): it is studied without the oracles' in capsys.readouterr().err

@@ -119,7 +119,8 @@ def cosmix_over(embeddings, judge_yes, k=2):
 
 
 def test_the_fallback_is_taken_exactly_when_the_validator_says_no(embeddings):
-    topics = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['boundary layer separation', 'panel flutter in supersonic flow']})
+    topics = pd.DataFrame({'qid': ['q1', 'q2'],
+                           'query': ['boundary layer separation', 'panel flutter in supersonic flow']})
     # The reader's answer names its first context; the judge accepts answers about the boundary layer only.
     cosmix = cosmix_over(embeddings, judge_yes=['Answer: The boundary layer', 'Answer: Near the trailing edge'])
     out = cosmix(topics)

@@ -62,8 +62,10 @@ def _write_collection(folder, docs='tsv'):
     if docs == 'tsv':
         (folder / 'docs.tsv').write_text('docno\ttext\n' + ''.join(f'{d}\t{t}\n' for d, t in texts.items()))
     else:
-        (folder / 'docs.jsonl').write_text(''.join(json.dumps({'docno': d, 'text': t}) + '\n' for d, t in texts.items()))
-    (folder / 'topics.tsv').write_text('q1\twhat gives a wing lift\nq2\thow does heat move in slabs\nq3\tnothing judged\n')
+        (folder / 'docs.jsonl').write_text(''.join(json.dumps({'docno': d, 'text': t}) + '\n'
+                                                   for d, t in texts.items()))
+    (folder / 'topics.tsv').write_text('q1\twhat gives a wing lift\nq2\thow does heat move in slabs\n'
+                                       'q3\tnothing judged\n')
     (folder / 'qrels').write_text('q1 0 D1 2\nq1 0 D2 1\nq1 0 D7 0\nq2 0 D6 3\nq2 0 D8 2\nq2 0 D1 0\n')
     return texts
 
@@ -74,7 +76,8 @@ def test_a_folder_of_files_is_a_collection_like_cranfield(tmp_path, docs):
     d = pu.datasets.get_dataset(str(tmp_path / 'mine'))
     assert isinstance(d, pu.datasets.LocalDataset) and d.name == 'mine'
     pd.testing.assert_frame_equal(d.get_topics(), pd.DataFrame({
-        'qid': ['q1', 'q2', 'q3'], 'query': ['what gives a wing lift', 'how does heat move in slabs', 'nothing judged']}))
+        'qid': ['q1', 'q2', 'q3'],
+        'query': ['what gives a wing lift', 'how does heat move in slabs', 'nothing judged']}))
     assert d.get_qrels().values.tolist() == [['q1', 'D1', 2], ['q1', 'D2', 1], ['q1', 'D7', 0],
                                              ['q2', 'D6', 3], ['q2', 'D8', 2], ['q2', 'D1', 0]]
     assert dict(d.texts) == texts
@@ -107,6 +110,7 @@ def test_rag_datasets_cannot_drive_the_study_and_the_error_says_what_can():
 
 def test_the_cli_runs_a_study_on_a_folder_of_files(tmp_path, monkeypatch, capsys):
     from conftest import CountingBackend
+
     from pyterrier_utility import cli
     _write_collection(tmp_path / 'mine')
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())

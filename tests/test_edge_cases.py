@@ -86,7 +86,8 @@ def test_unicode_quotes_and_braces_in_text_are_data(tmp_path):
     out = reader(frame([('q1', "what's \u00e9lan?", 'd1', text, 0)]))
     assert backend.calls[0].count(text) == 1
     assert "Question: what's \u00e9lan?\n" in backend.calls[0]
-    again = Reader(GenerationCache(CountingBackend(), tmp_path / 'a.sqlite'))(frame([('q1', "what's \u00e9lan?", 'd1', text, 0)]))
+    again = Reader(GenerationCache(CountingBackend(), tmp_path / 'a.sqlite'))(
+        frame([('q1', "what's \u00e9lan?", 'd1', text, 0)]))
     assert again['qanswer'].iloc[0] == out['qanswer'].iloc[0] == f'{text} (seed 0, 2 contexts)'
 
 
@@ -249,11 +250,13 @@ def test_a_label_set_with_no_relevant_document_stops_the_study_first():
     (['--queries', '-1'], "argument --queries: must be an integer >= 0, got '-1'"),
     (['--temperature', '-1'], "argument --temperature: must be a number >= 0, got '-1'"),
     (['-k', '0'], "argument -k: must be an integer >= 1, got '0'"),
-    (['--labels', '99'], 'error: label set label>=99: no document of cranfield has such a label (its labels are [0, 1, 2, 3, 4])'),
+    (['--labels', '99'],
+     'error: label set label>=99: no document of cranfield has such a label (its labels are [0, 1, 2, 3, 4])'),
     (['--labels', '2,3'], 'error: label set label in {2,3} leaves out label [4] of cranfield'),
     (['--reader', 'bogus'], "error: unknown reader 'bogus'; choose from gemma3-270m, smollm2-135m, huggingface:MODEL"),
     (['--scorer', 'bogus'], "error: --scorer 'bogus' cannot be loaded"),
-    (['--reader', 'gemma3-270m', '--concurrency', '4'], "error: the reader 'gemma3-270m' cannot honour concurrency (--concurrency)"),
+    (['--reader', 'gemma3-270m', '--concurrency', '4'],
+     "error: the reader 'gemma3-270m' cannot honour concurrency (--concurrency)"),
     (['--systems', 'BM25', 'Dense'], "error: argument --systems: invalid choice: 'Dense'"),
     (['--correction', 'nonsense'], "error: argument --correction: invalid choice: 'nonsense'"),
 ])

@@ -60,7 +60,8 @@ def test_gold_answer_labels_exact_match_and_f1():
     assert list(em['erag_label']) == [1.0, 0.0, 0.0]
     f1 = ERAGLabeller(Reader(EchoBackend()), metric='f1')(frame)
     # 'lift acts upward on wing' (article removed): vs 'lift' P=1/5, R=1; vs 'upward force' P=1/5, R=1/2.
-    f1_of = lambda p, r: 2 * p * r / (p + r)
+    def f1_of(p, r):
+        return 2 * p * r / (p + r)
     assert list(f1['erag_label']) == pytest.approx([1.0, 0.0, max(f1_of(1 / 5, 1), f1_of(1 / 5, 1 / 2))])
     with pytest.raises(Exception, match="input has no column 'gold_answer'"):
         ERAGLabeller(Reader(EchoBackend()), metric='em')(frame.drop(columns=['gold_answer']))
@@ -100,7 +101,8 @@ def test_binary_aggregations_match_ir_measures(name, reference, cutoff):
 def test_continuous_aggregations():
     run = LABELLED.rename(columns={'qid': 'query_id', 'docno': 'doc_id'})
     qrels = pd.DataFrame({'query_id': ['a', 'b', 'c'], 'doc_id': ['x0', 'x5', 'x8'], 'relevance': [1, 1, 1]})
-    values = lambda m: {x.query_id: x.value for x in ir_measures.iter_calc([m], qrels, run)}
+    def values(m):
+        return {x.query_id: x.value for x in ir_measures.iter_calc([m], qrels, run)}
     assert values(pu.ERAG_P @ 3) == pytest.approx({'a': 0.4, 'b': 0.2, 'c': 1.7 / 3})  # c has 2 documents: over k
     assert values(pu.ERAG_Hit @ 3) == pytest.approx({'a': 0.9, 'b': 0.3, 'c': 0.9})
     # Gains 0.2, 0.9 against the best order of a's labels, 0.9, 0.7.

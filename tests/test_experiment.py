@@ -6,12 +6,11 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from conftest import CountingBackend
-from pyterrier_rag.backend import BackendOutput
 from pandas.testing import assert_frame_equal
+from pyterrier_rag.backend import BackendOutput
 from scipy import stats as sps
 
-from pyterrier_utility import GenerationCache, OracleSampler, Reader
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import GenerationCache, OracleSampler, Reader, experiment as ex
 from pyterrier_utility.errors import SettingError
 
 TEXTS = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
@@ -141,7 +140,8 @@ def test_table1_markdown_layout():
         'p_baseline': [0.01, np.nan, 0.2, np.nan], 'p_reversal': [np.nan] * 4, 'mark': ['\u2020', '', '', '']})
     assert ex.table1_markdown(table) == (
         '**label>=2**: mean utility, n = 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
-        'ordering (paired t-test, p < 0.05; no mark on fewer than 5 paired queries, too few for the test to say much)\n\n'
+        'ordering (paired t-test, p < 0.05; no mark on fewer than 5 paired queries, too few for the test to say '
+        'much)\n\n'
         '| k | 0-shot FBERT | A | Rel |\n'
         '|---:|---:|---:|---:|\n'
         '| 1 | 0.400 | 0.123\u2020 | -0.500 |\n'
@@ -169,7 +169,8 @@ def test_figures_show_what_their_titles_say(tmp_path):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel']  # NRel left out, as the paper
     assert list(ax.lines[0].get_ydata()) == pytest.approx(ex.table1(per_query).query("system == 'A'")['utility'])
     fig4 = ex.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
-    assert [a.get_title().split('\n')[0] for a in fig4.axes] == ['label\u22652, A', 'label\u22652, A-r']  # not the oracles
+    # not the oracles
+    assert [a.get_title().split('\n')[0] for a in fig4.axes] == ['label\u22652, A', 'label\u22652, A-r']
     assert fig4.axes[0].get_xlabel() == 'nDCG@3 (context order)' and len(fig4.axes[0].lines) == 1  # least squares
     oracles = ex.ndcg_vs_utility(per_query, 3, systems=['Rel', 'NRel'])
     assert len(oracles.axes[1].lines) == 0  # NRel: nDCG constant, no line
@@ -197,7 +198,8 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     for j, lab in enumerate(['label>=2', 'label>=3']):
         zero = table.loc[table['labels'] == lab, 'fbert_0shot'].iloc[0]
         assert float(first[1 + 3 * j]) == pytest.approx(zero, abs=5e-4)
-    assert '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |' in (tmp_path / 'table1.md').read_text()
+    header = '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |'
+    assert header in (tmp_path / 'table1.md').read_text()
     for name in ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex',
                  'correlations.csv', 'settings.json', 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k2.pdf',
                  'fig5_pearson_vs_k.png', 'generations.sqlite'):
@@ -226,6 +228,27 @@ def test_orderings_and_windows_give_the_contexts_their_names_say(minilm):
     assert ndcg['A-lim-r'] == pytest.approx((2 / math.log2(3) + 1 / math.log2(4)) / ideal)
     assert ndcg['A@3'] == 0.0
     assert 'Context 1: The boundary layer' in results.prompt(reader, 'A@3', 3, 'q1')
+
+
+def test_windows_from_the_tail_of_a_grid_as_the_authors_compose_context(minilm):
+    """window_grid (tops 2, tails 2, step 2) over five documents at k = 2: the grid starts at ranks 1,
+    3 (its last window fitting is 3-4; rank 5 is left out), so the windows from the top are A and
+    A@3, from the tail A@-2 (ranks 1-2) and A@-1 (ranks 3-4)."""
+    deep = ranking([('q1', d) for d in ('d1', 'd2', 'd3', 'd4', 'd5')])
+    config = ex.StudyConfig(window_grid=(2, 2, 2))
+    assert (config.study_windows, config.window_step) == ((3, -2, -1), 2)
+    results = ex.run_study(TOPICS.head(1), QRELS, {'A': deep}, Reader(CountingBackend(), n_samples=1), TEXTS,
+                           ks=[2], label_sets=[2], reverse=['A'], orderings=['original'],
+                           windows=config.study_windows, window_step=config.window_step, bertscore=minilm,
+                           verbose=False)
+    shown = results.contexts.groupby('system', sort=False)['docno'].agg(list).to_dict()
+    assert shown == {'A': ['d1', 'd2'], 'A@3': ['d3', 'd4'], 'A@-2': ['d1', 'd2'], 'A@-1': ['d3', 'd4']}
+    assert list(results.per_query['system']) == ['A', 'A@3', 'A@-2', 'A@-1']
+    with pytest.raises(SettingError, match='window_grid'):
+        ex.StudyConfig(window_grid=(0, 1, 1))
+    from pyterrier_utility import cli
+    assert cli.config_of(cli.parser().parse_args(['study', '--window-grid', '2', '1', '5']),
+                         ex.StudyConfig()).window_grid == (2, 1, 5)
 
 
 def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypatch, minilm):
@@ -312,3 +335,70 @@ def test_confidence_correlations_are_those_of_each_querys_mean_over_samples(meth
     assert (a['r'], a['p'], a['n']) == (pytest.approx(expected[0], abs=1e-12), pytest.approx(expected[1], abs=1e-12), 4)
     b = out[out['system'] == 'B'].iloc[0]
     assert math.isnan(b['r']) and b['n'] == 0
+
+
+def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, monkeypatch):
+    """Table 1 at k = 2 and Figures 3 and 5 at k = 1, 2, 3 answer exactly the prompts of one study at
+    k = 1, 2, 3, each once; Table 1 shows k = 2 only, the figures 1 to 3, and the report command
+    rebuilds the same from the folder."""
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    from pyterrier_utility.experiment import figures
+    backends = []
+
+    def build(spec, **kw):
+        backends.append(CountingBackend())
+        return backends[-1]
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    drawn = {}
+    for name in ('utility_vs_k', 'correlation_vs_k'):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda frame, *a, _real=real, _name=name, **kw: (
+            drawn.setdefault(_name, []).append(sorted(set(frame['k']))), _real(frame, *a, **kw))[1])
+    common = ['study', '--queries', '2', '--systems', 'BM25', 'Rel', '--labels', '2', '--samples', '1']
+    figure_study = ['-k', '2', '--figure-k', '1', '2', '3', '--fig4-k', '3', '--out', str(tmp_path / 'f')]
+    assert cli.main(common + figure_study) == 0
+    assert drawn == {'utility_vs_k': [[1, 2, 3]], 'correlation_vs_k': [[1, 2, 3]]}
+    assert cli.main(common + ['-k', '1', '2', '3', '--out', str(tmp_path / 'all')]) == 0
+    shared, whole = backends[0].calls, backends[1].calls
+    assert sorted(shared) == sorted(whole) and len(set(shared)) == len(shared)
+    per_query = pd.read_csv(tmp_path / 'f' / 'per_query.csv')
+    assert sorted(per_query['k'].unique()) == [1, 2, 3]
+    assert_frame_equal(per_query, pd.read_csv(tmp_path / 'all' / 'per_query.csv'))
+    assert set(pd.read_csv(tmp_path / 'f' / 'table1.csv')['k']) == {2}
+    assert '| label>=2, k=2 |' in (tmp_path / 'f' / 'table1_paper.md').read_text()
+    assert 'k=1' not in (tmp_path / 'f' / 'table1_paper.md').read_text()
+    assert (tmp_path / 'f' / 'fig4_ndcg_vs_utility_k3.png').exists()
+    assert cli.main(['report', str(tmp_path / 'f'), '--out', str(tmp_path / 'again'), '--fig4-k', '3']) == 0
+    assert (tmp_path / 'again' / 'table1_paper.md').read_text() == (tmp_path / 'f' / 'table1_paper.md').read_text()
+    assert drawn['utility_vs_k'][-1] == drawn['correlation_vs_k'][-1] == [1, 2, 3]
+
+
+class TokenCountingBackend(CountingBackend):
+    """CountingBackend(logprobs=True) reporting each word's log-probability (the sum it reports)."""
+
+    def __init__(self):
+        super().__init__(logprobs=True)
+
+    def generate(self, inps, **kw):
+        from dataclasses import replace
+        return [replace(a, token_logprobs=(a.logprob / a.tokens,) * a.tokens) for a in super().generate(inps, **kw)]
+
+
+def test_each_tokens_log_probability_is_kept_beside_the_answers_their_sums_unchanged(tmp_path, minilm):
+    import json
+    with pytest.warns(UserWarning):
+        results = study(TokenCountingBackend(), None, minilm)
+    answers, each = results.answers, results.token_logprobs
+    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']
+    assert list(each.columns) == ['system', 'k', 'qid', 'sample', 'token_logprobs']
+    assert_frame_equal(each[['system', 'k', 'qid', 'sample']], answers[['system', 'k', 'qid', 'sample']])
+    assert [sum(t) for t in each['token_logprobs']] == answers['logprob'].tolist()
+    results.save(tmp_path)
+    saved = pd.read_csv(tmp_path / 'token_logprobs.csv')
+    assert [tuple(json.loads(t)) for t in saved['token_logprobs']] == list(each['token_logprobs'])
+    assert pd.read_csv(tmp_path / 'answers.csv')['logprob'].tolist() == answers['logprob'].tolist()
+    # An engine that reports only the sum, or nothing: no file.
+    with pytest.warns(UserWarning):
+        study(CountingBackend(logprobs=True), None, minilm).save(tmp_path / 'sums')
+    assert not (tmp_path / 'sums' / 'token_logprobs.csv').exists()

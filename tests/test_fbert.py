@@ -103,7 +103,8 @@ def test_a_pickled_scorer_holds_the_model_name_not_its_weights(cranfield, minilm
     copy = pickle.loads(data)
     assert copy.bertscore.model_type == minilm.model_type
     answers = ['the lift of a wing in a slipstream increases', 'heat conduction in slabs']
-    assert copy.score(['1', '2'], answers).tolist() == pytest.approx(scorer.score(['1', '2'], answers).tolist(), abs=1e-6)
+    assert copy.score(['1', '2'], answers).tolist() == pytest.approx(scorer.score(['1', '2'], answers).tolist(),
+                                                                     abs=1e-6)
 
 
 def test_precision_and_recall_matrices_equal_bert_score(minilm, cranfield, reference):
@@ -126,7 +127,8 @@ def test_fbert_submeasure_and_aggregation_equal_bert_score(minilm, cranfield, re
     scores, best = scorer.score_with_reference(['1'], [ANSWERS[0]])
     assert scores[0] == pytest.approx(theirs.max() if agg == 'max' else theirs.mean(), abs=1e-5)
     assert best == ([rel[int(theirs.argmax())]] if agg == 'max' else [None])
-    assert repr(scorer) == f"FBertScorer('{minilm_path()}@L6', label in {{3,4}}, submeasure={submeasure!r}, agg={agg!r})"
+    assert repr(scorer) == (f"FBertScorer('{minilm_path()}@L6', label in {{3,4}}, submeasure={submeasure!r}, "
+                            f"agg={agg!r})")
     assert scorer.measure == f'FBERT({submeasure}, {agg})'
 
 

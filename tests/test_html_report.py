@@ -1,3 +1,4 @@
+import html
 import io
 import json
 import math
@@ -36,6 +37,10 @@ CONTEXTS = pd.DataFrame({
     'text': ['Lift is the upward force.', 'Unjudged, with "quotes" & <b>tags</b>.', 'Heat rises.',
              'Unjudged, with "quotes" & <b>tags</b>.', 'Lift is the upward force.', 'Heat rises.']})
 QUERIES = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['what is lift', 'why does the nose heat up']})
+# What an engine said of each answer: the 0-shot ones of q2 from an older run that recorded nothing.
+SAID = ANSWERS.assign(logprob=[-3.0, -8.0, np.nan, np.nan, -1.5, -2.0, -4.5, -9.0, -2.5, -1.0, -6.0, -7.5],
+                      mean_logprob=[-1.0, -2.0, np.nan, np.nan, -0.5, -1.0, -1.5, -3.0, -0.625, -0.5, -2.0, -2.5],
+                      truncated=[False, True, None, None, False, False, True, False, False, False, True, True])
 
 
 def small_study(folder: Path, **frames) -> Path:
@@ -63,7 +68,8 @@ def test_utility_ci_matches_scipy_bootstrap():
                                  rng=np.random.default_rng(7)).confidence_interval
         row = ci[ci['system'] == system].iloc[0]
         assert (row['n'], row['utility']) == (len(values), pytest.approx(values.mean()))
-        assert (row['low'], row['high']) == (pytest.approx(expected.low, abs=1e-12), pytest.approx(expected.high, abs=1e-12))
+        assert (row['low'], row['high']) == (pytest.approx(expected.low, abs=1e-12),
+                                             pytest.approx(expected.high, abs=1e-12))
     with pytest.raises(SettingError, match='level'):
         stats.utility_ci(per_query, level=95)
 
@@ -92,10 +98,12 @@ def test_report_embeds_the_csv_values_unchanged(tmp_path):
     def cell(qid, system, k):
         return f'{data["queries"]["qid"].index(qid)}|{data["systems"].index(system)}|{k}'
     for (system, k, qid), group in ANSWERS.groupby(['system', 'k', 'qid']):
-        assert [(s, data['answer_texts'][a]) for s, a in data['answers'][cell(qid, system, k)]] == \
-            list(zip(group['sample'], group['qanswer']))
+        shown = data['answers'][cell(qid, system, k)]
+        assert [(s, data['answer_texts'][a], logprob, cut) for s, a, logprob, cut in shown] \
+            == [(s, a, None, None) for s, a in zip(group['sample'], group['qanswer'])]
     for (system, k, qid), group in CONTEXTS.groupby(['system', 'k', 'qid']):
-        shown = [(data['docs']['docno'][d], data['docs']['text'][d], label) for d, label in data['contexts'][cell(qid, system, k)]]
+        shown = [(data['docs']['docno'][d], data['docs']['text'][d], label)
+                 for d, label in data['contexts'][cell(qid, system, k)]]
         assert shown == [(d, t, None if math.isnan(lab) else lab) for d, t, lab in
                          zip(group['docno'], group['text'], group['label'])]
     for (system, k, qid), group in SCORES.groupby(['system', 'k', 'qid']):
@@ -103,6 +111,20 @@ def test_report_embeds_the_csv_values_unchanged(tmp_path):
         assert data['scores'][key] == [list(x) for x in zip(group['sample'], group['fbert'], group['best_docno'])]
     # An answer holding '</script>' and '<!--' stays inside the data.
     assert path.read_text().count('</script>') == 2
+
+
+def test_report_embeds_what_the_engine_said_of_each_answer(tmp_path):
+    folder = small_study(tmp_path / 'study', answers=SAID)
+    data = embedded(write_report(folder))
+    saved = pd.read_csv(folder / 'answers.csv', dtype={'qid': str}).fillna({'qanswer': ''})
+    shown = [(data['systems'][int(system)], int(k), data['queries']['qid'][int(q)], *answer[:1],
+              data['answer_texts'][answer[1]], *answer[2:])
+             for key, answers in data['answers'].items() for q, system, k in [key.split('|')] for answer in answers]
+    expected = [(system, k, qid, sample, text, None if math.isnan(mean) else mean, None if cut != cut else cut)
+                for system, k, qid, sample, text, mean, cut in saved[[
+                    'system', 'k', 'qid', 'sample', 'qanswer', 'mean_logprob', 'truncated']].itertuples(index=False)]
+    assert sorted(shown, key=str) == sorted(expected, key=str)
+    assert [x[-1] for x in shown].count(True) == 4 and [x[-2] for x in shown].count(None) == 2
 
 
 def test_report_overview_one_row_per_system_and_notes_for_missing_files(tmp_path):
@@ -118,6 +140,62 @@ def test_report_overview_one_row_per_system_and_notes_for_missing_files(tmp_path
     assert 'src="http' not in page and '<link rel="stylesheet"' not in page and '<script src' not in page
 
 
+def test_report_opens_on_what_was_studied_and_table_1_and_folds_the_settings(tmp_path):
+    folder = write_study(tmp_path / 'study', queries=6, samples=2)
+    page = write_report(folder).read_text()
+    settings = json.loads((folder / 'settings.json').read_text())
+    answers = pd.read_csv(folder / 'answers.csv')
+    cut = int(answers['truncated'].sum())
+    assert 0 < cut < len(answers)
+    assert re.search(r'<p class="summary">(.*?)</p>', page).group(1) == (
+        '<strong>Studied:</strong> cranfield · 6 queries · systems BM25, BM25-r, Neural, Neural-r, Rel, NRel · '
+        'k = 1, 3, 5 · P at label&gt;=2, label in {2,3} · reader gemma3-270m (temperature 0.3, top-k 50, at most '
+        f'{settings["decoding"]["max_new_tokens"]} new tokens) · 2 samples per prompt · '
+        f'{len(answers)} answers, {cut} ({cut / len(answers):.0%}) cut at max_new_tokens')
+    overview = page[page.index('<section id="overview">'):page.index('<section id="explorer">')]
+    marks = ('<p class="summary">', '<h2 id="table1">', '<h2 id="intervals">', '<h2 id="figures">',
+             '<h2 id="correlations">', '<details id="settings">')
+    starts = [overview.index(mark) for mark in marks]
+    assert starts == sorted(starts)
+    folded = overview[overview.index('<details id="settings">'):]
+    # Every setting is a row; a mapping is rows of its own, the command line a shell line, never raw JSON.
+    assert re.findall(r'<tr><th>([^<]+)</th>', folded)[:3] == ['datasets', 'queries', 'ks']
+    def rows(value):
+        return sum(1 + rows(v) for v in value.values()) if isinstance(value, dict) else 0
+    assert len(re.findall(r'<tr><th>', folded)) == rows(settings) == len(settings) + 2 * len(settings['decoding']) + 5
+    assert ('<tr><th>decoding</th><td><table class="settings"><tbody><tr><th>temperature</th><td>0.3</td></tr>'
+            '<tr><th>top_k</th><td>50</td></tr><tr><th>top_p</th><td>none</td></tr>') in folded
+    assert ('<tr><th>stop</th><td>STOP, <code>&quot;\\nQuestion:&quot;</code>, '
+            '<code>&quot;\\nContext&quot;</code>') in folded
+    assert f'<tr><th>argv</th><td><code>study --queries 6 --out {folder}</code></td></tr>' in folded
+    assert '{&quot;' not in folded and '[' not in re.sub(r'<[^>]+>', '', folded)
+
+
+def test_report_shows_the_confidence_correlations_beside_the_ndcg_ones(tmp_path):
+    folder = write_study(tmp_path / 'study', queries=6, samples=2, figures=False)
+    page = write_report(folder).read_text()
+    shown = {(key, of): cell for key, row in re.findall(r'<tr data-cell="([^"]+)">(.*?)</tr>', page)
+             for of, cell in re.findall(r'<td data-of="([^"]+)">(.*?)</td>', row)}
+    for name, side in (('correlations', 'ndcg'), ('confidence_correlations', 'confidence')):
+        csv = pd.read_csv(folder / f'{name}.csv')
+        assert set(csv['method']) == {'pearson', 'spearman'}
+        for row in csv.itertuples():
+            key = html.escape(f'{row.labels}|{row.system}|{row.k}')
+            assert shown[key, f'{side} {row.method}'] == (f'{row.r:.3f} <small>(p {row.p:.3f})</small>'
+                                                          if math.isfinite(row.r) else '– <small>(p –)</small>')
+            assert shown[key, f'{side} n'] == str(row.n)
+    assert len(shown) == 2 * 3 * len(pd.read_csv(folder / 'correlations.csv')) // 2
+    assert 'r(nDCG@k, U)</th><th colspan="3" class="confidence">r(confidence, U)' in page
+
+
+def test_report_title_is_a_setting_or_the_folder_name(tmp_path):
+    folder = small_study(tmp_path / 'my-study')
+    assert '<title>Context utility study: my-study</title>' in write_report(folder).read_text()
+    (folder / 'settings.json').write_text(json.dumps({'title': 'Lift & drag'}))
+    assert '<title>Lift &amp; drag</title><' in write_report(folder).read_text()
+    assert '<h1>Given</h1>' in write_report(folder, title='Given').read_text()
+
+
 def test_report_errors_name_the_file_row_and_column(tmp_path):
     with pytest.raises(SettingError, match=re.escape(str(tmp_path / 'none' / 'per_query.csv'))):
         write_report(tmp_path / 'none')
@@ -129,6 +207,13 @@ def test_report_errors_name_the_file_row_and_column(tmp_path):
         write_report(folder)
     folder = small_study(tmp_path / 'c', answers=ANSWERS.assign(dataset='x'))
     with pytest.raises(FrameError, match=r"answers\.csv: a column 'dataset', unlike per_query\.csv"):
+        write_report(folder)
+    folder = small_study(tmp_path / 'd', answers=SAID.assign(truncated=[True] * 11 + ['maybe']))
+    with pytest.raises(FrameError,
+                       match=r"answers\.csv row 13, column 'truncated': 'maybe' is not True, False or empty"):
+        write_report(folder)
+    folder = small_study(tmp_path / 'e', answers=SAID.assign(mean_logprob=['-1'] * 11 + ['low']))
+    with pytest.raises(FrameError, match=r"answers\.csv row 13, column 'mean_logprob': 'low' is not a number"):
         write_report(folder)
 
 
@@ -143,6 +228,12 @@ def test_query_view_shows_contexts_in_order_and_scored_answers(tmp_path):
         assert '<td>0</td><td>lift is force</td><td>0.400</td><td>d1</td>' in page  # 0-shot
         assert '<td>0</td><td>force up</td><td>0.600</td><td>d1</td>' in page
         assert 'A-r, k=2: nDCG@k 0.613, P_k 0.550, U 0.100' in page and 'A, k=2' not in page
+    said = query_view(dict(frames, answers=SAID), 'q1', system='A')._repr_html_()
+    assert '<th>mean log-prob</th>' in said
+    assert ('<td>1</td><td>no idea <span class="cut" title="generation stopped at max_new_tokens">cut</span></td>'
+            '<td>0.600</td><td>d1</td><td>-2.000</td>') in said
+    assert '<td>0</td><td>upward force</td><td>0.700</td><td>d1</td><td>-0.500</td>' in said
+    assert said.count('class="cut"') == 1  # of q1's answers under 0-shot and A, only 'no idea' was cut
     assert repr(query_view(frames, 'q2')) == 'QueryView(qid=\'q2\', label>=2; A k=2: U=nan, A-r k=2: U=nan)'
     with pytest.raises(SettingError, match="no per_query row for qid 'q3'"):
         query_view(folder, 'q3')
@@ -178,6 +269,17 @@ def test_report_in_a_browser(tmp_path, browser):
     path = write_report(folder)
     browser.load(path)
     assert browser.evaluate('document.body.dataset.ready') is not None
+    assert browser.evaluate('document.title') == 'Context utility study: study'
+    # The first screen (1400 x 1000) shows what was studied and the whole of Table 1.
+    assert browser.evaluate('[innerWidth, innerHeight, scrollY]') == [1400, 1000, 0]
+    table1 = browser.evaluate(
+        'JSON.parse(JSON.stringify(document.querySelector("table.table1").getBoundingClientRect()))')
+    assert 0 < table1['top'] and table1['bottom'] < 1000 and table1['right'] <= 1400
+    assert browser.evaluate('document.querySelector("table.table1 tbody").rows.length') == len(SYSTEMS)
+    assert browser.evaluate('document.querySelector("p.summary").getBoundingClientRect().bottom') < table1['top']
+    assert browser.evaluate('document.getElementById("settings").open') is False
+    png = browser.screenshot()
+    assert screenshot_variance(png) > 100
     for table in browser.evaluate('[...document.querySelectorAll("table.ci")].map(t => [...t.querySelectorAll('
                                   '"tbody tr")].map(r => r.dataset.system))'):
         assert table == list(SYSTEMS)
@@ -185,7 +287,8 @@ def test_report_in_a_browser(tmp_path, browser):
     browser.evaluate('for (const [id, v] of [["filter-system", "BM25"], ["filter-k", "3"]]) {'
                      'const s = document.getElementById(id); s.value = v; s.dispatchEvent(new Event("change")); }')
     assert browser.evaluate('document.getElementById("count").textContent') == 'rows 1–24 of 24'
-    shown = browser.evaluate('[...document.querySelectorAll("#rows tbody tr")].map(r => [...r.cells].map(c => c.textContent))')
+    shown = browser.evaluate('[...document.querySelectorAll("#rows tbody tr")]'
+                             '.map(r => [...r.cells].map(c => c.textContent))')
     per_query = pd.read_csv(folder / 'per_query.csv')
     expected = per_query[(per_query['system'] == 'BM25') & (per_query['k'] == 3)]
     assert [(r[0], r[1], r[2]) for r in shown] == [(s, 'BM25', '3') for s in expected['labels']]
@@ -194,29 +297,47 @@ def test_report_in_a_browser(tmp_path, browser):
     browser.evaluate('document.querySelector("#rows tbody tr").click()')
     contexts = pd.read_csv(folder / 'contexts.csv', dtype={'qid': str})
     first = contexts[(contexts['system'] == 'BM25') & (contexts['k'] == 3) & (contexts['qid'] == 'q0')]
-    shown = browser.evaluate('[...document.querySelectorAll(".pane li.context")].map(c => [c.dataset.docno, c.dataset.label])')
+    shown = browser.evaluate('[...document.querySelectorAll(".pane li.context")]'
+                             '.map(c => [c.dataset.docno, c.dataset.label])')
     assert shown == [[d, '' if math.isnan(lab) else f'{lab:g}'] for d, lab in zip(first['docno'], first['label'])]
     assert len(shown) == 3
     answers = pd.read_csv(folder / 'answers.csv', dtype={'qid': str})
     kshot = answers[(answers['system'] == 'BM25') & (answers['k'] == 3) & (answers['qid'] == 'q0')]['qanswer']
-    assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.kshot")].map(c => c.textContent)') == list(kshot)
-    assert browser.evaluate('document.querySelector(".question").textContent') == pd.read_csv(folder / 'queries.csv')['query'][0]
+    assert browser.evaluate(
+        '[...document.querySelectorAll(".pane tr.answer td.kshot .answer-text")].map(c => c.textContent)') \
+        == list(kshot)
+    assert browser.evaluate('document.querySelector(".question").textContent') \
+        == pd.read_csv(folder / 'queries.csv')['query'][0]
+
+    # A query with cut answers: each answer's mean log-probability, and a mark on those cut.
+    cut = answers[answers['truncated'] & (answers['system'] == 'BM25') & (answers['k'] == 3)]
+    qid = cut['qid'].iloc[0]
+    browser.evaluate(
+        f'[...document.querySelectorAll("#rows tbody tr")].find(r => r.cells[3].textContent === "{qid}").click()')
+    for side, system, k in (('zero', '0-shot', 0), ('kshot', 'BM25', 3)):
+        cell = answers[(answers['system'] == system) & (answers['k'] == k) & (answers['qid'] == qid)]
+        assert browser.evaluate(
+            f'[...document.querySelectorAll(".pane td.{side}-logprob")].map(c => c.textContent)') == \
+            [f'{v:.3f}' for v in cell['mean_logprob']]
+        assert browser.evaluate(
+            f'[...document.querySelectorAll(".pane td.{side}")].map(c => c.classList.contains("truncated") '
+            f'&& c.querySelector(".cut").textContent === "cut")') == cell['truncated'].tolist()
+    assert browser.evaluate('document.querySelectorAll(".pane .cut").length') >= 1
 
     browser.evaluate('const c = document.getElementById("compare"); c.value = [...c.options].find('
                      'o => o.textContent === "Rel, k=3").value; c.dispatchEvent(new Event("change"));')
-    assert browser.evaluate('[...document.querySelectorAll(".pane")].map(p => p.dataset.system + " " + p.dataset.k)') == \
-        ['BM25 3', 'Rel 3']
+    assert browser.evaluate('[...document.querySelectorAll(".pane")]'
+                            '.map(p => p.dataset.system + " " + p.dataset.k)') == ['BM25 3', 'Rel 3']
     browser.evaluate('document.getElementById("query").scrollIntoView()')
-    png = browser.screenshot()
-    assert screenshot_variance(png) > 100
-    if os.environ.get('PYTERRIER_UTILITY_REPORT_SCREENSHOT'):
-        Path(os.environ['PYTERRIER_UTILITY_REPORT_SCREENSHOT']).write_bytes(png)
+    assert screenshot_variance(browser.screenshot()) > 100
 
-    browser.evaluate('const s = document.getElementById("search"); s.value = "Q11"; s.dispatchEvent(new Event("input"));')
+    browser.evaluate('const s = document.getElementById("search"); s.value = "Q11"; '
+                     's.dispatchEvent(new Event("input"));')
     assert browser.evaluate('document.getElementById("count").textContent') == 'rows 1–2 of 2'
     browser.evaluate('document.getElementById("filter-system").value = ""; document.getElementById("filter-system")'
                      '.dispatchEvent(new Event("change")); document.querySelector("th[data-column=utility]").click();')
-    u = [float(v) for v in browser.evaluate('[...document.querySelectorAll("#rows tbody tr td:last-child")].map(c => c.textContent)')]
+    u = [float(v) for v in browser.evaluate('[...document.querySelectorAll("#rows tbody tr td:last-child")]'
+                                            '.map(c => c.textContent)')]
     assert u == sorted(u) and len(u) == 12
     assert browser.errors == []
 

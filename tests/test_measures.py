@@ -33,7 +33,8 @@ def test_measures_in_experiment_read_columns_with_one_mean_everywhere():
     with_nan = pt.Experiment([system], topics, QRELS, [pu.Utility], names=['s'])
     assert np.isnan(with_nan['Utility'][0])  # pt.Experiment's own mean: visible, not silently skipped
     import ir_measures
-    agg = ir_measures.calc_aggregate([pu.Utility], pt.model.to_ir_measures(QRELS.rename(columns={'label': 'relevance'})),
+    agg = ir_measures.calc_aggregate([pu.Utility],
+                                     pt.model.to_ir_measures(QRELS.rename(columns={'label': 'relevance'})),
                                      pt.model.to_ir_measures(run))
     assert np.isnan(agg[pu.Utility])  # the same mean as pt.Experiment's
     answerable = (pt.model.to_ir_measures(QRELS[QRELS.qid != 'q3'].rename(columns={'label': 'relevance'})),
@@ -45,7 +46,8 @@ def test_measures_in_experiment_read_columns_with_one_mean_everywhere():
                                                pt.model.to_ir_measures(run[run.qid != 'q3']))[ir_measures.nDCG @ 2]
     assert res['nDCG@2'][0] == pytest.approx(expected_ndcg)
     per_query = pt.Experiment([system], topics, QRELS, [pu.Utility], perquery=True)
-    assert per_query.set_index('qid')['value'].to_dict() == pytest.approx({'q1': 0.5, 'q2': -0.4, 'q3': np.nan}, nan_ok=True)
+    assert per_query.set_index('qid')['value'].to_dict() == pytest.approx({'q1': 0.5, 'q2': -0.4, 'q3': np.nan},
+                                                                           nan_ok=True)
 
 
 def test_pt_experiment_reuses_saved_runs_with_save_format_pickle_not_trec(cranfield, minilm, tmp_path):

@@ -154,6 +154,7 @@ def test_nrel_fills_from_unjudged_documents_without_enumerating_the_corpus():
 
 def test_unjudged_filling_refuses_a_mapping_it_would_have_to_enumerate():
     from collections.abc import Mapping
+
     from pyterrier_utility.errors import SettingError
 
     class Plain(Mapping):
@@ -173,11 +174,13 @@ def test_cranfield_nrel_is_unchanged():
     # NRel on the embedded Cranfield as drawn before unjudged documents were drawn by position
     # (commit 98332b0): first five, last three, and a digest of all 100
     import hashlib
+
     from pyterrier_utility.datasets import cranfield
     d = cranfield()
     nrel = OracleSampler(d.get_qrels(), d.texts, relevant=False, fill_unjudged=True, num_results=100)
-    for qid, first, last, digest in (('1', ['486', '523', '327', '1116', '658'], ['1100', '43', '1399'], 'c0b7fc345ff62354'),
-                                     ('2', ['486', '871', '743', '1107', '1335'], ['1355', '203', '846'], 'c89d29f0c6c09e74')):
+    for qid, first, last, digest in (
+            ('1', ['486', '523', '327', '1116', '658'], ['1100', '43', '1399'], 'c0b7fc345ff62354'),
+            ('2', ['486', '871', '743', '1107', '1335'], ['1355', '203', '846'], 'c89d29f0c6c09e74')):
         sample = nrel.sample(qid)
         assert (sample[:5], sample[-3:]) == (first, last)
         assert hashlib.sha256(' '.join(sample).encode()).hexdigest()[:16] == digest

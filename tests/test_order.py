@@ -6,8 +6,9 @@ import pyterrier as pt
 import pytest
 from pandas.testing import assert_frame_equal
 
-from pyterrier_utility import LostInTheMiddle, Permutation, ReverseOrder, Window, permutations
+from pyterrier_utility import GridWindow, LostInTheMiddle, Permutation, ReverseOrder, Window, permutations
 from pyterrier_utility.errors import SettingError
+from pyterrier_utility.order import window_starts
 
 
 def test_reverse_order_turns_top_into_last(results):
@@ -92,6 +93,67 @@ def test_langchain_gives_the_same_order_for_odd_n_and_its_mirror_for_even_n(n):
     assert theirs == (ours if n % 2 else ours[::-1])
 
 
+#: What ``simple_shuffling`` in the authors' ``tools/permutation_generator.py``
+#: (github.com/DanielTian97/rag-utility) gives for k = 1..9, worked out by hand from its algorithm:
+#: it reverses its list, then takes each item in turn, appending the 1st, 3rd, 5th, ... and
+#: prepending the 2nd, 4th, ... Lost in the middle is ``simple_shuffling([0, ..., k-1])``, its
+#: reversal ``simple_shuffling([k-1, ..., 0])``; here as ranks from 1 (k = 5: "2 4 5 3 1" and
+#: "4 2 1 3 5", as the issue read them).
+AUTHORS_LIM = {1: ('1', '1'), 2: ('12', '21'), 3: ('231', '213'), 4: ('1342', '4213'), 5: ('24531', '42135'),
+               6: ('135642', '642135'), 7: ('2467531', '6421357'), 8: ('13578642', '86421357'),
+               9: ('246897531', '864213579')}
+
+
+@pytest.mark.parametrize('k', range(1, 10))
+def test_the_authors_orientation_is_their_simple_shuffling(k):
+    lim, lim_r = ([int(c) for c in order] for order in AUTHORS_LIM[k])
+    assert_frame_equal(LostInTheMiddle(authors=True)(ranking([k])), expected('q1', lim))
+    assert_frame_equal(LostInTheMiddle(reverse=True, authors=True)(ranking([k])), expected('q1', lim_r))
+    # This project's orientation is the same for even k and its mirror image for odd k.
+    ours = list(LostInTheMiddle().positions(k))
+    assert [r - 1 for r in lim] == (ours[::-1] if k % 2 else ours)
+
+
+def test_the_study_offers_both_orientations_by_name():
+    from pyterrier_utility.experiment import config, study
+    assert {'lim', 'lim-r', 'lim-authors', 'lim-authors-r'} <= set(config.ORDERING_NAMES) == set(study.ORDERINGS)
+    suffix, ordering = study.ORDERINGS['lim-authors-r']
+    assert suffix == '-lim-authors-r' and list(ordering(ranking([5]))['docno']) == [f'd1-{r}' for r in (4, 2, 1, 3, 5)]
+
+
+#: The start ranks (from 1) of the windows the authors' ``compose_context`` (``tools/prompt_tools.py``)
+#: samples from a ranking of n documents, worked out by hand from its code: the grid of starts
+#: ``range(0, n - k + 1, step)`` (0-based), its first ``tops`` and its last ``tails``, in rank order;
+#: as (n, k, step, tops, tails): starts.
+COMPOSE_CONTEXT = {(100, 5, 1, 1, 0): [1], (20, 5, 5, 2, 2): [1, 6, 11, 16], (20, 3, 4, 1, 1): [1, 17],
+                   (10, 4, 2, 3, 2): [1, 3, 5, 7], (7, 5, 3, 1, 1): [1], (4, 5, 1, 1, 1): [],
+                   (100, 10, 10, 2, 3): [1, 11, 71, 81, 91], (23, 5, 4, 1, 2): [1, 13, 17]}
+
+
+@pytest.mark.parametrize('n, k, step, tops, tails', list(COMPOSE_CONTEXT))
+def test_grid_windows_from_the_top_and_the_tail_are_compose_contexts(n, k, step, tops, tails):
+    frame = ranking([n])
+    windows = [GridWindow(i, k, step) for i in range(1, tops + 1)] + [GridWindow(-j, k, step)
+                                                                       for j in range(1, tails + 1)]
+    starts = set()
+    for window in windows:
+        out = window(frame)
+        if len(out):
+            start = int(out['docno'].iloc[0].split('-')[1])
+            assert_frame_equal(out, expected('q1', list(range(start, start + k))))
+            starts.add(start)
+    assert sorted(starts) == COMPOSE_CONTEXT[n, k, step, tops, tails]
+
+
+def test_more_tail_windows_than_the_grid_has_are_the_whole_grid():
+    """Their slice wraps round there (12 documents, k = 5, step 3, tails 4: only the window at rank 7);
+    here every window of the grid (1, 4, 7), the index past it empty."""
+    frame = ranking([12])
+    firsts = [list(GridWindow(-j, 5, 3)(frame)['docno'][:1]) for j in (1, 2, 3, 4)]
+    assert firsts == [['d1-7'], ['d1-4'], ['d1-1'], []]
+    assert window_starts(12, 5, 3) == [1, 4, 7] and window_starts(4, 5) == []
+
+
 def test_a_permutation_orders_the_top_ranks_and_keeps_the_rest_after_them():
     out = Permutation([3, 1, 2])(ranking([3, 2, 5]))
     assert_frame_equal(out, pd.concat([expected('q1', [3, 1, 2]), expected('q2', [1, 2]),
@@ -127,6 +189,9 @@ def test_windows_check_their_bounds():
     for start, k in [(0, 5), (1, 0), (1.5, 2)]:
         with pytest.raises(SettingError):
             Window(start, k)
+    for index, k, step, name in [(0, 5, 1, 'index'), (1.0, 5, 1, 'index'), (1, 0, 1, 'k'), (-1, 5, 0, 'step')]:
+        with pytest.raises(SettingError, match=name):
+            GridWindow(index, k, step)
 
 
 def test_orderings_rank_by_score_when_the_input_has_no_rank():
@@ -164,7 +229,8 @@ def test_pt_experiment_measures_the_order_the_reader_sees():
 
 
 @pytest.mark.parametrize('transformer', [ReverseOrder(), LostInTheMiddle(), LostInTheMiddle(reverse=True),
-                                         Permutation([2, 3, 1]), Window(6, 5)])
+                                         LostInTheMiddle(authors=True), Permutation([2, 3, 1]), Window(6, 5),
+                                         GridWindow(-1, 3, 2)])
 def test_orderings_pickle_inspect_and_tell_themselves_apart(transformer):
     clone = pickle.loads(pickle.dumps(transformer))
     frame = ranking([10, 4])
@@ -176,5 +242,7 @@ def test_orderings_pickle_inspect_and_tell_themselves_apart(transformer):
 
 
 def test_reprs():
-    assert [repr(t) for t in (LostInTheMiddle(), LostInTheMiddle(True), Permutation((2, 1)), Window(6, 5))] == [
-        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)', 'Permutation([2, 1])', 'Window(start=6, k=5)']
+    assert [repr(t) for t in (LostInTheMiddle(), LostInTheMiddle(True), LostInTheMiddle(True, authors=True),
+                              Permutation((2, 1)), Window(6, 5))] == [
+        'LostInTheMiddle(reverse=False)', 'LostInTheMiddle(reverse=True)',
+        'LostInTheMiddle(reverse=True, authors=True)', 'Permutation([2, 1])', 'Window(start=6, k=5)']

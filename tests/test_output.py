@@ -47,3 +47,26 @@ def test_a_folder_being_written_by_another_process_is_refused_naming_it(tmp_path
     # The lock of a process that died is taken over.
     assert cli.main(ARGV + ['-k', '1', '--out', str(tmp_path)]) == 0
     assert (tmp_path / 'per_query.csv').exists() and not (tmp_path / LOCK).exists()
+
+
+def test_the_report_is_titled_after_the_study_folder_not_the_staging_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend(logprobs=True))
+    out = tmp_path / 'lift-study'
+    with pytest.warns(UserWarning, match='answers reached max_new_tokens'):
+        assert cli.main(ARGV + ['-k', '1', '--samples', '2', '--out', str(out)]) == 0
+    page = (out / 'report.html').read_text()
+    assert '<title>Context utility study: lift-study</title>' in page and '.staging' not in page
+    # Beside Table 1, the printed summary says how many answers were cut (the odd seeds here).
+    answers = pd.read_csv(out / 'answers.csv')
+    cut = int(answers['truncated'].sum())
+    assert cut == (answers['sample'] == 1).sum() > 0
+    printed = capsys.readouterr().out
+    table1 = (out / 'table1_paper.md').read_text()
+    assert f'{table1}\n{len(answers)} answers, {cut} ({cut / len(answers):.0%}) cut at max_new_tokens ' \
+           f'({json.loads((out / "settings.json").read_text())["decoding"]["max_new_tokens"]}; answers.csv says ' \
+           'which, in its truncated column)\n' in printed
+    assert f'{len(answers)} answers, {cut} ({cut / len(answers):.0%}) cut at max_new_tokens</p>' in page
+    with pytest.warns(UserWarning, match='answers reached max_new_tokens'):
+        assert cli.main(ARGV + ['-k', '1', '--out', str(out), '--title', 'Lift, 2 queries']) == 0
+    assert '<title>Lift, 2 queries</title>' in (out / 'report.html').read_text()
+    assert json.loads((out / 'settings.json').read_text())['title'] == 'Lift, 2 queries'

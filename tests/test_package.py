@@ -33,8 +33,8 @@ def test_a_name_is_imported_when_first_used():
 
 
 def test_every_public_name_resolves_to_its_module_object():
-    from pyterrier_utility.reader import Reader
     from pyterrier_utility.experiment.study import run_study
+    from pyterrier_utility.reader import Reader
     assert pu.Reader is Reader and pu.experiment.run_study is run_study
     assert all(getattr(pu, name) is not None for name in pu.__all__)
     assert all(getattr(pu.experiment, name) is not None for name in pu.experiment.__all__)
@@ -44,7 +44,8 @@ def test_every_public_name_resolves_to_its_module_object():
 def test_every_public_submodule_is_an_attribute_of_the_package_in_a_fresh_interpreter():
     # As the README and the notebook use them (pu.reteval.failure_cases) without importing the module first.
     modules = sorted(p.stem if p.is_file() else p.name for p in (ROOT / 'pyterrier_utility').iterdir()
-                     if not p.name.startswith('_') and p.stem != 'cli' and (p.suffix == '.py' or (p / '__init__.py').exists()))
+                     if not p.name.startswith('_') and p.stem != 'cli'
+                     and (p.suffix == '.py' or (p / '__init__.py').exists()))
     probe = ('import pyterrier_utility as pu, types\n'
              f'assert all(isinstance(getattr(pu, m), types.ModuleType) for m in {modules!r})')
     env = dict(os.environ, PYTHONPATH=str(ROOT))

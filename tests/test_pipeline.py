@@ -13,7 +13,8 @@ def tiny_t5(tmp_path_factory):
 
     from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
     path = tmp_path_factory.mktemp('tiny-t5')
-    vocab = [('<pad>', 0.0), ('</s>', 0.0), ('<unk>', 0.0), ('\u2581', -2.0), ('\u2581true', -5.0), ('\u2581false', -5.0)]
+    vocab = [('<pad>', 0.0), ('</s>', 0.0), ('<unk>', 0.0), ('\u2581', -2.0), ('\u2581true', -5.0),
+             ('\u2581false', -5.0)]
     vocab += [(c, -10.0) for c in string.ascii_lowercase + string.digits + ':.,?']
     vocab += [('\u2581' + c, -11.0) for c in string.ascii_lowercase]
     import sentencepiece  # noqa: F401  (the slow tokenizer needs it)

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import torch
 
-from pyterrier_utility.backends._prefix import PrefixCache, line_chunks
+from pyterrier_utility.backends.hf.prefix import PrefixCache, line_chunks
 
 
 def offsets_of(words):

@@ -8,8 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 from conftest import CountingBackend
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import BackendOutput
 

@@ -148,20 +148,25 @@ def test_bertscore_threshold_match(minilm):
 
 #: Hand-made answer pairs the default BERTScore threshold is calibrated on (offline MiniLM-L6).
 MATCHING = [('Paris', 'The capital of France is Paris.'), ('Tulsa, Oklahoma', 'Tulsa, Oklahoma'),
-            ('Peter Hansen', 'Peter Hansen played him.'), ('the boundary layer separates', 'separation of the boundary layer'),
-            ('1969', 'It happened in 1969.'), ('lift is the upward force on a wing', 'the upward force acting on a wing is called lift'),
+            ('Peter Hansen', 'Peter Hansen played him.'),
+            ('the boundary layer separates', 'separation of the boundary layer'), ('1969', 'It happened in 1969.'),
+            ('lift is the upward force on a wing', 'the upward force acting on a wing is called lift'),
             ('Nigeria', 'Nigeria'), ('drag increases with speed', 'drag grows as speed increases'),
             ('the heat transfer rate rises with Mach number', 'heat transfer increases with the Mach number'),
-            ('George Washington', 'The first president was George Washington.'), ('about 300 km', 'roughly 300 kilometres'),
+            ('George Washington', 'The first president was George Washington.'),
+            ('about 300 km', 'roughly 300 kilometres'),
             ('Shakespeare wrote Hamlet', 'Hamlet was written by William Shakespeare'),
             ('a weather advisory for aircraft', 'a sigmet is a weather advisory that concerns the safety of aircraft'),
-            ('the Pacific Ocean', 'Pacific Ocean'), ('by conduction through the slab', 'heat is conducted through the slab')]
+            ('the Pacific Ocean', 'Pacific Ocean'),
+            ('by conduction through the slab', 'heat is conducted through the slab')]
 DIFFERENT = [('Nigeria, delta basin', 'Nigeria, Horn of Africa'), ('Paris', 'London'), ('1969', '1945'),
              ('Peter Hansen', 'Ross Elliott'), ('lift is the upward force on a wing', 'drag slows an aircraft down'),
-             ('the boundary layer separates', 'the shock wave is attached to the nose'), ('George Washington', 'Abraham Lincoln'),
+             ('the boundary layer separates', 'the shock wave is attached to the nose'),
+             ('George Washington', 'Abraham Lincoln'),
              ('the Pacific Ocean', 'the Atlantic Ocean'), ('Shakespeare wrote Hamlet', 'Marlowe wrote Doctor Faustus'),
              ('a weather advisory for aircraft', 'a person in a state of hypnosis'),
-             ('heat transfer rises with Mach number', 'heat transfer falls with Mach number'), ('Tulsa, Oklahoma', 'Austin, Texas'),
+             ('heat transfer rises with Mach number', 'heat transfer falls with Mach number'),
+             ('Tulsa, Oklahoma', 'Austin, Texas'),
              ('about 300 km', 'about 3 metres'), ('by conduction through the slab', 'by radiation from the surface'),
              ('the wing stalls at high angles of attack', 'the engine overheats at high altitude')]
 
@@ -169,7 +174,8 @@ DIFFERENT = [('Nigeria, delta basin', 'Nigeria, Horn of Africa'), ('Paris', 'Lon
 def test_the_default_threshold_is_the_best_on_the_calibration_pairs(minilm):
     same = np.array([minilm.f1_matrix([a], [b])[0, 0] for a, b in MATCHING])
     other = np.array([minilm.f1_matrix([a], [b])[0, 0] for a, b in DIFFERENT])
-    right = lambda t: int((same >= t).sum() + (other < t).sum())
+    def right(t):
+        return int((same >= t).sum() + (other < t).sum())
     assert right(MINILM_MATCH_THRESHOLD) == 28 == max(right(t) for t in np.arange(0.3, 1.0, 0.005))
     assert other[0] < MINILM_MATCH_THRESHOLD  # the paper's own mismatch
     assert right(0.5) == 25  # the threshold the notebook once used let 5 pairs through wrongly
@@ -222,7 +228,8 @@ EXAMPLE_QRELS = pd.DataFrame({'qid': ['q1', 'q2', 'q3', 'q4'], 'docno': ['g1', '
 def test_failures_are_counted_against_answer_correctness_on_every_query():
     table = failure_cases(EXAMPLE, EXAMPLE_QRELS, k=2, correct=lambda q, a: a == 'yes')
     expected = pd.DataFrame({'qid': ['q1', 'q2', 'q3', 'q4'], 'R@2': [1.0, 0.0, 1.0, 0.0],
-                             'reteval': [1.0, 0.0, 1.0, 1.0], 'disagree': [0.0, 0.0, 0.0, 1.0], 'correct': [0.0, 1.0, 1.0, 1.0],
+                             'reteval': [1.0, 0.0, 1.0, 1.0], 'disagree': [0.0, 0.0, 0.0, 1.0],
+                             'correct': [0.0, 1.0, 1.0, 1.0],
                              'gold_correct': [0.5, 1.0, 1.0, 1.0], 'recall_case': ['C', 'A/B', None, 'A/B'],
                              # q1: a wrong answer matched gold answers one of which is wrong too.
                              'reteval_case': ['D', 'E/F', None, None]})
@@ -262,7 +269,8 @@ def test_the_majority_of_samples_decides_correctness_and_unjudged_queries_get_no
 
 def test_recall_correlation_is_scipys_spearman_on_all_and_on_queries_without_a_recall_failure():
     rows = [('q1', ['g1'], 1.0, 'yes', ('yes',)), ('q2', ['x'], 1.0, 'yes', ('yes',)),
-            ('q3', ['g3'], 0.0, 'no', ('yes',)), ('q4', ['x'], 0.0, 'no', ('yes',)), ('q5', ['g5'], 1.0, 'yes', ('yes',)),
+            ('q3', ['g3'], 0.0, 'no', ('yes',)), ('q4', ['x'], 0.0, 'no', ('yes',)),
+            ('q5', ['g5'], 1.0, 'yes', ('yes',)),
             ('q6', ['x'], 1.0, 'no', ('yes',)), ('q7', ['g7'], 0.0, 'yes', ('no',))]
     qrels = pd.DataFrame({'qid': [f'q{i}' for i in range(1, 8)], 'docno': [f'g{i}' for i in range(1, 8)], 'label': 2})
     table = failure_cases(llm_reteval_output(rows), qrels, k=1, correct=lambda q, a: a == 'yes')

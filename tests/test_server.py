@@ -17,6 +17,8 @@ import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
 from pyterrier_utility.errors import BackendError
 
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
 
 @pytest.fixture(scope='module')
 def servers(tmp_path_factory):
@@ -115,12 +117,14 @@ def test_cli_study_over_a_pool_of_two_servers_writes_the_settings_asked_for(serv
     out = tmp_path / 'study'
     code = cli.main(['study', '--reader', f'openai:{servers[0].model}', '--base-url', servers[0].url, servers[1].url,
                      '--concurrency', '2', '--temperature', '0', '--top-k', 'none', '--max-new-tokens', '6',
-                     '--seed', '3', '--samples', '1', '--systems', 'Rel', 'NRel', '--queries', '2', '-k', '1', '--labels', '2',
+                     '--seed', '3', '--samples', '1', '--systems', 'Rel', 'NRel', '--queries', '2', '-k', '1',
+                     '--labels', '2',
                      '--out', str(out)])
     assert code == 0
     settings = json.loads((out / 'settings.json').read_text())
     decoding = settings['decoding']
-    assert (decoding['temperature'], decoding['top_k'], decoding['max_new_tokens'], settings['seeds']) == (0, None, 6, [3])
+    assert ((decoding['temperature'], decoding['top_k'], decoding['max_new_tokens'], settings['seeds'])
+            == (0, None, 6, [3]))
     assert settings['base_urls'] == [servers[0].url, servers[1].url]
     built = settings['backends'][f'openai:{servers[0].model}']['decoding']
     assert built['temperature'] == 0 and built['top_k'] is None

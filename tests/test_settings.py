@@ -37,16 +37,46 @@ class DecodingCountingBackend(pu.backends._base.DecodingBackendBase, CountingBac
 
 def test_decoding_is_validated_once_and_names_the_setting():
     for bad, name in ((dict(temperature=-1), 'temperature'), (dict(top_k=-2), 'top_k'), (dict(top_p=0), 'top_p'),
+                      (dict(min_p=1.5), 'min_p'), (dict(min_p=-0.1), 'min_p'), (dict(min_p=float('nan')), 'min_p'),
                       (dict(max_new_tokens=0), 'max_new_tokens'), (dict(repetition_penalty=0), 'repetition_penalty'),
-                      (dict(stop=['STOP', '']), 'stop')):
+                      (dict(repeat_last_n=0), 'repeat_last_n'), (dict(repeat_last_n=6.5), 'repeat_last_n'),
+                      (dict(repeat_last_n=True), 'repeat_last_n'), (dict(stop=['STOP', '']), 'stop')):
         with pytest.raises(SettingError, match=name):
             Decoding(**bad)
+    assert Decoding(min_p=0, repeat_last_n=64).min_p == 0.0 and Decoding(min_p=1).min_p == 1.0
     assert Decoding(stop='STOP').stop == ('STOP',)  # one string is one stop sequence
     with pytest.raises(SettingError, match='no setting'):
         Decoding().replace(beam_width=4)
-    with pytest.raises(SettingError, match=r"cannot honour top_p=0.9"):
-        pu.backends.CausalLMBackend.DECODING_FIELDS and Decoding(top_p=0.9).check_honoured(
-            'CausalLMBackend', pu.backends.CausalLMBackend.DECODING_FIELDS)
+    # A backend without min-p or a penalty window refuses them by name, when it is built.
+    with pytest.raises(SettingError, match=r"cannot honour min_p=0.05; it honours"):
+        DecodingCountingBackend(min_p=0.05)
+    with pytest.raises(SettingError, match=r"cannot honour repetition_penalty=1.1, repeat_last_n=64"):
+        DecodingCountingBackend(repetition_penalty=1.1, repeat_last_n=64)
+    # A window without a penalty, or a penalty of 1, changes nothing: nothing to refuse.
+    assert DecodingCountingBackend(repeat_last_n=64).decoding_notes == {}
+    assert DecodingCountingBackend(repetition_penalty=1.0, repeat_last_n=64).decoding_notes == {}
+
+
+def test_settings_added_to_decoding_leave_the_keys_of_answers_cached_before_them(tmp_path):
+    """Unset, min_p and repeat_last_n are absent from the key: an answer cached before they existed,
+    under the key of the six settings there were, is found; set, they make keys of their own."""
+    from pyterrier_utility._util import stable_hash
+    before = {'backend': 'DecodingCountingBackend', 'model': 'counting',
+              'decoding': {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 32,
+                           'repetition_penalty': None, 'stop': ['STOP']}}
+    old_key = stable_hash(stable_hash(json.dumps(before, sort_keys=True)), 'q', 0)
+    cache = GenerationCache(DecodingCountingBackend(max_new_tokens=32), tmp_path / 'a.sqlite')
+    assert cache.key('q', 0, None, None) == old_key
+    assert Decoding().as_dict() == {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 300,
+                                    'repetition_penalty': None, 'stop': ['STOP']}
+    keys = {old_key}
+    for changes in (dict(min_p=0.05), dict(repeat_last_n=64), dict(min_p=0.05, repeat_last_n=64)):
+        decoding = Decoding(max_new_tokens=32, **changes)
+        assert decoding.as_dict() == dict(before['decoding'], **changes)
+        definition = dict(before, decoding=decoding.as_dict())
+        keys.add(stable_hash(stable_hash(json.dumps(definition, sort_keys=True)), 'q', 0))
+        assert Decoding(**decoding.as_dict()) == decoding  # settings.json reads back
+    assert len(keys) == 4
 
 
 @pytest.mark.parametrize('spelling, expected', [
@@ -133,14 +163,18 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
 
 def test_preset_and_command_line_resolve_to_one_config():
     paper = cfg.PRESETS['paper']
-    assert paper.bm25 == 'terrier' and len(paper.datasets) == 2 and paper.decoding == Decoding()
+    assert paper.bm25 == 'terrier' and paper.decoding == pu.settings.AUTHORS_DECODING
     offline = cfg.resolve(paper, {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
-    assert offline.decoding == Decoding(max_new_tokens=32, repetition_penalty=1.2, stop=BASE_MODEL_STOP)
+    assert offline.decoding == pu.settings.AUTHORS_DECODING.replace(max_new_tokens=32, repetition_penalty=1.2,
+                                                                    stop=BASE_MODEL_STOP)
     named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
     assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
-    with pytest.raises(SettingError, match='cannot honour top_p'):
-        cfg.StudyConfig(decoding=Decoding(top_p=0.9))
+    # vLLM has no penalty window: accepted, and said how it applies the penalty instead.
+    windowed = Decoding(repetition_penalty=1.1, repeat_last_n=64, min_p=0.05, top_p=0.9)
+    assert cfg.StudyConfig(decoding=windowed).decoding_notes() == {}
+    notes = cfg.StudyConfig(readers=('vllm:m', 'huggingface:m'), decoding=windowed).decoding_notes()
+    assert list(notes) == ['vllm:m'] and 'counts every prompt and output token' in notes['vllm:m']['repeat_last_n']
     with pytest.raises(SettingError, match='correction must be one of'):
         cfg.StudyConfig(correction='nonsense')
 
@@ -202,12 +236,23 @@ def test_readers_of_both_kinds_need_their_shared_decoding_given():
 def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, monkeypatch, capsys):
     from pyterrier_utility import cli
     paper = cfg.PRESETS['paper'].to_dict()
-    assert paper['datasets'] == ['irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged']
+    assert paper['datasets'] == ['irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
+                                 'irds:msmarco-passage/dev/small']
+    # dev_small's binary labels: studied under {1} without the oracles, as the paper does.
+    dev, note = cfg.PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
+    assert [str(x) for x in dev.label_sets] == ['label in {1}'] and dev.systems == ('BM25', 'Neural')
+    assert note.startswith('irds:msmarco-passage/dev/small is judged in two grades (labels [1])')
+    assert cfg.PRESETS['paper'].for_collection('dl', [0, 1, 2, 3]) == (cfg.PRESETS['paper'], None)
     assert (paper['bm25'], paper['prompt_format'], paper['oracle'], paper['neural']) == \
         ('terrier', 'authors', 'authors', 'monot5')
     assert paper['label_sets'] == ['label in {2,3}', 'label in {3}'] and paper['ks'] == [2, 5, 10, 15]
-    assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 300,
-                                 'repetition_penalty': None, 'stop': ['STOP']}
+    # Figures 3 and 5 over "a wider range" of k, every k from 1 to 15; Table 1's four among them.
+    assert paper['figure_ks'] == list(range(1, 16)) and cfg.PRESETS['paper'].all_ks == tuple(range(1, 16))
+    # What llama-cpp-python 0.2.75 (their rag-utility.yml) applied: their code's settings, its defaults
+    # for the rest (create_completion's top_p, min_p, repeat_penalty; Llama's last_n_tokens_size).
+    assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': 0.95, 'min_p': 0.05,
+                                 'max_new_tokens': 300, 'repetition_penalty': 1.1, 'repeat_last_n': 64,
+                                 'stop': ['STOP']}
 
     def no_model(*a, **kw):
         raise AssertionError('a reader was loaded before the settings were checked')
@@ -216,3 +261,54 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
     with pytest.raises(SystemExit):
         cli.main(['study', '--preset', 'paper', '--dataset', 'cranfield', '--bm25', 'pisa', '--out', str(tmp_path)])
     assert 'label set label in {2,3} leaves out label [4] of cranfield' in capsys.readouterr().err
+
+
+def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_it_promises(monkeypatch):
+    from pyterrier_utility.experiment.driver import engine_record
+    config = cfg.StudyConfig(readers=('openai:m', 'gemma3-270m'), reproducible=True)
+    assert config.backend_options('openai:m')['reproducible'] is True
+    assert 'reproducible' not in config.backend_options('gemma3-270m')  # reproducible without being asked
+    assert cfg.StudyConfig.from_dict(json.loads(json.dumps(config.to_dict()))).reproducible is True
+    served = pu.backends.OpenAICompatibleBackend('m', reproducible=True)
+    assert engine_record(served) == {'reproducibility': served.reproducibility}
+    assert engine_record(pu.backends.CausalLMBackend.__new__(pu.backends.CausalLMBackend))['reproducibility'] \
+        .startswith('fresh generation reproducible')
+    assert engine_record(object())['reproducibility'].startswith('not stated by the backend')
+
+
+def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
+    from pyterrier_utility import cli
+
+    def config(*argv):
+        return cli.config_of(cli.parser().parse_args(['study', *argv]), cfg.StudyConfig())
+    given = config('--min-p', '0.1', '--repetition-penalty', '1.1', '--repeat-last-n', '32', '--top-p', '0.9')
+    assert (given.decoding.min_p, given.decoding.repeat_last_n, given.decoding.top_p) == (0.1, 32, 0.9)
+    unset = cli.config_of(cli.parser().parse_args(['study', '--min-p', 'none', '--repeat-last-n', 'none',
+                                                   '--top-p', 'none']), given)
+    assert (unset.decoding.min_p, unset.decoding.repeat_last_n, unset.decoding.top_p) == (None, None, None)
+    for bad in (['--min-p', '1.5'], ['--repeat-last-n', '0']):
+        with pytest.raises(SystemExit):
+            config(*bad)
+
+
+def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(tmp_path, capsys):
+    from pyterrier_utility.experiment import driver
+    paper = cfg.PRESETS['paper']
+    readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
+    record = driver.announce('study', paper, readers, tmp_path)
+    err = capsys.readouterr().err
+    for line in ("temperature=0.3: authors' code", "top_k=50: authors' code (tools/llama_tools.py: top_k=50)",
+                 'top_p=0.95: llama-cpp-python 0.2.75 default', 'min_p=0.05: llama-cpp-python 0.2.75 default',
+                 "max_new_tokens=300: authors' code (tools/llama_tools.py: max_tokens=300)",
+                 'repetition_penalty=1.1: llama-cpp-python 0.2.75 default (their rag-utility.yml pins it): '
+                 'create_completion(repeat_penalty=1.1)',
+                 'repeat_last_n=64: llama-cpp-python 0.2.75 default (their rag-utility.yml pins it): '
+                 'Llama(last_n_tokens_size=64)', "stop=('STOP',): authors' code"):
+        assert line in err
+    # The preset's reader is vLLM, whose penalty has no window: said with the settings.
+    assert "vllm:meta-llama/Meta-Llama-3-8B-Instruct: repeat_last_n=64 not applied: vLLM's repetition penalty " \
+           'counts every prompt and output token' in err
+    assert set(record['decoding_sources']) == set(pu.settings.FIELDS) and record['decoding_notes']
+    given = cfg.resolve(paper, {'readers': ('huggingface:m',), 'temperature': 0.7})
+    assert driver.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
+    assert given.decoding_notes() == {} and driver.decoding_sources(cfg.StudyConfig()) == {}

@@ -97,3 +97,35 @@ def test_utility_as_mean_of_per_sample_ratios():
     assert out['utility'].iloc[0] == pytest.approx(0.6)
     zero = scores.assign(fbert=[0.0, 0.25, 0.6, 0.5])
     assert stats.per_sample_utility(pq, zero)['utility'].iloc[0] == pytest.approx(1.0)  # sample 0 left out
+
+
+def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_dev_small():
+    """The paper prints DL under r_DL in {2,3} and r_DL = 3 and dev_small (binary labels) under
+    "r_DL = 3, r_dev_small = 1": a dataset with fewer label sets fills the last blocks, with its own
+    0-shot FBERT, and no † where it has no Rel."""
+    dl = pd.DataFrame({
+        'dataset': 'DL19', 'labels': ['label in {2,3}'] * 2 + ['label in {3}'] * 2, 'k': [2] * 4,
+        'system': ['BM25', 'Rel'] * 2, 'utility': [0.058, 0.103, 0.031, 0.124], 'n': [43] * 4,
+        'fbert_0shot': [0.643] * 2 + [0.61] * 2, 'p_baseline': [0.01, np.nan] * 2, 'p_reversal': [np.nan] * 4,
+        'mark': ['\u2020', ''] * 2})
+    dev = pd.DataFrame({
+        'dataset': 'dev_small', 'labels': 'label in {1}', 'k': [2, 2], 'system': ['BM25', 'BM25-r'],
+        'utility': [0.041, 0.039], 'n': [6980] * 2, 'fbert_0shot': [0.557] * 2, 'p_baseline': [np.nan] * 2,
+        'p_reversal': [np.nan, 0.001], 'mark': ['', '\u2021']})
+    table = pd.concat([dl, dev], ignore_index=True)
+    rows = stats.table1_paper(table).split('\n\n')[1]
+    assert rows == (
+        '| Dataset | System | label in {2,3}, 0-shot | label in {2,3}, k=2 '
+        '| label in {3} / label in {1}, 0-shot | label in {3} / label in {1}, k=2 |\n'
+        '|---|---|---:|---:|---:|---:|\n'
+        '| DL19 | BM25 | 0.643 | 0.058\u2020 | 0.610 | 0.031\u2020 |\n'
+        '|  | Rel |  | 0.103 |  | 0.124 |\n'
+        '| dev_small | BM25 |  |  | 0.557 | 0.041 |\n'
+        '|  | BM25-r |  |  |  | 0.039\u2021 |\n')
+    tex = stats.table1_paper(table, 'latex')
+    assert '\\multicolumn{2}{c}{label in \\{3\\} / label in \\{1\\}}' in tex
+    assert ('\ndev\\_small & BM25 &  &  & 0.557 & \\textbf{0.041} \\\\\n'
+            ' & BM25-r &  &  &  & 0.039$^{\\ddagger}$ \\\\') in tex
+    # The same label sets everywhere: the blocks are the label sets, as before.
+    same = stats.table1_paper(pd.concat([dl, dl.assign(dataset='DL20')], ignore_index=True))
+    assert '| label in {2,3}, 0-shot | label in {2,3}, k=2 | label in {3}, 0-shot | label in {3}, k=2 |' in same

@@ -26,7 +26,8 @@ def test_a_study_file_is_read_typed(tmp_path):
 
 
 def test_what_the_study_writes_reads_back_equal(tmp_path):
-    written = pd.DataFrame({'dataset': ['a', 'b'], 'reader': ['gemma3-270m', 'gemma3-270m'], 'labels': ['l', 'l'], 'system': ['S, with comma', 'S'],
+    written = pd.DataFrame({'dataset': ['a', 'b'], 'reader': ['gemma3-270m', 'gemma3-270m'], 'labels': ['l', 'l'],
+                            'system': ['S, with comma', 'S'],
                             'k': [3, 3], 'qid': ['007', '7'], 'n_docs': [3, 0], 'ndcg': [0.25, 0.0],
                             'fbert_0shot': [0.1, 0.2], 'fbert': [0.3, 0.2], 'utility': [2.0, 0.0]})
     written.to_csv(tmp_path / 'per_query.csv', index=False)

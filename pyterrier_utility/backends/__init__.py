@@ -15,11 +15,11 @@ from pyterrier_rag.backend import Backend
 from .. import settings
 from ..errors import SettingError
 from ._base import Answer, cut_at_stop
-from ._hf import CausalLMBackend
 from ._llamacpp import LlamaCppServerBackend
 from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
+from .hf import CausalLMBackend
 
 #: The offline readers by name (:data:`~pyterrier_utility.settings.OFFLINE_READERS`). They are
 #: small base models: the study adds a repetition penalty and stop strings for them, and for them only.

@@ -13,6 +13,7 @@ from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, OrderedBackend, supports_seeds
 from ..settings import FIELDS, Decoding
 
+
 @dataclass
 class Answer(BackendOutput):
     """A backend's answer and what the engine says about it.
@@ -26,10 +27,13 @@ class Answer(BackendOutput):
             of the chosen token before temperature, top-k or penalties; ``None`` where the engine
             gives none.
         tokens: the number of tokens ``logprob`` sums over.
+        token_logprobs: each of those tokens' log-probability, in order (``logprob`` is their sum);
+            ``None`` where the engine reports only the sum, or nothing.
     """
     truncated: Optional[bool] = False
     logprob: Optional[float] = None
     tokens: Optional[int] = None
+    token_logprobs: Optional[Tuple[float, ...]] = None
 
     @property
     def mean_logprob(self) -> Optional[float]:
@@ -56,14 +60,18 @@ class DecodingBackendBase(Backend):
     fields it names (``ENGINE_FIELDS``); its ``generation_key`` is derived from exactly these.
 
     Subclasses declare ``DECODING_FIELDS`` (the decoding settings they honour; any other set is an
-    error when the backend is built) and ``ENGINE_FIELDS`` (attributes that change answers).
+    error when the backend is built), ``DECODING_OWN_WAY`` (settings they apply their own way,
+    with how: ``decoding_notes`` says which of them are set) and ``ENGINE_FIELDS`` (attributes that
+    change answers).
     """
     supports_seeds = True
     DECODING_FIELDS = frozenset(FIELDS)
+    DECODING_OWN_WAY: Dict[str, str] = {}
     ENGINE_FIELDS: Tuple[str, ...] = ()
 
     def _set_decoding(self, decoding: Decoding) -> None:
-        decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})', self.DECODING_FIELDS)
+        self.decoding_notes = decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})',
+                                                      self.DECODING_FIELDS, self.DECODING_OWN_WAY)
         self.decoding = decoding
         self.max_new_tokens = decoding.max_new_tokens
 
@@ -158,7 +166,8 @@ def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int
     """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
     ``prompt_order`` (:class:`~pyterrier_utility.protocols.OrderedBackend`: prompts sharing a prefix
     together), else by length (batches of similar lengths pad little); each group holds about the
-    backend's ``batch_size`` answers (:class:`~pyterrier_utility.protocols.BatchedBackend`, else 8) (``answers[i]`` for prompt ``i``), never splitting a prompt's.
+    backend's ``batch_size`` answers (:class:`~pyterrier_utility.protocols.BatchedBackend`, else 8)
+    (``answers[i]`` for prompt ``i``), never splitting a prompt's.
 
     The one place where prompts are grouped: the generation cache groups what it must generate, and
     a backend called directly groups what it is given (a group from the cache stays one group)."""

@@ -5,7 +5,7 @@ import urllib.request
 from typing import Dict, Optional, Sequence, Union
 
 from .._util import check
-from ..settings import Decoding
+from ..settings import ENGINE_DECODING, Decoding
 from ._openai import OpenAICompatibleBackend
 
 #: The decoding fields llama.cpp's server takes, by our name: its request field and the sampler of its
@@ -96,6 +96,10 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
                                         temperature=0.3, top_k=50, repetition_penalty=1.1)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
+
+    # llama.cpp has a sampler for every decoding setting, penalty window included: none applied its own way.
+    DECODING_FIELDS = ENGINE_DECODING['llamacpp']
+    DECODING_OWN_WAY: Dict[str, str] = {}
 
     def __init__(self, model: str, base_urls: Union[str, Sequence[str]] = ('http://127.0.0.1:8080/v1',), *,
                  cache_prompt: bool = False, extra_body: Optional[Dict[str, object]] = None, **kwargs):

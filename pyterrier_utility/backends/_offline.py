@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from .._util import cache_dir, say
-from ._hf import CausalLMBackend
+from .hf import CausalLMBackend
 
 
 def _converted(name: str, gguf_path_fn) -> Path:

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .._util import check, check_int, encodable
 from ..errors import BackendError
-from ..settings import Decoding
+from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 #: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
@@ -50,13 +50,13 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     over a pool of endpoints, each request sent to the endpoint with the fewest in flight.
 
     Every setting is sent with every request, never dropped: ``temperature``, ``top_p``,
-    ``max_tokens``, ``stop``, a per-request ``seed``, and the non-standard ``top_k`` and
+    ``max_tokens``, ``stop``, a per-request ``seed``, and the non-standard ``top_k``, ``min_p`` and
     ``repetition_penalty`` (vLLM, SGLang, TGI and llama.cpp accept them; set them to ``None`` to leave
-    them out for servers that do not, such as hosted APIs). A server that rejects a field answers
-    the first request with a client error, and the run stops naming the endpoint, the status, the
-    server's message and the non-standard fields sent. Connection errors, timeouts, 408, 429 and 5xx
-    are retried with exponential backoff, on another endpoint where there is one; after
-    ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
+    them out for servers that do not, such as hosted APIs) and ``repeat_last_n`` when set. A server
+    that rejects a field answers the first request with a client error, and the run stops naming the
+    endpoint, the status, the server's message and the non-standard fields sent. Connection errors,
+    timeouts, 408, 429 and 5xx are retried with exponential backoff, on another endpoint where there
+    is one; after ``max_retries`` the call raises :class:`~pyterrier_utility.errors.BackendError` naming the
     endpoint and the status, carrying the answers completed before it (the generation cache keeps
     them). An error is never returned as an answer, nor is text that cannot be encoded (a lone
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
@@ -79,9 +79,11 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         decoding: the :class:`~pyterrier_utility.settings.Decoding`, every field sent (default: the
             authors' 0.3, top-k 50, 300 new tokens, stop at "STOP"); single fields may be given as
             keywords (``temperature=0``). ``top_k`` 0 is sent as -1 (all tokens) and ``None`` is not
-            sent; ``top_p`` and ``repetition_penalty`` are sent when given.
-        extra_body: further fields sent with every request (e.g. ``{'min_p': 0.05}``, or llama.cpp's
-            ``{'repeat_penalty': 1.1}``); part of the cache key.
+            sent; ``top_p``, ``min_p``, ``repetition_penalty`` and ``repeat_last_n`` are sent when
+            given. ``repeat_last_n`` is llama.cpp's server's field; vLLM's server ignores it, its
+            penalty counting every prompt and output token (``decoding_notes`` says so).
+        extra_body: further fields sent with every request (e.g. llama.cpp's ``{'repeat_penalty': 1.1}``);
+            part of the cache key.
         concurrency: requests in flight at once, over all endpoints.
         timeout: seconds one request may take, from connecting to the last byte of the answer (a
             deadline, not a limit per read: a server trickling bytes is cut at it).
@@ -107,6 +109,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                                           ['http://gpu1:8000/v1', 'http://gpu2:8000/v1'], concurrency=64)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
+    DECODING_FIELDS = ENGINE_DECODING['openai']
+    DECODING_OWN_WAY = ENGINE_OWN_WAY['openai']
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS = ('endpoint', 'extra_body')
     #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.
@@ -318,14 +322,16 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if not encodable(text):
             raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
                                'nothing of it was stored')
-        logprob, tokens = _reported_logprob(choice) if self.logprobs else (None, None)
-        return Answer(text=text, truncated=choice.get('finish_reason') == 'length', logprob=logprob, tokens=tokens)
+        values = _reported_logprobs(choice) if self.logprobs else None
+        return Answer(text=text, truncated=choice.get('finish_reason') == 'length',
+                      logprob=None if values is None else float(sum(values)),
+                      tokens=None if values is None else len(values), token_logprobs=values)
 
     def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Answer:
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
         start = time.monotonic()
         give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
-        failed, retry_after = None, 0.0
+        failed, last, retry_after = None, '', 0.0
         for attempt in range(self.max_retries + 1):
             if attempt:
                 delay = max(retry_after, min(60.0, self.backoff * 2 ** (attempt - 1)))
@@ -403,7 +409,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             interrupt.completed = dict(answers)
             raise
         if failure is not None:
-            message = str(failure) if isinstance(failure, BackendError) else f'{self!r}: {type(failure).__name__}: {failure}'
+            message = (str(failure) if isinstance(failure, BackendError)
+                       else f'{self!r}: {type(failure).__name__}: {failure}')
             raise BackendError(message + self._first_server_error(message), completed=answers) from failure
         return [answers[i] for i in range(len(inps))]
 
@@ -439,21 +446,21 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             pass
 
 
-def _reported_logprob(choice: dict) -> Tuple[Optional[float], Optional[int]]:
-    """The sum and count of the chosen tokens' log-probabilities a response's choice reports, in
-    either of the protocol's shapes (completions: ``logprobs.token_logprobs``; chat:
-    ``logprobs.content[i].logprob``, which llama.cpp's server gives for completions too); ``(None,
-    None)`` when it reports none, or not a number for every token."""
+def _reported_logprobs(choice: dict) -> Optional[Tuple[float, ...]]:
+    """The chosen tokens' log-probabilities a response's choice reports, in either of the protocol's
+    shapes (completions: ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``, which
+    llama.cpp's server gives for completions too); ``None`` when it reports none, or not a number for
+    every token."""
     try:
         reported = choice['logprobs']
         values = ([t['logprob'] for t in reported['content']] if 'content' in reported
                   else list(reported['token_logprobs']))
     except (KeyError, IndexError, TypeError):
-        return None, None
+        return None
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
                              for v in values):
-        return None, None
-    return float(sum(values)), len(values)
+        return None
+    return tuple(float(v) for v in values)
 
 
 def _retry_after(headers) -> float:

@@ -1,9 +1,9 @@
 """vLLM in this process: one GPU node (or vLLM's CPU build), all prompts of a call scheduled together."""
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._util import check_int
 from ..errors import BackendError, SettingError
-from ..settings import Decoding
+from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 
@@ -31,11 +31,17 @@ class VLLMBackend(DecodingBackendBase):
     (asked for with ``logprobs=0``: the sampled token's log-probability, of the raw logits in vLLM's
     default ``logprobs_mode``) as ``logprob`` and their number as ``tokens``.
 
+    vLLM applies the repetition penalty, then temperature, then min-p, then top-k and top-p (its
+    sampler's documented order); its repetition penalty counts every token of the prompt and the
+    output, with no window: a ``repeat_last_n`` is not applied, and ``decoding_notes`` says so
+    (:data:`~pyterrier_utility.settings.ENGINE_OWN_WAY`; the study prints it with its settings).
+
     Args:
         model: a Hugging Face model id or local folder.
-        decoding: the :class:`~pyterrier_utility.settings.Decoding`, every field honoured (default:
-            the authors' 0.3, top-k 50, 300 new tokens, stop at "STOP"); single fields may be given
-            as keywords (``temperature=0``). ``top_k`` 0 or ``None`` means all tokens.
+        decoding: the :class:`~pyterrier_utility.settings.Decoding`, every field honoured but
+            ``repeat_last_n`` (see above; default: the authors' 0.3, top-k 50, 300 new tokens, stop
+            at "STOP"); single fields may be given as keywords (``temperature=0``). ``top_k`` 0 or
+            ``None`` means all tokens; ``min_p`` is vLLM's own.
         chat_template: wrap each prompt as a user turn of the model's chat template.
         tensor_parallel_size: GPUs the model is split over.
         enable_prefix_caching: reuse the KV cache of shared prompt prefixes.
@@ -49,6 +55,8 @@ class VLLMBackend(DecodingBackendBase):
         backend = VLLMBackend('meta-llama/Meta-Llama-3-8B-Instruct', chat_template=True)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
+    DECODING_FIELDS = ENGINE_DECODING['vllm']
+    DECODING_OWN_WAY = ENGINE_OWN_WAY['vllm']
     # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'llm_kwargs')
 
@@ -93,6 +101,7 @@ class VLLMBackend(DecodingBackendBase):
     def sampling_params(self, seed: int, max_new_tokens: int, stop: Sequence[str]):
         """The ``vllm.SamplingParams`` of one prompt and seed."""
         fields = dict(sampling_fields(self.decoding), n=1, max_tokens=max_new_tokens, seed=int(seed), logprobs=0)
+        fields.pop('repeat_last_n', None)  # vLLM has no penalty window (DECODING_OWN_WAY)
         fields.setdefault('top_k', -1)  # None: all tokens
         if stop:
             fields['stop'] = list(stop)
@@ -154,10 +163,22 @@ def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: b
 
 
 def _answer(output, stop: Sequence[str]) -> Answer:
-    """A vLLM ``CompletionOutput`` as an :class:`Answer` (no log-probability where vLLM gives none)."""
+    """A vLLM ``CompletionOutput`` as an :class:`Answer` (no log-probability where vLLM gives none;
+    each token's where its ``logprobs``, one dict per position, hold the sampled token)."""
     logprob = getattr(output, 'cumulative_logprob', None)
     tokens = getattr(output, 'token_ids', None)
     reason = getattr(output, 'finish_reason', None)
     return Answer(text=cut_at_stop(output.text, stop), truncated=None if reason is None else reason == 'length',
                   logprob=None if logprob is None else float(logprob),
-                  tokens=None if logprob is None or tokens is None else len(tokens))
+                  tokens=None if logprob is None or tokens is None else len(tokens),
+                  token_logprobs=_sampled_logprobs(getattr(output, 'logprobs', None), tokens))
+
+
+def _sampled_logprobs(positions, tokens) -> Optional[Tuple[float, ...]]:
+    """The sampled tokens' log-probabilities from vLLM's per-position ``{token id: Logprob}``."""
+    if not positions or tokens is None or len(positions) != len(tokens):
+        return None
+    try:
+        return tuple(float(position[token].logprob) for position, token in zip(positions, tokens))
+    except (KeyError, AttributeError, TypeError):
+        return None

@@ -73,7 +73,8 @@ class COSMix(pt.Transformer):
         first = self._top(self.first, topics)
         first = self.reorder(first) if self.reorder is not None and len(first) else first
         prompts = self.reader.prompts(first) if len(first) else {}
-        prompts = {qid: prompts.get(qid, self.reader.build_prompt(str(q))) for qid, q in zip(topics['qid'], topics['query'])}
+        prompts = {qid: prompts.get(qid, self.reader.build_prompt(str(q)))
+                   for qid, q in zip(topics['qid'], topics['query'])}
         answers = dict(zip(prompts, (a[0] for a in self.reader.answer(list(prompts.values())))))
         ok = dict(zip(topics['qid'], self.validator.validate(topics['query'].astype(str).tolist(),
                                                                [answers[q] for q in topics['qid']])))

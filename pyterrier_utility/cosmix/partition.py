@@ -74,7 +74,8 @@ class SparsePartition:
     """
 
     def __init__(self, embeddings: CorpusEmbeddings, threshold: float = 0.65):
-        check(-1 <= threshold <= 1, 'SparsePartition', f'threshold must be a cosine similarity in [-1, 1], got {threshold}')
+        check(-1 <= threshold <= 1, 'SparsePartition',
+              f'threshold must be a cosine similarity in [-1, 1], got {threshold}')
         self.embeddings = embeddings
         self.threshold = threshold
         matrix = embeddings.matrix

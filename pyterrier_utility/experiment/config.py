@@ -7,13 +7,27 @@ when made; the study trusts it.
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
-from ..settings import (AGGREGATIONS, BASE_MODEL_STOP, ENGINE_DECODING, ENGINES, FIELDS, GOLD_QUALITIES,
-                        OFFLINE_READERS, ORACLE_MODES, SERVER_ENGINES, STOP, SUBMEASURES, Decoding, LabelSet,
-                        engine_of)
+from ..settings import (
+    AGGREGATIONS,
+    AUTHORS_DECODING,
+    AUTHORS_DECODING_SOURCES,
+    BASE_MODEL_STOP,
+    ENGINE_DECODING,
+    ENGINE_OWN_WAY,
+    FIELDS,
+    GOLD_QUALITIES,
+    ORACLE_MODES,
+    SERVER_ENGINES,
+    STOP,
+    SUBMEASURES,
+    Decoding,
+    LabelSet,
+    engine_of,
+)
 
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
@@ -22,8 +36,12 @@ SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
 OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
+#: The oracles, which a collection judged in two grades is studied without.
+ORACLES = ('Rel', 'NRel')
+#: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
+BINARY_LABELS = LabelSet(exact=frozenset({1}))
 #: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
-ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r')
+ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
 #: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
 #: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
 QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
@@ -38,10 +56,14 @@ class StudyConfig:
     nothing downloaded); :data:`PRESETS` ``['paper']`` is the paper's study.
 
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
-    answerable ones; 0: all), ``ks``, ``label_sets`` (relevant labels for P, one column block each),
+    answerable ones; 0: all), ``ks`` (Table 1's), ``figure_ks`` (those of Figures 3 and 5, empty:
+    ``ks``; the answers of a k in both are generated once), ``label_sets`` (relevant labels for P, one
+    column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
-    pairs, ``orderings`` of the rankings (``'original'``, ``'reversed'``, ``'lim'``, ``'lim-r'``), ``windows``
-    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``neural``, ``bm25``, ``index``,
+    pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
+    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``window_grid`` (``(tops, tails,
+    step)``: windows from the top and the tail of each ranking, as the authors' ``compose_context``
+    samples them), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
     runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
     'authors-short'). Readers: ``readers`` (several: each
@@ -53,7 +75,7 @@ class StudyConfig:
     FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
-    ``fig4_k``, ``out``, ``verbose``.
+    ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
 
     Example::
 
@@ -65,12 +87,14 @@ class StudyConfig:
     datasets: Tuple[str, ...] = ('cranfield',)
     queries: int = 10
     ks: Tuple[int, ...] = (1, 3, 5)
+    figure_ks: Tuple[int, ...] = ()
     label_sets: Tuple[LabelSet, ...] = (LabelSet(minimum=2), LabelSet(minimum=3))
     rel_labels: LabelSet = LabelSet(minimum=2)
     systems: Tuple[str, ...] = ('BM25', 'Neural', 'Rel', 'NRel')
     runs: Tuple[Tuple[str, str], ...] = ()
     orderings: Tuple[str, ...] = ('original', 'reversed')
     windows: Tuple[int, ...] = ()
+    window_grid: Tuple[int, ...] = ()
     neural: str = 'dense'
     bm25: str = 'pisa'
     index: Optional[str] = None
@@ -100,13 +124,15 @@ class StudyConfig:
     min_n: int = 5
     fig4_k: int = 5
     out: str = 'results/study'
+    title: Optional[str] = None
     verbose: bool = False
     preset: Optional[str] = None
 
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
-        for name in ('datasets', 'ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows', 'readers'):
+        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows',
+                     'window_grid', 'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -124,6 +150,8 @@ class StudyConfig:
              f'give one reader or several different ones, got {list(self.readers)}')
         need(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
              f'ks must be integers >= 1, got {list(self.ks)}')
+        need(all(isinstance(k, int) and k >= 1 for k in self.figure_ks),
+             f'figure_ks must be integers >= 1, got {list(self.figure_ks)}')
         need(bool(self.label_sets), 'give at least one label set')
         for name in ('queries', 'seed', 'oracle_seed'):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
@@ -140,6 +168,10 @@ class StudyConfig:
              f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
         need(all(isinstance(s, int) and s >= 2 for s in self.windows),
              f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
+        need(not self.window_grid or (len(self.window_grid) == 3 and all(isinstance(x, int) for x in self.window_grid)
+                                      and self.window_grid[0] >= 1 and self.window_grid[1] >= 0
+                                      and self.window_grid[2] >= 1),
+             f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
         need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
                                                          f'got {self.ndcg_order!r}')
         need(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
@@ -163,6 +195,28 @@ class StudyConfig:
              f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
 
     @property
+    def all_ks(self) -> Tuple[int, ...]:
+        """Every k the study answers: Table 1's and the figures', each once."""
+        return tuple(sorted(set(self.ks) | set(self.figure_ks)))
+
+    @property
+    def study_windows(self) -> Tuple[int, ...]:
+        """The windows of each ranking the study answers (see :func:`~.study.window`): ``windows``, and
+        ``window_grid``'s as the authors' ``compose_context(tops, tails, step)`` samples them: the
+        first ``tops`` windows every ``step`` ranks from the top (their start ranks; the first is the
+        top k) and the last ``tails`` of that grid (-tails .. -1)."""
+        if not self.window_grid:
+            return self.windows
+        tops, tails, step = self.window_grid
+        grid = [1 + i * step for i in range(1, tops)] + [-j for j in range(tails, 0, -1)]
+        return tuple(dict.fromkeys(list(self.windows) + grid))
+
+    @property
+    def window_step(self) -> int:
+        """The step of ``window_grid`` (1 without one)."""
+        return self.window_grid[2] if self.window_grid else 1
+
+    @property
     def offline(self) -> bool:
         """Whether every reader is an offline model (the offline conveniences are theirs)."""
         return all(engine_of(r) == 'offline' for r in self.readers)
@@ -173,14 +227,56 @@ class StudyConfig:
         served = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline')
         only = dict(dict.fromkeys(served, SERVER_ENGINES), tensor_parallel_size=('vllm',),
                     chat_template=('huggingface', 'vllm'))
+        self.decoding_notes()
         for reader in self.readers:
             engine = engine_of(reader)
-            self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine])
             refused = [name for name, engines in only.items()
                        if getattr(self, name) != default[name].default and engine not in engines]
             if refused:
                 raise SettingError(f'the reader {reader!r} cannot honour '
                                    + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
+
+    def decoding_notes(self) -> Dict[str, Dict[str, str]]:
+        """reader -> the decoding settings its engine applies its own way, and how
+        (:data:`~pyterrier_utility.settings.ENGINE_OWN_WAY`); a :class:`SettingError` names a setting
+        a reader's engine cannot honour at all."""
+        notes = {}
+        for reader in self.readers:
+            engine = engine_of(reader)
+            own = self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine],
+                                               ENGINE_OWN_WAY.get(engine))
+            if own:
+                notes[reader] = own
+        return notes
+
+    def for_collection(self, name: str, labels: Iterable[int]) -> Tuple['StudyConfig', Optional[str]]:
+        """The config a collection whose judgements hold ``labels`` is studied under, and a sentence
+        saying what changed (``None``: nothing).
+
+        A collection judged in two grades (labels 0 and 1, or 1 alone, as MS MARCO dev_small) is
+        studied as the paper studies dev_small: under the one label set {1} (the paper's
+        r_dev_small = 1), whatever ``label_sets`` say, and without the Rel and NRel oracles (the
+        paper runs none there: "only 1.1 relevant documents per query"). A :class:`SettingError`
+        says so when nothing else is left to study.
+
+        Example::
+
+            config, note = PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
+        """
+        labels = sorted(set(int(x) for x in labels))
+        if not labels or not set(labels) <= {0, 1}:
+            return self, None
+        dropped = [s for s in self.systems if s in ORACLES]
+        systems = tuple(s for s in self.systems if s not in ORACLES)
+        if not systems and not self.runs:
+            raise SettingError(f'{name} is judged in two grades (labels {labels}): it is studied without the oracles '
+                               f'{dropped}, and no other system is asked for; add --systems BM25 Neural or a --run')
+        changed = [f'P counts label 1 (one label set, {BINARY_LABELS})'] if self.label_sets != (BINARY_LABELS,) else []
+        if dropped:
+            changed.append(f'{" and ".join(dropped)} left out (too few relevant documents per query to draw from; '
+                           'the paper runs no oracle on MS MARCO dev_small)')
+        note = f'{name} is judged in two grades (labels {labels}): ' + '; '.join(changed) if changed else None
+        return self.replace(label_sets=(BINARY_LABELS,), systems=systems), note
 
     def replace(self, **changes) -> 'StudyConfig':
         """A copy with some settings changed (validated again)."""
@@ -260,21 +356,28 @@ def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
 
 
 #: The paper's study. From the paper's text (Tian, Ganguly & Macdonald, ECIR 2025): TREC DL'19 and
-#: DL'20 judged queries over MS MARCO passages, BM25 (PyTerrier's Terrier BM25) and MonoT5 over
-#: BM25's top 100, both reversed, Rel and NRel oracles, k = 2, 5, 10, 15, Llama-3-8B-Instruct,
-#: 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3} and {3}. From the authors'
-#: code (github.com/DanielTian97/rag-utility): temperature 0.3, top-k 50, 300 new tokens, stop at
-#: "STOP", their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their oracle
-#: (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
+#: DL'20 judged queries and MS MARCO dev_small over MS MARCO passages, BM25 (PyTerrier's Terrier
+#: BM25) and MonoT5 over BM25's top 100, both reversed, Rel and NRel oracles (none on dev_small,
+#: whose binary labels :meth:`StudyConfig.for_collection` studies as the paper does), k = 2, 5, 10,
+#: 15 (Table 1; Figures 3 and 5 over every k from 1 to 15, the paper's "wider range"),
+#: Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
+#: and {3} (dev_small: {1}). From the authors'
+#: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
+#: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
+#: defaults), their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their
+#: oracle (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
 #: This project's choices: Rel draws from labels 2 and up; every query is used.
 PAPER = StudyConfig(
-    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged'),
+    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
+              'irds:msmarco-passage/dev/small'),
     queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
     rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
-    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=Decoding(), samples=5,
-    scorer='bert-large-uncased', out='results/paper', preset='paper')
+    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,
+    scorer='bert-large-uncased', out='results/paper', preset='paper', figure_ks=tuple(range(1, 16)))
 #: Named configurations (``--preset``).
 PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
+#: Where a preset's decoding values come from, printed with them.
+DECODING_SOURCES: Dict[str, Dict[str, str]] = {'paper': AUTHORS_DECODING_SOURCES}
 #: The defaults of the one-k ``experiment`` command.
 EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
                          decoding=Decoding(max_new_tokens=40, **OFFLINE_CONVENIENCES), out='results/experiment')

@@ -27,19 +27,18 @@ from ..datasets import get_dataset
 from ..errors import SettingError
 from ..fbert import FBertScorer
 from ..gold import GOLD_QUALITIES, GoldAnswerScorer
-from ..order import Window
 from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..runs import RunFile
-from ..settings import LabelSet
+from ..settings import FIELDS, LabelSet
 from ..utility import UtilityEvaluator
-from . import figures
-from .config import StudyConfig
-from .html import write_report
+from . import figures, stats
+from .config import DECODING_SOURCES, PRESETS, StudyConfig
+from .html import TITLE, write_report
 from .output import owned, staged
-from .validate import read_per_query
-from .study import StudyResults, blocks, run_study, variants, write_tables
+from .study import StudyResults, blocks, run_study, variants, window, write_tables
 from .systems import REVERSED_SYSTEMS, default_systems
+from .validate import read_per_query
 
 
 def check_out(out: Path) -> None:
@@ -56,15 +55,21 @@ def check_out(out: Path) -> None:
 
 
 def load_collection(name: str, config: StudyConfig):
-    """A dataset, its qrels and its topics answerable under at least one label set (narrower sets
-    give NaN for the others) and, for a gold-answer quality, with a gold answer. A label set that no document has, or that leaves out the collection's
-    top grade or labels the Rel oracle draws from, is refused: P would silently ignore documents
-    that Rel gives the reader."""
+    """A dataset, its qrels, its topics answerable under at least one label set (narrower sets
+    give NaN for the others) and, for a gold-answer quality, with a gold answer, and the config it is
+    studied under (:meth:`StudyConfig.for_collection`: a collection judged in two grades gets the
+    label set {1} and no oracles, said on the console). A label set that no document has, or that
+    leaves out the collection's top grade or labels the Rel oracle draws from, is refused: P would
+    silently ignore documents that Rel gives the reader."""
     dataset = get_dataset(name)
     qrels = dataset.get_qrels()
     present = sorted(qrels['label'].unique().tolist())
+    config, note = config.for_collection(name, present)
+    if note:
+        say(note)
     rel_drawn = [x for x in present if config.rel_labels.contains(pd.Series([x])).iloc[0]]
-    for option, labels in [('label set', x) for x in config.label_sets] + [('Rel labels', config.rel_labels)]:
+    oracle = [('Rel labels', config.rel_labels)] if 'Rel' in config.systems else []
+    for option, labels in [('label set', x) for x in config.label_sets] + oracle:
         if not labels.relevant_docnos(qrels):
             raise SettingError(f'{option} {labels}: no document of {name} has such a label (its labels are {present})')
     for labels in config.label_sets:
@@ -82,7 +87,7 @@ def load_collection(name: str, config: StudyConfig):
     topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)
     if config.queries:
         topics = topics.head(config.queries)
-    return dataset, qrels, topics
+    return dataset, qrels, topics, config
 
 
 def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None) -> Reader:
@@ -126,15 +131,24 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
     engines = {name: engine_record(r.backend.backend) for name, r in readers.items()}
+    notes = config.decoding_notes()
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, engines=engines,
-                  argv=argv)
+                  argv=argv, decoding_notes=notes)
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
         + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
         + f'; settings in {out / "settings.json"}')
+    sources = decoding_sources(config)
+    if sources:
+        record['decoding_sources'] = sources
+        say(f'decoding of preset {config.preset}, each value and where it comes from:')
+        for name, source in sources.items():
+            say(f'  {name}={getattr(config.decoding, name)!r}: {source}')
+    for reader, own in notes.items():
+        say(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}' for name, how in own.items()))
     for name, engine in engines.items():
         say(f'{name}: {engine["reproducibility"]}'
             + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
@@ -151,6 +165,18 @@ def engine_record(backend) -> dict:
     return record
 
 
+def decoding_sources(config: StudyConfig) -> Dict[str, str]:
+    """Where each decoding value of a preset's study comes from (``{}`` without a preset): the
+    preset's source for a value left as the preset has it, else 'given' and the preset's value."""
+    sources = DECODING_SOURCES.get(config.preset or '', {})
+    if not sources:
+        return {}
+    preset = PRESETS[config.preset].decoding
+    return {name: sources.get(name, f'the preset {config.preset}')
+            if getattr(config.decoding, name) == getattr(preset, name)
+            else f'this run (the preset has {getattr(preset, name)!r})' for name in FIELDS}
+
+
 def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
     """Runs the study of ``config`` (its generation cache in ``config.out``); returns the results
     (their ``settings`` what ``settings.json`` will hold) and, when COS-Mix is a system, its branch
@@ -161,16 +187,19 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
     readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
     record = announce('study', config, readers, out, argv)
+    record['studied_as'] = {name: {'label_sets': [str(x) for x in c.label_sets], 'systems': list(c.systems)}
+                            for name, (_, _, _, c) in collections.items() if c != config}
     results, branches = [], []
-    for name, (dataset, qrels, topics) in collections.items():
+    for name, (dataset, qrels, topics, studied) in collections.items():
         systems = None
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
-                systems = build_systems(config, name, dataset, qrels, topics, reader)
+                systems = build_systems(studied, name, dataset, qrels, topics, reader)
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
-            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
-                                     label_sets=config.label_sets, reverse=ranked_systems(config, systems),
-                                     orderings=config.orderings, windows=config.windows,
+            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.all_ks,
+                                     label_sets=studied.label_sets, reverse=ranked_systems(config, systems),
+                                     orderings=config.orderings, windows=config.study_windows,
+                                     window_step=config.window_step,
                                      scorer_for=scorer_factory(config, dataset, qrels, bertscore),
                                      baseline='Rel' if 'Rel' in systems else None,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
@@ -189,13 +218,15 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     with staged(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)
         (stage / 'settings.json').write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
-        paths = results.save(stage, correction=config.correction, min_n=config.min_n)
+        paths = results.save(stage, correction=config.correction, min_n=config.min_n, table_ks=config.ks)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
-        fig4_k = config.fig4_k if config.fig4_k in config.ks else max(config.ks)
-        drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order)
-        write_report(stage)
+        fig4_k = config.fig4_k if config.fig4_k in config.all_ks else max(config.ks)
+        drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order,
+                                     ks=config.figure_ks or config.ks)
+        # The page is written in the staging folder; its title names the folder it is moved into.
+        write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))
         return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
 
 
@@ -231,6 +262,10 @@ def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
     out = Path(config.out)
     print()
     print((out / 'table1_paper.md').read_text())
+    cut = stats.truncation(results.answers)
+    # Beside Table 1, not only in a warning: answers cut mid-sentence are scored as they are.
+    print(f'{cut} ({config.decoding.max_new_tokens}; answers.csv says which, in its truncated column)' if cut
+          else 'The engine did not say whether any answer was cut at max_new_tokens.')
     print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{results.generated} answers generated')
     return results
@@ -248,7 +283,7 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     out = Path(config.out)
     check_out(out)
     name, k = config.datasets[0], config.ks[0]
-    dataset, qrels, topics = load_collection(name, config)
+    dataset, qrels, topics, config = load_collection(name, config)
     reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
     record = announce('experiment', config, {config.readers[0]: reader}, out, argv)
     (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
@@ -257,8 +292,10 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     pipelines = {}
     for s, system in systems.items():
-        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings, config.windows):
-            cut = system >> Window(first, k) if first > 1 else system % k
+        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings,
+                                               config.study_windows):
+            cut = window(first, k, config.window_step)
+            cut = system >> cut if cut is not None else system % k
             pipelines[label] = cut if ordering is None else cut >> ordering
     # Each system runs once; both evaluations below read its stored output.
     outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]
@@ -276,13 +313,26 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     return table
 
 
+def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
+    """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
+    no such file, or one without ``ks``)."""
+    path = folder / 'settings.json'
+    if not path.is_file():
+        return None
+    settings = json.loads(path.read_text())
+    if 'ks' not in settings:
+        return None
+    return settings['ks'], settings.get('figure_ks') or settings['ks']
+
+
 def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5,
            ndcg_order: str = 'context', html: bool = False, min_n: int = 5) -> List[str]:
     """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
-    e.g. one per dataset, make one table); nothing is generated. With ``html``, also each folder's
-    browsable page (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
-    Returns the file names."""
-    frames = []
+    e.g. one per dataset, make one table); nothing is generated. Table 1 is over the ``ks`` and
+    Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has
+    none). With ``html``, also each folder's browsable page (``report.html`` in ``out``, or
+    ``NAME-report.html`` for several folders). Returns the file names."""
+    frames, table_ks, figure_ks = [], set(), set()
     for folder in folders:
         path = Path(folder) / 'per_query.csv'
         if not path.is_file():
@@ -291,14 +341,18 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5
         if 'dataset' not in frame.columns:
             frame.insert(0, 'dataset', Path(folder).name)
         frames.append(frame)
+        recorded = _recorded_ks(Path(folder))
+        table_ks |= set(recorded[0] if recorded else frame['k'])
+        figure_ks |= set(recorded[1] if recorded else frame['k'])
     per_query = pd.concat(frames, ignore_index=True)
     if per_query['dataset'].nunique() == 1 and len(folders) == 1:
         per_query = per_query.drop(columns=['dataset'])
     check_out(out)
     baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
-    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n)
+    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks))
     ks = sorted(set(per_query['k']))
-    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(ks), ndcg_order=ndcg_order)
+    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
+                                 ndcg_order=ndcg_order, ks=sorted(figure_ks))
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)
     if html:

@@ -76,7 +76,8 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
     left_out = [s for s in exclude if s in set(per_query['system'])]
     for ax, ((dataset, label_set), cell) in zip(axes, groups):
         for system, line in cell.groupby('system', sort=False):
-            ax.errorbar(line['k'], line['utility'], yerr=[line['utility'] - line['low'], line['high'] - line['utility']],
+            ax.errorbar(line['k'], line['utility'],
+                        yerr=[line['utility'] - line['low'], line['high'] - line['utility']],
                         marker='o', capsize=3, label=system)
         ax.axhline(0, color='grey', lw=0.8, ls=':')
         ax.set_xlabel('k (documents in the context)')
@@ -174,15 +175,18 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
 
 
 def draw_figures(per_query: pd.DataFrame, folder: Union[str, Path], fig4_k: int, labels: Optional[str] = None,
-                 ndcg_order: str = 'context', formats: Sequence[str] = ('png', 'pdf')) -> list:
+                 ndcg_order: str = 'context', formats: Sequence[str] = ('png', 'pdf'),
+                 ks: Optional[Sequence[int]] = None) -> list:
     """Figures 3-5 of a study into ``folder``, each as PNG and PDF, each with a panel per dataset and
-    label set (``labels``: one only); returns the file names."""
+    label set (``labels``: one only), Figures 3 and 5 over ``ks`` (default: every k of
+    ``per_query``); returns the file names."""
     plt = _pyplot()
     folder = Path(folder)
-    figures = {'fig3_utility_vs_k': lambda: utility_vs_k(per_query, labels=labels),
+    swept = per_query if ks is None else per_query[per_query['k'].isin(ks)]
+    figures = {'fig3_utility_vs_k': lambda: utility_vs_k(swept, labels=labels),
                f'fig4_ndcg_vs_utility_k{fig4_k}': lambda: ndcg_vs_utility(per_query, fig4_k, labels=labels,
                                                                           ndcg_order=ndcg_order),
-               'fig5_pearson_vs_k': lambda: correlation_vs_k(per_query, 'pearson', labels=labels)}
+               'fig5_pearson_vs_k': lambda: correlation_vs_k(swept, 'pearson', labels=labels)}
     names = []
     for name, draw in figures.items():
         fig = draw()

@@ -4,13 +4,15 @@ The study writes (``dataset`` first only in a study over several collections):
 
 - ``per_query.csv``: labels, system, k, qid, n_docs, ndcg, fbert_0shot, fbert, utility (required);
 - ``answers.csv``: system (``'0-shot'`` with k 0 for the answers without context), k, qid, sample, qanswer
-  (and, from studies that record them, logprob, mean_logprob, truncated: empty where unknown);
+  (and, from studies that record them, logprob, mean_logprob, truncated: empty where unknown, see
+  ``OPTIONAL``);
 - ``scores.csv``: labels, system, k, qid, sample, fbert, best_docno (the FBERT of each answer);
 - ``contexts.csv``: system, k, qid, position (1-based, the reader's order), docno, label (empty:
   unjudged), text;
 - ``queries.csv``: qid, query;
-- ``settings.json``, ``table1_paper.md``, ``correlations.csv`` (and ``confidence_correlations.csv`` when the
-  answers carry log-probabilities) and the figures ``fig*.png``.
+- ``correlations.csv`` and, when the answers carry log-probabilities, ``confidence_correlations.csv``:
+  (labels, system, k, method, r, p, n);
+- ``settings.json``, ``table1_paper.md`` and the figures ``fig*.png``.
 """
 import json
 from dataclasses import dataclass, field
@@ -31,8 +33,13 @@ COLUMNS = {
     'queries.csv': (['qid', 'query'], []),
     'correlations.csv': (['labels', 'system', 'k', 'method', 'r', 'p', 'n'], ['k', 'r', 'p', 'n']),
 }
+COLUMNS['confidence_correlations.csv'] = COLUMNS['correlations.csv']  # r(confidence, U) in the same layout
 #: Written where a number is missing (NaN utility, an unjudged context).
 MISSING = ['', 'nan', 'NaN']
+#: Per file: columns read when present (studies before them lack them), as ``'number'`` (NaN where
+#: empty) or ``'flag'`` (True, False, or None where empty: the engine did not say).
+OPTIONAL = {'answers.csv': {'logprob': 'number', 'mean_logprob': 'number', 'truncated': 'flag'}}
+FLAGS = {'True': True, 'False': False, **{text: None for text in MISSING + ['None']}}
 
 
 @dataclass
@@ -41,8 +48,8 @@ class StudyFolder:
 
     Attributes:
         path: the folder.
-        per_query, answers, scores, contexts, queries, correlations: the CSV files as frames, each with
-            a ``dataset`` column ('' for a study over one collection).
+        per_query, answers, scores, contexts, queries, correlations, confidence_correlations: the CSV
+            files as frames, each with a ``dataset`` column ('' for a study over one collection).
         settings: ``settings.json``.
         table1: ``table1_paper.md``.
         figures: file name -> PNG bytes of each ``fig*.png``.
@@ -55,6 +62,7 @@ class StudyFolder:
     contexts: Optional[pd.DataFrame] = None
     queries: Optional[pd.DataFrame] = None
     correlations: Optional[pd.DataFrame] = None
+    confidence_correlations: Optional[pd.DataFrame] = None
     settings: Optional[dict] = None
     table1: Optional[str] = None
     figures: Dict[str, bytes] = field(default_factory=dict)
@@ -82,14 +90,16 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
     if has_dataset is not None and bool({'dataset', 'reader'} & set(header)) != has_dataset:
         raise FrameError(f"{path}: {'no' if has_dataset else 'a'} column 'dataset', unlike per_query.csv")
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    for column in numbers:
+    optional = {c: kind for c, kind in OPTIONAL.get(path.name, {}).items() if c in header}
+    for column in numbers + [c for c, kind in optional.items() if kind == 'number']:
         text = frame[column].str.strip()
         values = pd.to_numeric(text.mask(text.isin(MISSING)), errors='coerce')
-        bad = values.isna() & ~text.isin(MISSING)
-        if bad.any():
-            row = int(bad.to_numpy().argmax())
-            raise FrameError(f'{path} row {row + 2}, column {column!r}: {frame[column].iloc[row]!r} is not a number')
+        _refuse(path, frame, column, values.isna() & ~text.isin(MISSING), 'a number')
         frame[column] = values.astype(float)
+    for column in [c for c, kind in optional.items() if kind == 'flag']:
+        text = frame[column].str.strip()
+        _refuse(path, frame, column, ~text.isin(FLAGS), 'True, False or empty')
+        frame[column] = text.map(FLAGS).astype(object)
     if 'reader' in frame.columns:  # a study of several readers: a block per dataset and reader
         prefix = frame['dataset'] + ' · ' if 'dataset' in frame.columns else ''
         frame = frame.drop(columns=['dataset'], errors='ignore').assign(dataset=prefix + frame['reader'])
@@ -97,6 +107,13 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
     if 'dataset' not in frame.columns:
         frame.insert(0, 'dataset', '')
     return frame
+
+
+def _refuse(path: Path, frame: pd.DataFrame, column: str, bad: pd.Series, expected: str) -> None:
+    """A :class:`FrameError` naming the first ``bad`` row of ``column`` (its line in the file)."""
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        raise FrameError(f'{path} row {row + 2}, column {column!r}: {frame[column].iloc[row]!r} is not {expected}')
 
 
 def read_study(folder: Union[str, Path]) -> StudyFolder:
@@ -116,7 +133,7 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
                            f'of a study folder')
     has_dataset = bool({'dataset', 'reader'} & set(pd.read_csv(path / 'per_query.csv', nrows=0).columns))
     study = StudyFolder(path, read_csv(path / 'per_query.csv'), named_datasets=has_dataset)
-    for name in ('answers', 'scores', 'contexts', 'queries', 'correlations'):
+    for name in ('answers', 'scores', 'contexts', 'queries', 'correlations', 'confidence_correlations'):
         if (path / f'{name}.csv').is_file():
             setattr(study, name, read_csv(path / f'{name}.csv', has_dataset))
     if (path / 'settings.json').is_file():
@@ -158,5 +175,7 @@ def study_from_frames(frames: Mapping[str, pd.DataFrame], path: Union[str, Path]
         if ('dataset' in frame.columns) != named:
             raise FrameError(f"{name}: {'no' if named else 'a'} column 'dataset', unlike per_query")
         frame = frame.astype({'qid': str})
+        if 'truncated' in frame.columns:  # in memory: bools, None or NaN where the engine did not say
+            frame = frame.assign(truncated=[None if pd.isna(v) else bool(v) for v in frame['truncated']])
         setattr(study, name, frame if named else frame.assign(dataset='')[['dataset', *frame.columns]])
     return study

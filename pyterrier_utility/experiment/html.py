@@ -1,6 +1,7 @@
-"""A study as one self-contained HTML page: the overview (settings, Table 1, mean U with confidence
-intervals, correlations, figures) and a per-query explorer of every query's contexts, answers and
-scores; and :func:`query_view`, one query inline in Jupyter.
+"""A study as one self-contained HTML page: the overview (what was studied, Table 1, mean U with
+confidence intervals, figures, correlations with U, then the settings folded) and a per-query
+explorer of every query's contexts, answers and scores; and :func:`query_view`, one query inline in
+Jupyter.
 
 The page needs no server and no network: styles and script are inline, figures are PNG data URIs,
 and the study's rows are one JSON blob that the script renders a page of rows at a time.
@@ -11,6 +12,7 @@ import html
 import json
 import math
 import re
+import shlex
 from importlib import resources
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Union
@@ -22,6 +24,10 @@ from . import stats
 from .folder import StudyFolder, read_study, study_from_frames
 
 ZERO_SHOT = '0-shot'
+#: The page's title when none is given: the study folder's name.
+TITLE = 'Context utility study: {}'
+#: Beside an answer the engine cut at max_new_tokens (report.js marks it the same way).
+CUT_MARK = ' <span class="cut" title="generation stopped at max_new_tokens">cut</span>'
 
 
 def _number(value, digits: int = 3) -> str:
@@ -66,10 +72,71 @@ def markdown_html(text: str) -> str:
     return '\n'.join(blocks)
 
 
+def _scalar_html(value) -> str:
+    """A setting's scalar: None as 'none'; a string with spaces at its ends or unprintable characters
+    (a stop sequence such as '\\nQuestion:') quoted with its escapes, so that it can be seen."""
+    if value is None:
+        return 'none'
+    if isinstance(value, str) and (not value or not value.isprintable() or value != value.strip()):
+        return f'<code>{html.escape(json.dumps(value))}</code>'
+    return html.escape(str(value))
+
+
+def _setting_html(key: str, value) -> str:
+    """A setting's value: a mapping as key–value rows, a list of scalars as one line, the command
+    line (``argv``) as the shell would read it, other lists an item a line."""
+    if isinstance(value, dict):
+        return _settings_html(value) if value else 'none'
+    if isinstance(value, list):
+        if key == 'argv' and all(isinstance(v, str) for v in value):
+            return f'<code>{html.escape(shlex.join(value))}</code>'
+        if all(not isinstance(v, (dict, list)) for v in value):
+            return ', '.join(_scalar_html(v) for v in value) or 'none'
+        return '<br>'.join(_setting_html(key, v) for v in value)
+    return _scalar_html(value)
+
+
 def _settings_html(settings: dict) -> str:
-    rows = [[html.escape(str(key)), html.escape(value if isinstance(value, str) else json.dumps(value))]
-            for key, value in settings.items()]
-    return _table(['Setting', 'Value'], rows, ' class="settings"')
+    """Settings as key–value rows, a mapping among them (decoding, backends) as rows of its own."""
+    rows = ''.join(f'<tr><th>{html.escape(str(key))}</th><td>{_setting_html(str(key), value)}</td></tr>'
+                   for key, value in settings.items())
+    return f'<table class="settings"><tbody>{rows}</tbody></table>'
+
+
+def _decoding_text(decoding: dict) -> str:
+    """'temperature 0.3, top-k 50, at most 64 new tokens' from settings.json's ``decoding``."""
+    parts = []
+    if decoding.get('temperature') is not None:
+        parts.append('greedy' if decoding['temperature'] == 0 else f'temperature {decoding["temperature"]:g}')
+    for name, shown in (('top_k', 'top-k'), ('top_p', 'top-p')):
+        if decoding.get(name) is not None:
+            parts.append(f'{shown} {decoding[name]:g}')
+    if decoding.get('max_new_tokens') is not None:
+        parts.append(f'at most {decoding["max_new_tokens"]} new tokens')
+    return ', '.join(parts)
+
+
+def _summary_html(study: StudyFolder) -> str:
+    """What was studied, in one line: datasets, queries, systems, k, label sets, reader, samples, and
+    how many answers were cut at max_new_tokens where the engine says."""
+    settings, pq = study.settings or {}, study.per_query
+    datasets = settings.get('datasets') or (list(dict.fromkeys(pq['dataset'])) if study.named_datasets else [])
+    parts = [', '.join(map(str, datasets))] if datasets else []
+    parts += [f'{len(set(zip(pq["dataset"], pq["qid"])))} queries',
+              'systems ' + ', '.join(dict.fromkeys(pq['system'])),
+              'k = ' + ', '.join(f'{k:g}' for k in sorted(set(pq['k']))),
+              'P at ' + ', '.join(dict.fromkeys(pq['labels']))]
+    if settings.get('readers'):
+        decoding = _decoding_text(settings.get('decoding') or {})
+        parts.append(f'reader {", ".join(settings["readers"])}' + (f' ({decoding})' if decoding else ''))
+    if settings.get('samples') is not None:
+        parts.append(f'{settings["samples"]} samples per prompt')
+    elif study.answers is not None:
+        parts.append(f'{study.answers["sample"].nunique()} samples per prompt')
+    cut = stats.truncation(study.answers) if study.answers is not None else None
+    if cut:
+        parts.append(cut)
+    return f'<p class="summary"><strong>Studied:</strong> {html.escape(" · ".join(parts))}</p>'
 
 
 def _blocks(frame: pd.DataFrame, named_datasets: bool):
@@ -97,35 +164,75 @@ def _ci_html(study: StudyFolder) -> str:
     return '\n'.join(out)
 
 
-def _correlations_html(corr: pd.DataFrame, named_datasets: bool) -> str:
-    keys = (['dataset'] if named_datasets else []) + ['labels', 'system', 'k']
-    methods = list(dict.fromkeys(corr['method']))
-    rows = []
-    for key, part in corr.groupby(keys, sort=False):
-        by = {m: r for m, r in zip(part['method'], part.itertuples())}
-        n = int(part['n'].max()) if part['n'].notna().any() else 0
-        rows.append([html.escape(f'{v:g}' if isinstance(v, float) else str(v)) for v in key] + [str(n)] + [
-            f'{_number(by[m].r)} <small>(p {_number(by[m].p)})</small>' if m in by else '' for m in methods])
-    return _table(keys + ['n'] + [f'{m} r' for m in methods], rows, ' class="correlations"')
+#: The two correlations with U the overview shows side by side: the file, its heading, its cells' name.
+CORRELATIONS = (('correlations', 'r(nDCG@k, U)', 'ndcg'),
+                ('confidence_correlations', "r(confidence, U): the k-shot answers' mean log-probability", 'confidence'))
+
+
+def _correlations_html(study: StudyFolder) -> str:
+    """r(nDCG@k, U) and r(confidence, U) side by side, a row per (dataset,) label set, system and k,
+    a column per method with its p and the number of queries; a missing file leaves a note."""
+    keys = (['dataset'] if study.named_datasets else []) + ['labels', 'system', 'k']
+    shown = [(name, title, css, getattr(study, name)) for name, title, css in CORRELATIONS]
+    notes = [_confidence_note(study) if name == 'confidence_correlations' else f'{name}.csv is not in the study folder.'
+             for name, _, _, frame in shown if frame is None]
+    shown = [entry for entry in shown if entry[3] is not None]
+    if not shown:
+        return ''.join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
+    sides = []
+    for name, title, css, frame in shown:
+        methods = list(dict.fromkeys(frame['method']))
+        cells = {key: {m: r for m, r in zip(part['method'], part.itertuples())}
+                 for key, part in frame.groupby(keys, sort=False)}
+        sides.append((title, css, methods, cells))
+    rows = list(dict.fromkeys(key for _, _, _, cells in sides for key in cells))
+    head = ''.join(f'<th rowspan="2">{k}</th>' for k in keys) + ''.join(
+        f'<th colspan="{len(methods) + 1}" class="{css}">{html.escape(title)}</th>' for title, css, methods, _ in sides)
+    sub = ''.join('<th>n</th>' + ''.join(f'<th>{m}</th>' for m in methods) for _, _, methods, _ in sides)
+    body = []
+    for key in rows:
+        shown_key = [f'{v:g}' if isinstance(v, float) else str(v) for v in key]
+        cells = [f'<td>{html.escape(v)}</td>' for v in shown_key]
+        for _, css, methods, by_key in sides:
+            by = by_key.get(key, {})
+            n = max((r.n for r in by.values() if math.isfinite(r.n)), default=None)
+            cells.append(f'<td data-of="{css} n">{"" if n is None else f"{n:g}"}</td>')
+            cells += [f'<td data-of="{css} {m}">' + (f'{_number(by[m].r)} <small>(p {_number(by[m].p)})</small>'
+                                                      if m in by else '') + '</td>' for m in methods]
+        body.append(f'<tr data-cell="{html.escape("|".join(shown_key))}">{"".join(cells)}</tr>')
+    return (''.join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
+            + f'<table class="correlations"><thead><tr>{head}</tr><tr>{sub}</tr></thead>'
+              f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _confidence_note(study: StudyFolder) -> str:
+    """Why the confidence correlations are not shown."""
+    answers = study.answers
+    if answers is not None and ('mean_logprob' not in answers.columns or answers['mean_logprob'].isna().all()):
+        return 'No confidence correlations: the answers carry no log-probabilities (the engine did not give them).'
+    return 'confidence_correlations.csv is not in the study folder.'
 
 
 def _overview_html(study: StudyFolder) -> str:
-    """The overview's sections; an absent file leaves a note in place of its section."""
+    """The overview: what was studied, Table 1, mean U with intervals, the figures, the correlations,
+    then the settings folded; an absent file leaves a note in place of its section."""
     def missing(name):
         return f'<p class="note">{html.escape(name)} is not in the study folder.</p>'
 
-    def section(title, body):
-        return f'<h2>{title}</h2>\n{body}'
+    def section(title, body, anchor):
+        return f'<h2 id="{anchor}">{title}</h2>\n{body}'
     figures = ''.join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
                       f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(name)}</figcaption></figure>'
                       for name, png in study.figures.items())
+    settings = (_settings_html(study.settings) if study.settings is not None else missing('settings.json'))
     return '\n'.join([
-        section('Settings', _settings_html(study.settings) if study.settings is not None else missing('settings.json')),
-        section('Table 1', markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md')),
-        section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study)),
-        section('Correlation of nDCG@k and U', missing('correlations.csv') if study.correlations is None
-                else _correlations_html(study.correlations, study.named_datasets)),
-        section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png')),
+        _summary_html(study),
+        section('Table 1', markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md'),
+                'table1'),
+        section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study), 'intervals'),
+        section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png'), 'figures'),
+        section('Correlation with U across queries', _correlations_html(study), 'correlations'),
+        f'<details id="settings"><summary>Settings of the run (settings.json)</summary>\n{settings}</details>',
     ])
 
 
@@ -155,7 +262,8 @@ class _Codes:
 
 def _cells(frame: pd.DataFrame, query: Dict[tuple, int], systems: _Codes, *inner: str) -> Dict[str, list]:
     """'query|system|k' (and ``labels`` codes in between when asked) -> the frame's rows in order of ``inner[0]``."""
-    frame = frame[[(d, q) in query for d, q in zip(frame['dataset'], frame['qid'])]].sort_values(inner[0], kind='stable')
+    frame = frame[[(d, q) in query for d, q in zip(frame['dataset'], frame['qid'])]]
+    frame = frame.sort_values(inner[0], kind='stable')
     cells: Dict[str, list] = {}
     for row in frame.itertuples(index=False):
         key = f'{query[row.dataset, row.qid]}|{systems.code(row.system)}|{int(row.k)}'
@@ -190,7 +298,8 @@ def report_data(study: StudyFolder) -> dict:
             'relevance': [_relevance_rule(x) for x in labels.values],
             'queries': {'dataset': [datasets.code(d) for d, _ in keys], 'qid': [q for _, q in keys],
                         'text': [text.get(key) for key in keys]},
-            'rows': {'dataset': [datasets.code(x) for x in pq['dataset']], 'labels': [labels.code(x) for x in pq['labels']],
+            'rows': {'dataset': [datasets.code(x) for x in pq['dataset']],
+                     'labels': [labels.code(x) for x in pq['labels']],
                      'system': [systems.code(x) for x in pq['system']], 'k': [int(x) for x in pq['k']],
                      'qid': [query[key] for key in zip(pq['dataset'], pq['qid'])]}}
     for column in ('n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility'):
@@ -201,7 +310,10 @@ def report_data(study: StudyFolder) -> dict:
                             for key, rows in _cells(study.contexts, query, systems, 'position').items()}
         docnos = [docno for _, docno, _ in docs.values]
     if study.answers is not None:
-        data['answers'] = {key: [[int(r.sample), answers.code(r.qanswer)] for r in rows]
+        said = {c: c in study.answers.columns for c in ('mean_logprob', 'truncated')}
+        data['answers'] = {key: [[int(r.sample), answers.code(r.qanswer),
+                                  _json_value(r.mean_logprob) if said['mean_logprob'] else None,
+                                  r.truncated if said['truncated'] else None] for r in rows]
                            for key, rows in _cells(study.answers, query, systems, 'sample').items()}
     if study.scores is not None:
         scores = study.scores[study.scores['labels'].isin(labels.index)]
@@ -220,17 +332,32 @@ def _asset(name: str) -> str:
     return resources.files(__package__).joinpath('assets', name).read_text(encoding='utf8')
 
 
-def report_html(study: StudyFolder) -> str:
+def report_title(study: StudyFolder, title: Optional[str] = None) -> str:
+    """The page's title: ``title``, else the run's title setting, else 'Context utility study: ' and
+    the folder's name.
+
+    Args:
+        study: the study shown.
+        title: a title given by the caller (the study's final folder when it is written elsewhere first).
+
+    Example::
+
+        report_title(read_study('results/study'))  # 'Context utility study: study'
+    """
+    return title or (study.settings or {}).get('title') or TITLE.format(study.path.resolve().name)
+
+
+def report_html(study: StudyFolder, title: Optional[str] = None) -> str:
     """The page of a study folder as one HTML string; see :func:`write_report`."""
     blob = json.dumps(report_data(study), separators=(',', ':'), allow_nan=False, ensure_ascii=False)
     # '<' escaped keeps '</script>' or '<!--' in an answer from ending the script element.
     blob = blob.replace('<', '\\u003c')
-    title = html.escape(f'Context utility study: {study.path.resolve().name}')
+    title = html.escape(report_title(study, title))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<link rel="icon" href="data:,"><title>{title}</title><style>{_asset("report.css")}</style></head>\n'
-            f'<body><header><h1>{title}</h1><nav><a href="#overview">Overview</a> '
-            f'<a href="#explorer">Queries</a></nav></header>\n'
+            f'<body><header><h1>{title}</h1><nav><a href="#table1">Table 1</a> <a href="#correlations">'
+            f'Correlations</a> <a href="#settings">Settings</a> <a href="#explorer">Queries</a></nav></header>\n'
             f'<section id="overview">{_overview_html(study)}</section>\n'
             f'<section id="explorer"><h2>Queries</h2><noscript>The query explorer needs JavaScript.</noscript>'
             f'</section>\n<section id="query" hidden></section>\n'
@@ -238,19 +365,25 @@ def report_html(study: StudyFolder) -> str:
             f'<script>{_asset("report.js")}</script>\n</body></html>\n')
 
 
-def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
+def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = None,
+                 title: Optional[str] = None) -> Path:
     """Writes the study in ``folder`` as one self-contained HTML page, which opens offline.
 
-    The overview shows settings.json, Table 1 (table1_paper.md), mean U per system and k with a 95%
-    bootstrap interval over queries (seeded, 1000 resamples), correlations.csv and the figures; the
-    explorer lists per_query.csv (sortable, filtered by dataset, label set, system and k, searched
-    by query text) and opens a query's contexts (contexts.csv), answers (answers.csv) and their
-    FBERT (scores.csv), beside the same query under another system or k. An optional file that is
-    absent leaves its part out, with a note.
+    The overview shows, in this order, what was studied in one line (datasets, queries, systems, k,
+    label sets, reader, samples, answers cut at max_new_tokens), Table 1 (table1_paper.md), mean U
+    per system and k with a 95% bootstrap interval over queries (seeded, 1000 resamples), the
+    figures, r(nDCG@k, U) (correlations.csv) beside r(confidence, U) (confidence_correlations.csv),
+    then settings.json folded. The explorer lists per_query.csv (sortable, filtered by dataset,
+    label set, system and k, searched by query text) and opens a query's contexts (contexts.csv),
+    answers (answers.csv: with their mean log-probability, and marked where cut at max_new_tokens,
+    when the engine said) and their FBERT (scores.csv), beside the same query under another system
+    or k. An optional file that is absent leaves its part out, with a note.
 
     Args:
         folder: a study folder; it must hold per_query.csv.
         path: where to write; ``folder/report.html`` by default.
+        title: the page's title (default: :func:`report_title`: the settings' ``title``, or the
+            folder's name); a study written into a staging folder passes its final folder's name.
 
     Example::
 
@@ -260,13 +393,14 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
     study = read_study(folder)
     path = Path(path) if path is not None else Path(folder) / 'report.html'
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_html(study), encoding='utf8')
+    path.write_text(report_html(study, title), encoding='utf8')
     return path
 
 
 class QueryView:
     """One query of a study, shown inline by Jupyter: its 0-shot answers, then per system and k the
-    contexts in the reader's order (docno, label, text) and the answers with their FBERT.
+    contexts in the reader's order (docno, label, text) and the answers with their FBERT (and,
+    where the engine said, their mean log-probability, and a mark where cut at max_new_tokens).
 
     Attributes:
         study: the study the query is read from.
@@ -299,10 +433,16 @@ class QueryView:
         if st.scores is not None:
             s = self._of_query(st.scores, labels=self.rows['labels'].iloc[0], system=system, k=k)
             scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['fbert'], s['best_docno'])}
-        rows = [[f'{sample:g}', html.escape(answer), _number(scores.get(sample, (math.nan,))[0]),
-                 html.escape(str(scores.get(sample, ('', '–'))[1]))]
-                for sample, answer in zip(cell['sample'], cell['qanswer'])]
-        return _table(['sample', 'answer', 'FBERT', 'best doc'], rows)
+        cut = cell['truncated'].eq(True) if 'truncated' in cell.columns else [False] * len(cell)
+        rows = [[f'{sample:g}', html.escape(answer) + (CUT_MARK if was_cut else ''),
+                 _number(scores.get(sample, (math.nan,))[0]), html.escape(str(scores.get(sample, ('', '–'))[1]))]
+                for sample, answer, was_cut in zip(cell['sample'], cell['qanswer'], cut)]
+        header = ['sample', 'answer', 'FBERT', 'best doc']
+        if 'mean_logprob' in cell.columns and st.answers['mean_logprob'].notna().any():
+            header.append('mean log-prob')
+            for row, value in zip(rows, cell['mean_logprob']):
+                row.append(_number(value))
+        return _table(header, rows)
 
     def _contexts(self, system: str, k) -> str:
         if self.study.contexts is None:

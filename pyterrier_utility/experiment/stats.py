@@ -146,22 +146,35 @@ def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha:
     return '\n\n'.join(blocks) + '\n'
 
 
+def _label_slots(table: pd.DataFrame):
+    """The column blocks of the paper's layout and each dataset's label set in them: as many blocks as
+    the dataset with the most label sets has, a dataset with fewer filling the last ones (the paper
+    prints dev_small's one label set under DL's second, "r_DL = 3, r_dev_small = 1"). Returns the
+    blocks' titles (their label sets, " / " between different ones) and dataset -> label set per block
+    (``None``: empty)."""
+    sets = {d: list(dict.fromkeys(part['labels'])) for d, part in table.groupby('dataset', sort=False)}
+    width = max(len(s) for s in sets.values())
+    placed = {d: [None] * (width - len(s)) + s for d, s in sets.items()}
+    titles = [' / '.join(dict.fromkeys(p[j] for p in placed.values() if p[j] is not None)) for j in range(width)]
+    return titles, placed
+
+
 def _paper_layout(table: pd.DataFrame):
-    """Rows (dataset, 0-shot FBERT per label set, system, cells) and columns (label set, k), as the paper
-    prints them; a cell is (mean U, mark, best), best being the highest mean U of its column within the
-    dataset among the systems other than the oracles."""
+    """Rows (dataset, 0-shot FBERT per label-set block, system, cells) and columns (label-set block
+    (:func:`_label_slots`), k), as the paper prints them; a cell is (mean U, mark, best), best being
+    the highest mean U of its column within the dataset among the systems other than the oracles."""
     table = table if 'dataset' in table.columns else table.assign(dataset='')
-    label_sets = list(dict.fromkeys(table['labels']))
+    label_sets, placed = _label_slots(table)
     ks = list(dict.fromkeys(table['k']))
     rows = []
     for dataset, part in table.groupby('dataset', sort=False):
-        zeros = [part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0] if (part['labels'] == lab).any()
-                 else float('nan') for lab in label_sets]
+        zeros = [part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0] if lab is not None
+                 else float('nan') for lab in placed[dataset]]
         finite = part[np.isfinite(part['utility'].to_numpy(float)) & ~part['system'].isin(ORACLES)]
         best = finite.groupby(['labels', 'k'])['utility'].max()
         for i, system in enumerate(dict.fromkeys(part['system'])):
             cells = []
-            for lab in label_sets:
+            for lab in placed[dataset]:
                 for k in ks:
                     hit = part[(part['labels'] == lab) & (part['k'] == k) & (part['system'] == system)]
                     u = hit['utility'].iloc[0] if len(hit) else float('nan')
@@ -175,6 +188,8 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
                  digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
+    A dataset with fewer label sets than another fills the last blocks of columns, as the paper
+    prints dev_small's {1} under DL's {3}.
 
     ``fmt``: ``'markdown'`` or ``'latex'``; both have a 0-shot column per label set and a Dataset
     column only for several datasets. LaTeX is a ``table`` with a caption (legend and n), booktabs
@@ -352,3 +367,22 @@ def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     u = k_shot.assign(u=ratio).groupby(keys + ['system', 'k', 'qid'], sort=False)['u'].mean()
     out = per_query.drop(columns='utility').join(u.rename('utility'), on=keys + ['system', 'k', 'qid'])
     return out[per_query.columns]
+
+
+def truncation(answers: pd.DataFrame) -> Optional[str]:
+    """How many answers the engine cut at max_new_tokens, as a phrase: '785 answers, 12 (2%) cut at
+    max_new_tokens'; None where the engine said it of none (no ``truncated`` value).
+
+    Args:
+        answers: an answers frame (``answers.csv``), its ``truncated`` column True, False or empty.
+
+    Example::
+
+        print(truncation(results.answers))
+    """
+    said = answers['truncated'].notna() if 'truncated' in answers.columns else pd.Series(False, answers.index)
+    if not said.any():
+        return None
+    cut, known = int(answers['truncated'].eq(True).sum()), int(said.sum())
+    of = f'{known} answers' if known == len(answers) else f'{known} of {len(answers)} answers (the others unknown)'
+    return f'{of}, {cut} ({cut / known:.0%}) cut at max_new_tokens'

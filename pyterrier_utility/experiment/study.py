@@ -1,4 +1,5 @@
 """The k-sweep: every system's contexts at every k, answered once, scored once per label set."""
+import json
 import time
 import warnings
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from .._util import check, check_int, normalise_frame, say, user_stacklevel, val
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
-from ..order import LostInTheMiddle, ReverseOrder, Window
+from ..order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import ANSWER_INFO, Reader
 from ..settings import LabelSet, LabelsLike
@@ -24,17 +25,20 @@ from . import stats
 REVERSED = '-r'
 #: The orderings a study offers by name: the suffix of a reordered system's name and its transformer.
 ORDERINGS = {'original': ('', None), 'reversed': (REVERSED, ReverseOrder()),
-             'lim': ('-lim', LostInTheMiddle()), 'lim-r': ('-lim-r', LostInTheMiddle(reverse=True))}
+             'lim': ('-lim', LostInTheMiddle()), 'lim-r': ('-lim-r', LostInTheMiddle(reverse=True)),
+             'lim-authors': ('-lim-authors', LostInTheMiddle(authors=True)),
+             'lim-authors-r': ('-lim-authors-r', LostInTheMiddle(reverse=True, authors=True))}
 
 
 def window_name(system: str, start: int) -> str:
-    """The name of a system's window of ranks [start, start + k): ``BM25@6``."""
+    """The name of a system's window of ranks [start, start + k) (``BM25@6``), or of its ``-start``-th
+    window from the tail (``BM25@-1``, :class:`~pyterrier_utility.GridWindow`)."""
     return f'{system}@{start}'
 
 
 #: The frames of a study and the files they are saved as.
 FRAMES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
-          'scores': 'scores.csv', 'queries': 'queries.csv'}
+          'scores': 'scores.csv', 'queries': 'queries.csv', 'token_logprobs': 'token_logprobs.csv'}
 
 
 @dataclass
@@ -55,6 +59,9 @@ class StudyResults:
         scores: each answer's FBERT per label set and the relevant document that gave the maximum
             (``best_docno``).
         queries: ``qid``, ``query``.
+        token_logprobs: the answers whose engine reported each token's log-probability: the keys of
+            ``answers`` and ``token_logprobs`` (a tuple per answer, in token order; its sum is the
+            answer's ``logprob``); saved as token_logprobs.csv, the tuples as JSON lists.
         generated: answers the backend generated in this run (cache misses).
         baseline: the system significance is tested against.
         ndcg_order: ``'context'`` (nDCG@k of a reversed system ranks Context 1 first, the order the
@@ -66,6 +73,7 @@ class StudyResults:
     contexts: Optional[pd.DataFrame] = None
     scores: Optional[pd.DataFrame] = None
     queries: Optional[pd.DataFrame] = None
+    token_logprobs: Optional[pd.DataFrame] = None
     generated: int = 0
     baseline: str = 'Rel'
     ndcg_order: str = 'context'
@@ -85,7 +93,8 @@ class StudyResults:
         return stats.table1(blocks(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
-        """r(nDCG@k, U) per (dataset,) label set, system and k; see :func:`pyterrier_utility.experiment.correlations`."""
+        """r(nDCG@k, U) per (dataset,) label set, system and k; see
+        :func:`pyterrier_utility.experiment.correlations`."""
         return stats.correlations(blocks(self.per_query), method=method)
 
     def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
@@ -142,20 +151,24 @@ class StudyResults:
         return write_report(folder, path)
 
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
-             min_n: int = stats.MIN_N) -> Dict[str, Path]:
-        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv, the tables
-        (see :func:`write_tables`) and, when answers carry log-probabilities,
-        confidence_correlations.csv (:meth:`confidence_correlations`: Pearson, Spearman, Kendall)."""
+             min_n: int = stats.MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
+        token_logprobs.csv (where the engine reported them), the tables
+        (see :func:`write_tables`; Table 1 over ``table_ks``, default every k) and, when answers
+        carry log-probabilities, confidence_correlations.csv (:meth:`confidence_correlations`:
+        Pearson, Spearman, Kendall)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = {}
         for name, file in FRAMES.items():
             frame = getattr(self, name)
-            if frame is not None and name != 'per_query':
+            if name == 'token_logprobs' and frame is not None:
+                frame = frame.assign(token_logprobs=[json.dumps(list(t)) for t in frame['token_logprobs']])
+            if frame is not None and name != 'per_query' and not (name == 'token_logprobs' and frame.empty):
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
         paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
-                                  min_n=min_n))
+                                  min_n=min_n, ks=table_ks))
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
             path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
             pd.concat([self.confidence_correlations(m) for m in ('pearson', 'spearman', 'kendall')],
@@ -175,14 +188,17 @@ def blocks(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
-                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = stats.MIN_N) -> Dict[str, Path]:
+                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = stats.MIN_N,
+                 ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
-    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries."""
+    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
+    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all)."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     per_query = blocks(per_query)
-    table = stats.table1(per_query, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
+    table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
                                               'table1.tex', 'correlations.csv')}
     table.to_csv(paths['table1.csv'], index=False)
@@ -213,13 +229,7 @@ def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequ
                  windows: Sequence[int] = ()) -> List[str]:
     """The reported systems: each of ``systems``, followed, when in ``reverse``, by its orderings
     (:data:`ORDERINGS`) and its windows."""
-    names = []
-    for name in systems:
-        if name not in reverse:
-            names.append(name)
-            continue
-        names += [name + ORDERINGS[o][0] for o in orderings] + [window_name(name, s) for s in windows if s > 1]
-    return names
+    return [label for name in systems for label, _, _ in variants(name, reverse, orderings, windows)]
 
 
 #: The columns that identify one context of a study: a system's contexts for a query at one k.
@@ -232,9 +242,19 @@ def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(['qid', 'rank'], kind='stable')
 
 
-def _contexts(ranking: pd.DataFrame, k: int, ordering=None, start: int = 1) -> pd.DataFrame:
-    """The contexts at ``k``: the top k, or the window [start, start + k), in ``ordering``."""
-    top = Window(start, k)(ranking) if start > 1 else ranking[ranking['rank'] < k]
+def window(start: int, k: int, step: int = 1):
+    """The transformer of a window of ``k`` documents: ranks [start, start + k) (:class:`Window`), or
+    for a negative ``start`` the ``-start``-th window from the tail of a grid of every ``step`` ranks
+    (:class:`GridWindow`); ``None`` for the top k."""
+    if start < 0:
+        return GridWindow(start, k, step)
+    return Window(start, k) if start > 1 else None
+
+
+def _contexts(ranking: pd.DataFrame, k: int, ordering=None, start: int = 1, step: int = 1) -> pd.DataFrame:
+    """The contexts at ``k``: the top k or a window (:func:`window`), in ``ordering``."""
+    cut = window(start, k, step)
+    top = cut(ranking) if cut is not None else ranking[ranking['rank'] < k]
     return ordering(top) if ordering is not None and len(top) else top
 
 
@@ -249,7 +269,7 @@ def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, floa
     return {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ k], qrels, run)}
 
 
-def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows):
+def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows, window_step):
     """The study's inputs checked and normalised at its boundary."""
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
@@ -263,8 +283,9 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderi
     unknown = [o for o in orderings if o not in ORDERINGS]
     check(not unknown and 'original' in orderings, 'run_study',
           f"orderings must include 'original' and come from {list(ORDERINGS)}, got {list(orderings)}")
-    check(all(isinstance(s, int) and s >= 1 for s in windows), 'run_study',
-          f'windows are start ranks >= 1 (1: the top k), got {list(windows)}')
+    check(all(isinstance(s, int) and s != 0 for s in windows), 'run_study',
+          f'windows are start ranks >= 1 (1: the top k) or tail windows <= -1, got {list(windows)}')
+    check_int('run_study', 'window_step', window_step, 1)
     check(len(label_sets) > 0, 'run_study', 'give at least one label set')
     label_sets = [LabelSet.parse(labels) for labels in label_sets]
     topics = normalise_frame('run_study topics', topics[['qid', 'query']].drop_duplicates())
@@ -282,15 +303,16 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderi
 
 
 def variants(name: str, reverse: Sequence[str], orderings: Sequence[str], windows: Sequence[int]):
-    """(reported name, ordering transformer, window start) of each variant of a system."""
+    """(reported name, ordering transformer, window start (see :func:`window`)) of each variant of a
+    system."""
     if name not in reverse:
         return [(name, None, 1)]
     return ([(name + ORDERINGS[o][0], ORDERINGS[o][1], 1) for o in orderings]
-            + [(window_name(name, s), None, s) for s in windows if s > 1])
+            + [(window_name(name, s), None, s) for s in windows if s != 1])
 
 
 def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings=('original', 'reversed'),
-                  windows=()):
+                  windows=(), window_step=1):
     """One frame of every context of the study (``system``, ``k``, ``qid``, ``query``, ``docno``,
     ``text``, ``rank``; a row without a docno for a query a system found nothing for) and nDCG@k
     per (system, k)."""
@@ -312,8 +334,9 @@ def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orde
             if per_k:
                 ranking = run(name, system.fuse_rank_cutoff(k))
             for label, ordering, start in variants(name, reverse, orderings, windows):
-                contexts = _contexts(ranking, k, ordering, start)
-                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context' else _contexts(ranking, k, None, start),
+                contexts = _contexts(ranking, k, ordering, start, window_step)
+                ndcg[label, k] = _ndcg(contexts if ndcg_order == 'context'
+                                       else _contexts(ranking, k, None, start, window_step),
                                        irm_qrels, k)
                 empty = topics[~topics['qid'].isin(set(contexts['qid']))]
                 warn_qids(f'{label} retrieved nothing at k={k}; answered with the 0-shot prompt (empty context)',
@@ -337,7 +360,7 @@ def _ordered(frame: pd.DataFrame, cells: pd.DataFrame, extra: Sequence[str] = ()
 def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, pt.Transformer],
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
-              orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (),
+              orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (), window_step: int = 1,
               bertscore: Union[str, BertScore] = 'minilm',
               scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: str = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
@@ -356,8 +379,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     system declaring ``cutoff_changes_contexts`` (COS-Mix), which runs once per k as ``system % k``.
     Systems named in ``reverse`` (the rankings, not the oracles) are also reported in the other
     ``orderings`` (:data:`ORDERINGS`: ``name-r`` reversed by :class:`~pyterrier_utility.ReverseOrder`,
-    ``name-lim`` and ``name-lim-r`` by :class:`~pyterrier_utility.LostInTheMiddle`) and at the
-    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and seed is answered once (so
+    ``name-lim``, ``name-lim-r``, ``name-lim-authors`` and ``name-lim-authors-r`` by
+    :class:`~pyterrier_utility.LostInTheMiddle`) and at the
+    ``windows`` (``name@6``: ranks 6 .. 5 + k, by :class:`~pyterrier_utility.Window`). Each distinct prompt and
+    seed is answered once (so
     k=1 and its reversal cost nothing extra), through the reader's generation cache (give it a path
     to resume and re-run for free). Each distinct answer is scored once per label set.
 
@@ -376,7 +401,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             one of its spellings (``2``, ``{2, 3}``, ``'2,3'``).
         reverse: names of systems (rankings) also reported in the other orderings and windows.
         orderings: names from :data:`ORDERINGS`; ``'original'`` always, ``'reversed'`` by default.
-        windows: start ranks of deeper windows (1 is the top k itself).
+        windows: start ranks of deeper windows (1 is the top k itself), or negative: ``-j`` is the j-th
+            window from the tail of each ranking, on a grid of every ``window_step`` ranks from the
+            top (:class:`~pyterrier_utility.GridWindow`; named ``name@-j``), as the authors' ``tails``.
+        window_step: the grid of the tail windows.
         bertscore: BERTScore model name or a shared :class:`~pyterrier_utility.BertScore`.
         scorer_for: the scorer of P under a label set (default: :class:`~pyterrier_utility.FBertScorer`
             against that label set's documents with ``bertscore``, the paper's FBERT); e.g.
@@ -400,9 +428,10 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         print(results.table())
     """
     topics, qrels, ks, label_sets = _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order,
-                                             orderings, windows)
+                                             orderings, windows, window_step)
     clock = _Phases(verbose)
-    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings, windows)
+    contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings, windows,
+                                   window_step)
     cells = contexts.drop_duplicates(CELL)[CELL].reset_index(drop=True)
     clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
 
@@ -410,7 +439,9 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
     zero = topics.assign(system='0-shot', k=0)
     zero, answered = (frame if 'sample' in frame.columns else frame.assign(sample=0)
-                      for frame in reader.answer_frames([zero, contexts], by=CELL))
+                      for frame in reader.answer_frames([zero, contexts], by=CELL, token_logprobs=True))
+    each = pd.concat([f[CELL + ['sample', 'token_logprobs']] for f in (zero, answered)], ignore_index=True)
+    zero, answered = (f.drop(columns='token_logprobs') for f in (zero, answered))
     generated = reader.backend.generated - before
     clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
 
@@ -432,7 +463,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     names = system_names(list(systems), reverse, orderings, windows)
     results = _results(topics, qrels, contexts, pd.concat([zero, answered], ignore_index=True), scores, frames,
                        label_sets, names, dict(generated=generated, baseline=baseline, ndcg_order=ndcg_order),
-                       {'dataset': dataset, 'reader': reader_name})
+                       {'dataset': dataset, 'reader': reader_name}, each)
     _warn_truncated(results.answers, ' of '.join(n for n in (reader_name, dataset) if n))
     return results
 
@@ -447,7 +478,7 @@ def _warn_truncated(answers: pd.DataFrame, whose: str) -> None:
 
 
 def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,
-             named: Dict[str, Optional[str]]) -> StudyResults:
+             named: Dict[str, Optional[str]], each: pd.DataFrame) -> StudyResults:
     """The study's frames in their reported order, with ``dataset`` and ``reader`` columns when named."""
     per_query = pd.concat([f.assign(labels=str(labels)) for f, labels in zip(frames, label_sets)],
                           ignore_index=True)
@@ -470,7 +501,10 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
     shown = shown.assign(position=shown.groupby(CELL, sort=False).cumcount() + 1)
     labels = qrels.drop_duplicates(['qid', 'docno']).set_index(['qid', 'docno'])['label']
     shown = shown.assign(label=labels.reindex(pd.MultiIndex.from_frame(shown[['qid', 'docno']])).values)
+    each = answers[CELL + ['sample']].merge(each.drop_duplicates(CELL + ['sample']), on=CELL + ['sample'],
+                                            how='left')
     frames = {'per_query': per_query, 'answers': answers,
+              'token_logprobs': each[each['token_logprobs'].notna()].reset_index(drop=True),
               'contexts': shown[CELL + ['position', 'docno', 'label', 'text']].reset_index(drop=True),
               'scores': scores[['labels'] + CELL + ['sample', 'fbert', 'best_docno']],
               'queries': topics[['qid', 'query']]}

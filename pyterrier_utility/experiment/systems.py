@@ -5,9 +5,9 @@ import pandas as pd
 import pyterrier as pt
 
 from ..errors import SettingError
-from ..settings import ORACLE_MODES, LabelsLike
 from ..models import RERANKERS, reranker as cached_reranker
 from ..oracle import OracleSampler
+from ..settings import ORACLE_MODES, LabelsLike
 
 #: The systems of the study (and those reported reversed), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel')

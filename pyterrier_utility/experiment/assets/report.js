@@ -108,6 +108,17 @@
       el('div', {class: 'text'}, D.docs.text[doc]))));
   }
 
+  // Whether the engine gave any answer a mean log-probability: only then the column is shown.
+  const LOGPROBS = Object.values(D.answers || {}).some(cell => cell.some(a => a[2] !== null));
+
+  function answerCell(cls, answer) {
+    if (!answer) return el('td', {class: cls}, '–');
+    const text = D.answer_texts[answer[1]];
+    return el('td', {class: cls + (answer[3] ? ' truncated' : '')}, el('span', {class: 'answer-text'}, text),
+      text === '' ? el('span', {class: 'note'}, '(empty)') : null,
+      answer[3] ? [' ', el('span', {class: 'cut', title: 'generation stopped at max_new_tokens'}, 'cut')] : null);
+  }
+
   function answerTable(i) {
     if (!D.answers) return el('p', {class: 'note'}, 'answers.csv is not in the study folder.');
     const zero = D.answers[cellKey(i, D.zero_shot, 0)] || [];
@@ -118,15 +129,17 @@
     };
     const zs = score(D.zero_shot, 0), ks = score(R.system[i], R.k[i]);
     const samples = [...new Set(zero.map(a => a[0]).concat(kshot.map(a => a[0])))].sort((a, b) => a - b);
-    const text = (list, s) => { const a = list.find(x => x[0] === s); return a ? D.answer_texts[a[1]] : '–'; };
+    const find = (list, s) => list.find(x => x[0] === s);
     const scored = (map, s) => map.has(s) ? [el('td', {class: 'num'}, fmt(map.get(s)[1])), el('td', {}, map.get(s)[2])] :
       (D.scores ? [el('td', {}, '–'), el('td', {}, '–')] : []);
-    const head = ['sample', '0-shot answer'].concat(D.scores ? ['FBERT', 'best doc'] : [], [`k=${R.k[i]} answer`],
-      D.scores ? ['FBERT', 'best doc'] : []);
+    const confidence = (cls, answer) => LOGPROBS ? el('td', {class: 'num ' + cls}, fmt(answer ? answer[2] : null)) : null;
+    const extra = (D.scores ? ['FBERT', 'best doc'] : []).concat(LOGPROBS ? ['mean log-prob'] : []);
+    const head = ['sample', '0-shot answer'].concat(extra, [`k=${R.k[i]} answer`], extra);
     return el('div', {}, D.scores ? null : el('p', {class: 'note'}, 'scores.csv is not in the study folder: answers without their FBERT.'),
       el('table', {class: 'answers'}, el('thead', {}, el('tr', {}, head.map(h => el('th', {}, h)))),
         el('tbody', {}, samples.map(s => el('tr', {class: 'answer', 'data-sample': s}, el('td', {}, s),
-          el('td', {class: 'zero'}, text(zero, s)), scored(zs, s), el('td', {class: 'kshot'}, text(kshot, s)), scored(ks, s))))));
+          answerCell('zero', find(zero, s)), scored(zs, s), confidence('zero-logprob', find(zero, s)),
+          answerCell('kshot', find(kshot, s)), scored(ks, s), confidence('kshot-logprob', find(kshot, s)))))));
   }
 
   function pane(i) {

@@ -1,0 +1,270 @@
+"""A seeded Hugging Face causal LM in this process, prefilling each prompt once.
+
+Adds what the study needs to a plain forward pass: per-prompt seeds (each answer sampled with its
+own seed's generator), explicit sampling parameters, bfloat16 on CPUs
+with bf16 matrix instructions, one prefill shared by all samples of a prompt, and reuse of the KV
+cache of prefixes across prompts (the nested prompts of a k-sweep).
+"""
+import copy
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+from pyterrier_rag.backend import BackendOutput
+
+from ..._util import check, check_int
+from ...settings import ENGINE_DECODING, Decoding
+from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
+from .dtype import resolve_dtype
+from .kv import buffer_kind, buffered
+from .layers import float_rows, weight_major
+from .loop import decode
+from .prefix import PrefixCache, line_chunks
+from .sampling import SeededSampling
+
+
+class CausalLMBackend(DecodingBackendBase):
+    """Generates answers with a Hugging Face causal LM: one prefill per prompt, per-prompt seeds.
+
+    Each distinct prompt is prefilled once, in chunks that end at line boundaries; its samples
+    decode together from that prefill, each with its own seed. The KV cache after each chunk is
+    kept (``prefix_cache_mb``, least recently used evicted), so prompts that start with the same
+    lines (the instructions; the contexts of a smaller k) skip them. Chunks depend only on the
+    prompt, so an answer is the same whether its prefix was cached or not.
+
+    Consecutive prompts (in :meth:`prompt_order`) decode together, up to ``batch_size`` answers,
+    their caches padded on the left. A row's answer does not depend on its batch mates beyond the
+    rounding of batched matrix products (in bfloat16 or float32 that can, rarely, change a token);
+    batches are formed the same way on every run, so a killed run resumes to the same answers.
+
+    Args:
+        model: a loaded ``AutoModelForCausalLM``; when it is not in ``dtype``, a converted copy is
+            used (the caller's model is left as it is).
+        tokenizer: its tokenizer (a fast one gives line chunks; a slow one prefills whole prompts).
+        model_id: a name for the model, part of every generation cache key.
+        decoding: the :class:`~pyterrier_utility.settings.Decoding` (default: the authors' 0.3,
+            top-k 50, 300 new tokens, stop at "STOP"); single fields may be given as keywords
+            (``temperature=0``). Every field is honoured; ``top_k`` 0 or ``None`` samples among
+            all tokens; the repetition penalty is Hugging Face's (over ``repeat_last_n`` tokens, as
+            llama.cpp's, when given); temperature, top-k, top-p and min-p apply in Hugging Face's
+            order (see :class:`~pyterrier_utility.backends.hf.sampling.SeededSampling`).
+        batch_size: the most answers decoded together (and asked for at a time by the reader and
+            the generation cache); the samples of a prompt are never split.
+        chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
+        max_input_length: the most prompt tokens (defaults to the model's context size).
+        dtype: ``'auto'`` (bfloat16 on CPUs with bf16 matrix instructions, float32 on other CPUs,
+            the model's own dtype on an accelerator), ``'float32'``, ``'bfloat16'``, ``'float16'``
+            or a ``torch.dtype``. Part of the generation cache key.
+        prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse).
+        min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
+            boundary after them). Part of the generation cache key.
+
+    Example::
+
+        backend = CausalLMBackend.from_pretrained('google/gemma-3-1b-it', chat_template=True)
+        reader = pyterrier_utility.Reader(backend)
+    """
+    DECODING_FIELDS = ENGINE_DECODING['huggingface']
+    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler')
+    #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
+    truncated = 0
+
+    def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
+                 batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
+                 dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
+                 min_chunk_tokens: int = 32, verbose: bool = False, **decoding_fields):
+        name = f'CausalLMBackend({model_id!r})'
+        decoding = split_decoding(name, decoding, Decoding(), decoding_fields)
+        check(not decoding_fields, name, f'unknown arguments {sorted(decoding_fields)}')
+        check_int(name, 'batch_size', batch_size, 1)
+        check_int(name, 'prefix_cache_mb', prefix_cache_mb, 0)
+        check_int(name, 'min_chunk_tokens', min_chunk_tokens, 1)
+        model_limit = getattr(model.config, 'max_position_embeddings', None) or 2048
+        super().__init__(model_id, max_new_tokens=decoding.max_new_tokens, verbose=verbose,
+                         max_input_length=max_input_length or model_limit)
+        self._set_decoding(decoding)
+        self.dtype = resolve_dtype(dtype, model.device) or model.dtype
+        if model.dtype != self.dtype:
+            model = copy.deepcopy(model).to(self.dtype)
+        if self.dtype == torch.bfloat16 and model.device.type == 'cpu':
+            model = weight_major(model)
+        self.model = model.eval()
+        # A copy: the padding token is set for this backend, not for the caller's tokenizer.
+        self.tokenizer = copy.copy(tokenizer)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        eos = model.generation_config.eos_token_id
+        self.eos_token_ids = set([eos] if isinstance(eos, int) else eos or [self.tokenizer.eos_token_id])
+        self.batch_size = batch_size
+        self.chat_template = chat_template
+        self.min_chunk_tokens = min_chunk_tokens
+        self.prefixes = PrefixCache(prefix_cache_mb * 2**20)
+        self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.prefilled_tokens = 0
+
+    @classmethod
+    def from_pretrained(cls, path: str, *, trust_remote_code: bool = False, device: Optional[str] = None,
+                        dtype: Union[str, torch.dtype] = 'auto', **kwargs) -> 'CausalLMBackend':
+        """Loads any Hugging Face causal LM by id or path (remote code only when opted in), in the
+        dtype it will run in; ``model_id`` defaults to ``path``."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
+                                                     dtype=resolve_dtype(dtype, device) or 'auto')
+        if device:
+            model = model.to(device)
+        kwargs.setdefault('model_id', path)
+        return cls(model, tokenizer, dtype=model.dtype, **kwargs)
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).replace('torch.', '')
+
+    @property
+    def prefill_chunks(self) -> str:
+        """How prompts are cut for prefilling (answers may differ by rounding with other cuts)."""
+        return f'lines, >= {self.min_chunk_tokens} tokens'
+
+    @property
+    def sampler(self) -> str:
+        """How tokens are drawn from the scores (answers differ with another method)."""
+        return 'greedy' if self.decoding.greedy else SeededSampling.METHOD
+
+    @staticmethod
+    def prompt_order(prompt: str) -> str:
+        """The order prompts are best answered in: alphabetical, so that prompts sharing a prefix
+        come one after the other while its KV cache is at hand."""
+        return prompt
+
+    def _format(self, prompt: str) -> str:
+        if not self.chat_template:
+            return prompt
+        return self.tokenizer.apply_chat_template([{'role': 'user', 'content': prompt}],
+                                                  add_generation_prompt=True, tokenize=False)
+
+    @torch.no_grad()
+    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
+                 return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
+        seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
+                                                 stop_sequences)
+        greedy = self.decoding.greedy
+        rows: Dict[str, List[int]] = {}
+        for i, prompt in enumerate(inps):
+            rows.setdefault(prompt, []).append(i)
+        # Decoded together: consecutive prompts (in prompt order) up to batch_size answers.
+        prompts = list(rows)
+        groups = [[prompts[i] for i in group] for group in
+                  work_batches(self, prompts, [1 if greedy else len(rows[p]) for p in prompts])]
+        texts = [None] * len(inps)
+        for group in groups:
+            answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group], max_new_tokens, stop)
+            for prompt, per_seed in zip(group, answers):
+                for i, answer in zip(rows[prompt], per_seed):
+                    texts[i] = answer
+        self.truncated += sum(a.truncated for a in texts)
+        return texts
+
+    def _tokenize(self, prompt: str):
+        """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""
+        text = self._format(prompt)
+        fast = getattr(self.tokenizer, 'is_fast', False)
+        enc = self.tokenizer(text, add_special_tokens=not self.chat_template, return_offsets_mapping=fast)
+        ids = torch.tensor(enc['input_ids'][-self.max_input_length:], dtype=torch.long)
+        check(len(ids) > 0, repr(self), f'the prompt {prompt!r} has no tokens')
+        if not fast:
+            return ids, [len(ids)]
+        return ids, line_chunks(text, enc['offset_mapping'][-self.max_input_length:], self.min_chunk_tokens)
+
+    def _prefill(self, ids: torch.Tensor, ends: List[int]):
+        """The KV cache of the whole prompt and the logits after its last token."""
+        start, cache = self.prefixes.longest(ids, ends)
+        self.prefilled_tokens += len(ids) - start
+        device = self.model.device
+        for end in ends:
+            if end <= start:
+                continue
+            chunk = ids[None, start:end].to(device)
+            if end < len(ids):
+                # The decoder alone: a chunk before the last needs no logits.
+                out = self.model.get_decoder()(input_ids=chunk, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                self.prefixes.put(ids, end, cache)
+            else:
+                out = self.model(input_ids=chunk, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                cache = out.past_key_values
+            start = end
+        return cache, float_rows(out.logits)
+
+    def _merge(self, prefills, room: int):
+        """One batch from the prefills of several prompts, each repeated for its rows: caches padded
+        on the left (into buffers with ``room`` tokens to decode into, where the layers allow), with
+        the attention mask, positions and repetition-penalty history that go with them (a prompt
+        alone gets no padding)."""
+        longest = max(len(ids) for ids, _, _, _ in prefills)
+        caches = [cache for _, cache, _, _ in prefills]
+        counts = [n for _, _, _, n in prefills]
+        merged = caches[0]
+        layers = []
+        for parts in zip(*(c.layers for c in caches)):
+            layer = parts[0]
+            if buffer_kind(layer) is not None:
+                layer = buffered(layer, room, [(p.keys, p.values, n) for p, n in zip(parts, counts)])
+            else:
+                for name in ('keys', 'values'):
+                    tensors = [getattr(part, name).repeat_interleave(n, dim=0) for part, n in zip(parts, counts)]
+                    size = max(t.shape[-2] for t in tensors)
+                    setattr(layer, name, torch.cat([torch.nn.functional.pad(t, (0, 0, size - t.shape[-2], 0))
+                                                    for t in tensors]))
+            if hasattr(layer, 'cumulative_length'):
+                layer.cumulative_length = longest
+            layers.append(layer)
+        merged.layers = layers
+        device = self.model.device
+        mask, history, positions = [], [], []
+        for ids, _, _, n in prefills:
+            pad = longest - len(ids)
+            mask += [torch.cat([torch.zeros(pad, dtype=torch.long), torch.ones(len(ids), dtype=torch.long)])] * n
+            # Padded with the prompt's own first token, which the penalty already counts.
+            history += [torch.cat([ids[:1].repeat(pad), ids])] * n
+            positions += [len(ids)] * n
+        scores = torch.cat([logits.repeat(n, 1) for _, _, logits, n in prefills])
+        return (merged, torch.stack(mask).to(device), torch.stack(history).to(device),
+                torch.tensor(positions, device=device), scores)
+
+    def _answer(self, items: List[tuple], max_new_tokens: int,
+                stop_sequences: Optional[Sequence[str]]) -> List[List[Answer]]:
+        """The answers to ``(prompt, seeds)`` items, one per seed: each prompt prefilled once, all
+        rows decoded together (finished rows leave the batch); an answer is ``truncated`` when its
+        row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
+        ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included
+        (``token_logprobs``: each of them)."""
+        prefills, row_seeds = [], []
+        for prompt, seeds in items:
+            ids, ends = self._tokenize(prompt)
+            self.prompt_tokens += len(ids) * len(seeds)
+            cache, logits = self._prefill(ids, ends)
+            n = 1 if self.decoding.greedy else len(seeds)
+            prefills.append((ids, cache, logits, n))
+            row_seeds += seeds[:n]
+        state = self._merge(prefills, max_new_tokens)
+        tokens, cut, logprob, counted, each = decode(self.model, self.tokenizer, self.eos_token_ids, self.decoding,
+                                                     row_seeds, state, max_new_tokens, stop_sequences)
+        self.generated_tokens += sum(map(len, tokens))
+        texts = [Answer(text=cut_at_stop(self.tokenizer.decode(t, skip_special_tokens=True), stop_sequences),
+                        truncated=c, logprob=lp, tokens=n, token_logprobs=tuple(e))
+                 for t, c, lp, n, e in zip(tokens, cut, logprob, counted, each)]
+        answers, row = [], 0
+        for (_, seeds), (_, _, _, n) in zip(items, prefills):
+            answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))
+            row += n
+        return answers
+
+    #: What generating the same prompts with the same seeds again gives (see the README's edge cases).
+    reproducibility = ('fresh generation reproducible: the same seeds give the same answers on the same machine and '
+                       'torch build; prompts are batched the same way on every run, so a resumed run gives the '
+                       "uninterrupted run's answers")
+
+    def __repr__(self):
+        return (f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, '
+                f'top_k={self.decoding.top_k})')
