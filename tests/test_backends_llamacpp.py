@@ -5,7 +5,7 @@ from simulated_server import SimulatedServer
 
 import pyterrier_utility as pu
 from pyterrier_utility.backends import LlamaCppServerBackend, OpenAICompatibleBackend
-from pyterrier_utility.backends._llamacpp import EVERY_TOKEN
+from pyterrier_utility.backends._llamacpp import EVERY_TOKEN, LLAMACPP_ORDER
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import StudyConfig
 
@@ -23,6 +23,16 @@ def test_the_decoding_goes_under_llamacpps_names_with_exactly_its_samplers_in_hu
         'temperature': 0.3, 'top_k': 50, 'top_p': 0.9, 'repeat_penalty': 1.1, 'repeat_last_n': EVERY_TOKEN,
         'samplers': ['penalties', 'temperature', 'top_k', 'top_p'], 'cache_prompt': False,
         'max_tokens': 300, 'stop': ['STOP'], 'seed': 7, 'n': 1}
+
+
+def test_llamacpps_own_order_and_a_penalty_window_on_request_and_in_the_cache_key():
+    body = sent(temperature=0.3, min_p=0.05, repetition_penalty=1.1, repeat_last_n=64, sampler_order=LLAMACPP_ORDER)
+    assert (body['min_p'], body['repeat_last_n']) == (0.05, 64)
+    assert body['samplers'] == ['penalties', 'top_k', 'min_p', 'temperature']
+    key = LlamaCppServerBackend('gemma', sampler_order=LLAMACPP_ORDER).generation_key
+    assert key['sampler_order'] == list(LLAMACPP_ORDER) != LlamaCppServerBackend('gemma').generation_key['sampler_order']
+    with pytest.raises(SettingError, match='sampler_order must order all of'):
+        LlamaCppServerBackend('gemma', sampler_order=['temperature'])
 
 
 def test_unset_fields_are_neither_sent_nor_sampled_so_no_server_default_applies():

@@ -20,10 +20,11 @@ FIELD_MAP = {
     'repetition_penalty': ('repeat_penalty', 'penalties'),
     'repeat_last_n': ('repeat_last_n', 'penalties'),
 }
-#: The order of the sampler chain: Hugging Face's and vLLM's (penalty, temperature, then the
-#: truncations on the tempered distribution), so that one decoding means one distribution on every
-#: engine. llama.cpp's own order applies temperature last.
+#: The default order of the sampler chain: Hugging Face's (penalty, temperature, then the truncations
+#: on the tempered distribution), as ``huggingface:`` and the offline readers sample.
 SAMPLER_ORDER = ('penalties', 'temperature', 'top_k', 'top_p', 'min_p')
+#: llama.cpp's own order, temperature last (top-p and min-p act at temperature 1): the authors' engine's.
+LLAMACPP_ORDER = ('penalties', 'top_k', 'top_p', 'min_p', 'temperature')
 #: The penalty window sent for "every token of prompt and answer" (our penalty's meaning when no
 #: ``repeat_last_n`` is set): more tokens than the contexts of the models run here (Gemma 3: 32k).
 #: The server refuses -1 in a request and allocates the window, so it is not ``2**31``.
@@ -32,10 +33,10 @@ EVERY_TOKEN = 2 ** 18
 OWN_FIELDS = ('cache_prompt', 'samplers', 'n_probs')
 
 
-def llamacpp_fields(decoding: Decoding) -> Dict[str, object]:
+def llamacpp_fields(decoding: Decoding, order: Sequence[str] = SAMPLER_ORDER) -> Dict[str, object]:
     """The sampling fields of a request to llama.cpp's server for ``decoding``: each set field under
     the server's name (:data:`FIELD_MAP`) and ``samplers``, the chain of exactly those samplers in
-    :data:`SAMPLER_ORDER`; the length and stop sequences are sent on their own.
+    ``order``; the length and stop sequences are sent on their own.
 
     Example::
 
@@ -55,7 +56,7 @@ def llamacpp_fields(decoding: Decoding) -> Dict[str, object]:
         fields.pop('repeat_last_n', None)
     elif 'repeat_last_n' not in fields:
         fields['repeat_last_n'] = EVERY_TOKEN
-    fields['samplers'] = [s for s in SAMPLER_ORDER if s in samplers]
+    fields['samplers'] = [s for s in order if s in samplers]
     return fields
 
 
@@ -86,6 +87,9 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
         base_urls: one URL or several, each ending in ``/v1`` (default: llama.cpp's port, 8080).
         cache_prompt: let the server reuse a slot's cached prefix: a faster prefill for prompts
             sharing a prefix, and fresh answers that depend on what the server served before.
+        sampler_order: the order of the samplers, all five names: :data:`SAMPLER_ORDER` (Hugging
+            Face's, the default) or :data:`LLAMACPP_ORDER` (llama.cpp's own, the authors' engine's);
+            part of the cache key.
         Every other keyword (``concurrency``, ``reproducible``, ``decoding`` or single decoding fields,
         ``logprobs``, retries, ...): as :class:`OpenAICompatibleBackend`.
 
@@ -100,13 +104,19 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
     # llama.cpp has a sampler for every decoding setting, penalty window included: none applied its own way.
     DECODING_FIELDS = ENGINE_DECODING['llamacpp']
     DECODING_OWN_WAY: Dict[str, str] = {}
+    ENGINE_FIELDS = OpenAICompatibleBackend.ENGINE_FIELDS + ('sampler_order',)
 
     def __init__(self, model: str, base_urls: Union[str, Sequence[str]] = ('http://127.0.0.1:8080/v1',), *,
-                 cache_prompt: bool = False, extra_body: Optional[Dict[str, object]] = None, **kwargs):
+                 cache_prompt: bool = False, sampler_order: Sequence[str] = SAMPLER_ORDER,
+                 extra_body: Optional[Dict[str, object]] = None, **kwargs):
+        owner = f'LlamaCppServerBackend({model!r})'
         owned = sorted(set(extra_body or {}) & set(OWN_FIELDS))
-        check(not owned, f'LlamaCppServerBackend({model!r})',
-              f'extra_body may not set {owned}: the backend sets them (cache_prompt is an argument)')
+        check(not owned, owner, f'extra_body may not set {owned}: the backend sets them (cache_prompt and '
+                                'sampler_order are arguments)')
+        check(sorted(sampler_order) == sorted(SAMPLER_ORDER), owner,
+              f'sampler_order must order all of {list(SAMPLER_ORDER)}, got {sampler_order!r}')
         self.cache_prompt = bool(cache_prompt)
+        self.sampler_order = list(sampler_order)
         super().__init__(model, base_urls, extra_body=extra_body, **kwargs)
 
     @property
@@ -150,7 +160,7 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
 
     def sampling_fields(self) -> Dict[str, object]:
         """The fields every request carries besides prompt, seed, stop and ``max_tokens``."""
-        fields = llamacpp_fields(self.decoding)
+        fields = llamacpp_fields(self.decoding, self.sampler_order)
         fields.update(self.extra_body)
         fields['cache_prompt'] = self.cache_prompt
         return fields
