@@ -29,8 +29,8 @@ def test_llamacpps_own_order_and_a_penalty_window_on_request_and_in_the_cache_ke
     body = sent(temperature=0.3, min_p=0.05, repetition_penalty=1.1, repeat_last_n=64, sampler_order=LLAMACPP_ORDER)
     assert (body['min_p'], body['repeat_last_n']) == (0.05, 64)
     assert body['samplers'] == ['penalties', 'top_k', 'min_p', 'temperature']
-    key = LlamaCppServerBackend('gemma', sampler_order=LLAMACPP_ORDER).generation_key
-    assert key['sampler_order'] == list(LLAMACPP_ORDER) != LlamaCppServerBackend('gemma').generation_key['sampler_order']
+    keys = [LlamaCppServerBackend('gemma', **kw).generation_key for kw in ({'sampler_order': LLAMACPP_ORDER}, {})]
+    assert keys[0]['sampler_order'] == list(LLAMACPP_ORDER) != keys[1]['sampler_order']
     with pytest.raises(SettingError, match='sampler_order must order all of'):
         LlamaCppServerBackend('gemma', sampler_order=['temperature'])
 
