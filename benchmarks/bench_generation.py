@@ -91,9 +91,8 @@ def llama_cpp_answers(rows, args, stop):
     """llama-cpp-python on the GGUF the offline Gemma comes from, one prompt at a time."""
     from llama_cpp import Llama
 
-    from pyterrier_utility.backends import cut_at_stop
-    from pyterrier_utility.backends._offline import _gemma_gguf
-    llm = Llama(str(_gemma_gguf()), n_ctx=8192, n_threads=torch.get_num_threads(), verbose=False)
+    from pyterrier_utility.backends import cut_at_stop, gemma3_270m_gguf
+    llm = Llama(str(gemma3_270m_gguf()), n_ctx=8192, n_threads=torch.get_num_threads(), verbose=False)
     return [cut_at_stop(llm(p, max_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                             repeat_penalty=args.repetition_penalty, stop=stop, seed=s)['choices'][0]['text'], stop)
             for p, s in rows]

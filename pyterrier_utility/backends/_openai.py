@@ -322,7 +322,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if not encodable(text):
             raise BackendError(f'{where}: the answer cannot be encoded as UTF-8 (a lone surrogate): {text[:100]!r}; '
                                'nothing of it was stored')
-        values = _reported_logprobs(choice, self.endpoint == 'chat') if self.logprobs else None
+        values = _reported_logprobs(choice) if self.logprobs else None
         return Answer(text=text, truncated=choice.get('finish_reason') == 'length',
                       logprob=None if values is None else float(sum(values)),
                       tokens=None if values is None else len(values), token_logprobs=values)
@@ -446,13 +446,15 @@ def _cut(conn: http.client.HTTPConnection) -> None:
             pass
 
 
-def _reported_logprobs(choice: dict, chat: bool) -> Optional[Tuple[float, ...]]:
-    """The chosen tokens' log-probabilities a response's choice reports (completions:
-    ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``); ``None`` when it reports
-    none, or not a number for every token."""
+def _reported_logprobs(choice: dict) -> Optional[Tuple[float, ...]]:
+    """The chosen tokens' log-probabilities a response's choice reports, in either of the protocol's
+    shapes (completions: ``logprobs.token_logprobs``; chat: ``logprobs.content[i].logprob``, which
+    llama.cpp's server gives for completions too); ``None`` when it reports none, or not a number for
+    every token."""
     try:
         reported = choice['logprobs']
-        values = [t['logprob'] for t in reported['content']] if chat else list(reported['token_logprobs'])
+        values = ([t['logprob'] for t in reported['content']] if 'content' in reported
+                  else list(reported['token_logprobs']))
     except (KeyError, IndexError, TypeError):
         return None
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)

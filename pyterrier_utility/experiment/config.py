@@ -21,6 +21,7 @@ from ..settings import (
     FIELDS,
     GOLD_QUALITIES,
     ORACLE_MODES,
+    SERVER_ENGINES,
     STOP,
     SUBMEASURES,
     Decoding,
@@ -223,9 +224,9 @@ class StudyConfig:
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
         default = StudyConfig.__dataclass_fields__
-        only = {'base_urls': 'openai', 'concurrency': 'openai', 'endpoint': 'openai', 'timeout': 'openai',
-                'max_retries': 'openai', 'retry_deadline': 'openai', 'tensor_parallel_size': 'vllm',
-                'chat_template': ('huggingface', 'vllm')}
+        served = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline')
+        only = dict(dict.fromkeys(served, SERVER_ENGINES), tensor_parallel_size=('vllm',),
+                    chat_template=('huggingface', 'vllm'))
         self.decoding_notes()
         for reader in self.readers:
             engine = engine_of(reader)
@@ -285,15 +286,17 @@ class StudyConfig:
         """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
         engine = engine_of(reader)
         options: Dict[str, object] = {'decoding': self.decoding}
-        if engine == 'openai':
-            options.update(base_urls=list(self.base_urls or ['http://127.0.0.1:8000/v1']), endpoint=self.endpoint,
-                           concurrency=self.concurrency, timeout=self.timeout, max_retries=self.max_retries,
-                           retry_deadline=self.retry_deadline)
+        if engine in SERVER_ENGINES:
+            # Without base URLs, each engine's own default port (vllm serve's 8000, llama.cpp's 8080).
+            options.update(endpoint=self.endpoint, concurrency=self.concurrency, timeout=self.timeout,
+                           max_retries=self.max_retries, retry_deadline=self.retry_deadline)
+            if self.base_urls:
+                options['base_urls'] = list(self.base_urls)
         if engine == 'vllm':
             options['tensor_parallel_size'] = self.tensor_parallel_size
         if engine in ('huggingface', 'vllm'):
             options['chat_template'] = self.chat_template
-        if engine in ('openai', 'vllm'):
+        if engine in SERVER_ENGINES + ('vllm',):
             # The offline and Hugging Face engines reproduce fresh answers without being asked.
             options['reproducible'] = self.reproducible
         return options
