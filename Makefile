@@ -81,4 +81,4 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not engine and not server and not browser' tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) results
+	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results
