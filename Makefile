@@ -27,6 +27,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check pyterrier_utility tests benchmarks
+	$(BIN)/mypy pyterrier_utility
 
 test: lint
 	$(BIN)/python -m pytest -q tests

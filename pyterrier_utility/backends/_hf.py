@@ -33,7 +33,8 @@ def cpu_has_fast_bf16() -> bool:
     return re.search(r'\b(amx_bf16|avx512_bf16)\b', flags) is not None
 
 
-def resolve_dtype(dtype: Union[str, torch.dtype, None], device: Union[str, torch.device, None]) -> torch.dtype:
+def resolve_dtype(dtype: Union[str, torch.dtype, None],
+                  device: Union[str, torch.device, None]) -> Optional[torch.dtype]:
     """The dtype a model runs in: ``'auto'`` is bfloat16 on a CPU with fast bf16 and float32 on
     other CPUs; on an accelerator, the model's own dtype (``None`` here: left as loaded)."""
     if isinstance(dtype, torch.dtype):
@@ -366,7 +367,7 @@ class CausalLMBackend(DecodingBackendBase):
         model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
                                                      dtype=resolve_dtype(dtype, device) or 'auto')
         if device:
-            model = model.to(device)
+            model = model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped `to` wrongly
         kwargs.setdefault('model_id', path)
         return cls(model, tokenizer, dtype=model.dtype, **kwargs)
 
@@ -410,14 +411,14 @@ class CausalLMBackend(DecodingBackendBase):
         prompts = list(rows)
         groups = [[prompts[i] for i in group] for group in
                   work_batches(self, prompts, [1 if greedy else len(rows[p]) for p in prompts])]
-        texts = [None] * len(inps)
+        texts: Dict[int, Answer] = {}
         for group in groups:
             answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group], max_new_tokens, stop)
             for prompt, per_seed in zip(group, answers):
                 for i, answer in zip(rows[prompt], per_seed):
                     texts[i] = answer
-        self.truncated += sum(a.truncated for a in texts)
-        return texts
+        self.truncated += sum(bool(a.truncated) for a in texts.values())
+        return [texts[i] for i in range(len(inps))]
 
     def _tokenize(self, prompt: str):
         """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""

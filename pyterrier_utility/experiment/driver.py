@@ -11,18 +11,18 @@ Example::
 import json
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import pandas as pd
 import pyterrier as pt
-from pyterrier.measures import nDCG
+from ir_measures import nDCG
 
 from .. import backends, measures
 from .._util import say
 from .._version import __version__
 from ..bertscore import BertScore
 from ..cache import GenerationCache, backend_key
-from ..cosmix import cosmix_system
+from ..cosmix import COSMix, cosmix_system
 from ..datasets import get_dataset
 from ..errors import SettingError
 from ..fbert import FBertScorer
@@ -146,14 +146,15 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
     readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
     record = announce('study', config, readers, out, argv)
-    results, branches = [], []
+    studies: List[StudyResults] = []
+    branches = []
     for name, (dataset, qrels, topics) in collections.items():
         systems = None
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
                 systems = build_systems(config, name, dataset, qrels, topics, reader)
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
-            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
+            studies.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.ks,
                                      label_sets=config.label_sets, reverse=ranked_systems(config, systems),
                                      orderings=config.orderings, windows=config.windows,
                                      scorer_for=scorer_factory(config, dataset, qrels, bertscore),
@@ -161,8 +162,9 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
                                      reader_name=reader_name if len(readers) > 1 else None))
             if 'COSMix' in systems:
-                branches.append(systems['COSMix'].branches().assign(dataset=name, reader=reader_name))
-    results = StudyResults.concat(results)
+                cosmix = cast(COSMix, systems['COSMix'])
+                branches.append(cosmix.branches().assign(dataset=name, reader=reader_name))
+    results = StudyResults.concat(studies)
     results.settings = record
     return results, (pd.concat(branches, ignore_index=True) if branches else None)
 
@@ -189,7 +191,7 @@ def scorer_factory(config: StudyConfig, dataset, qrels: pd.DataFrame,
     """The scorer of P under each label set, by ``config.quality``: FBERT against the documents of
     that label set, or one scorer against the gold answers whatever the label set."""
     if config.quality == 'fbert-docs':
-        return lambda labels: FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore,
+        return lambda labels: FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore or config.scorer,
                                           submeasure=config.submeasure, agg=config.agg)
     gold = GoldAnswerScorer(dataset.gold_answers(), config.quality, model_type=bertscore or config.scorer,
                             submeasure=config.submeasure, agg=config.agg)

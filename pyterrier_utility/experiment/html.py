@@ -219,7 +219,7 @@ def report_data(study: StudyFolder) -> dict:
 
 
 def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath('assets', name).read_text(encoding='utf8')
+    return (resources.files(__package__) / 'assets' / name).read_text(encoding='utf8')
 
 
 def report_html(study: StudyFolder) -> str:
