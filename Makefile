@@ -72,6 +72,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check pyterrier_utility tests benchmarks
+	$(BIN)/mypy pyterrier_utility
 
 test: lint $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from types import FrameType
 from typing import Iterable, Optional, Sequence
 
 import pandas as pd
@@ -90,7 +91,8 @@ _LIBRARY = ('pyterrier_utility', 'pyterrier', 'pyterrier_alpha', 'pandas', 'ir_m
 def user_stacklevel() -> int:
     """The ``stacklevel`` of the first caller outside this package and the libraries a pipeline
     runs through, so a warning points at the user's line (a notebook cell, a script), not ours."""
-    frame, level = sys._getframe(1), 1
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
     while frame is not None and (frame.f_globals.get('__name__') or '').split('.')[0] in _LIBRARY:
         frame, level = frame.f_back, level + 1
     return level
@@ -127,7 +129,7 @@ def check(condition: bool, owner: str, message: str) -> None:
 
 def check_int(owner: str, name: str, value, minimum: int) -> int:
     """``value`` as an int, or a :class:`SettingError` naming ``name`` unless it is an integer >= ``minimum``."""
-    check(is_int(value) and value >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
+    check(is_int(value) and int(value) >= minimum, owner, f'{name} must be an integer >= {minimum}, got {value!r}')
     return int(value)
 
 

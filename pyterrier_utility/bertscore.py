@@ -76,7 +76,7 @@ class BertScore:
         self._cached_bytes = 0
         self.encoded = 0
         self.cache_path = cache_path
-        self._db = None
+        self._db: Optional[sqlite3.Connection] = None
         self.verbose = resolve_verbose(verbose)
 
     def _load(self) -> None:
@@ -170,9 +170,10 @@ class BertScore:
             self.encoded += len(batch)
             progress.update(len(batch))
         progress.close()
-        if new_rows and self._database() is not None:
-            self._db.executemany('INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)', new_rows)
-            self._db.commit()
+        db = self._database() if new_rows else None
+        if db is not None:
+            db.executemany('INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)', new_rows)
+            db.commit()
         found = {}
         for t in texts:
             found[t] = self._cache[t]

@@ -105,7 +105,7 @@ class GenerationCache(Backend):
         self._memory: Dict[str, Answer] = {}
         self._settings: Dict[str, str] = {}
         self._lock = threading.Lock()
-        self._db = None
+        self._db: Optional[sqlite3.Connection] = None
         if self.path is not None:
             self._connect()
 
@@ -128,6 +128,7 @@ class GenerationCache(Backend):
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
+        assert self.path is not None  # only a cache with a file connects
         if self.path.is_dir():
             raise CacheError(f'generation cache {self.path}: is a folder, not a file')
         try:
@@ -150,8 +151,8 @@ class GenerationCache(Backend):
                 db.commit()
             if tables != set(TABLES):
                 db.execute('PRAGMA journal_mode=WAL')
-                for name, columns in TABLES.items():
-                    db.execute(f'CREATE TABLE IF NOT EXISTS {name} ({columns})')
+                for name, schema in TABLES.items():
+                    db.execute(f'CREATE TABLE IF NOT EXISTS {name} ({schema})')
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (CACHE_FORMAT,))
                 db.commit()
         except sqlite3.Error as e:

@@ -8,6 +8,7 @@ printed at the start and written whole to ``settings.json``), and the library ru
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Dict, List, Tuple
 
 from .errors import UtilityError
 from .experiment import config as cfg
@@ -60,7 +61,7 @@ def _run(text: str):
 
 
 #: Options as (flags, config field, argparse keywords, help); the default shown is the command's.
-OPTIONS = {
+OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
     'data': [
         (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'),
          "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "

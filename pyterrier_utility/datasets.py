@@ -30,7 +30,7 @@ def _clean(text: str) -> str:
 
 
 def _read_embedded(name: str) -> str:
-    ref = resources.files('pyterrier_utility').joinpath('data', 'cranfield', name + '.gz')
+    ref = resources.files('pyterrier_utility') / 'data' / 'cranfield' / (name + '.gz')
     return gzip.decompress(ref.read_bytes()).decode('utf8')
 
 
@@ -172,7 +172,7 @@ class PisaBM25(pt.Transformer):
         self.index = str(index)
         self.num_results = num_results
         self.verbose = verbose
-        self._retriever = None
+        self._retriever: Optional[pt.Transformer] = None
 
     def __getstate__(self):
         return dict(self.__dict__, _retriever=None)
@@ -197,13 +197,13 @@ class Dataset(pt.datasets.Dataset):
 
     name: str
 
-    def get_topics(self) -> pd.DataFrame:
+    def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:
         raise NotImplementedError
 
-    def get_qrels(self) -> pd.DataFrame:
+    def get_qrels(self, variant: Optional[str] = None) -> pd.DataFrame:
         raise NotImplementedError
 
-    def get_corpus_iter(self) -> Iterator[Dict[str, str]]:
+    def get_corpus_iter(self, verbose: bool = False) -> Iterator[Dict[str, str]]:
         raise NotImplementedError
 
     def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
@@ -213,7 +213,7 @@ class Dataset(pt.datasets.Dataset):
                            'dpr-w100/natural-questions/dev, or topics with a gold_answer or answers column)')
 
     @cached_property
-    def texts(self) -> Dict[str, str]:
+    def texts(self) -> Mapping[str, str]:
         """docno -> document text."""
         return {doc['docno']: doc['text'] for doc in self.get_corpus_iter()}
 
@@ -234,8 +234,8 @@ class Dataset(pt.datasets.Dataset):
         folder, built on first use with ``threads`` (default: every core); PISA's log lines only
         when ``verbose``."""
         import pyterrier_pisa
-        path = path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa')
-        index = pyterrier_pisa.PisaIndex(str(path), text_field='text', stemmer='porter2',
+        location = path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa')
+        index = pyterrier_pisa.PisaIndex(str(location), text_field='text', stemmer='porter2',
                                          threads=threads or os.cpu_count() or 1)
         if not index.built():
             with native_output_silenced(not verbose):
@@ -249,8 +249,8 @@ class Dataset(pt.datasets.Dataset):
         over a Terrier index (``index`` its path; needs Java), PyTerrier's own BM25 as the paper used.
         PISA's log and progress lines only when ``verbose``."""
         if engine == 'pisa':
-            index = self.pisa_index(index, verbose=verbose)
-            return PisaBM25(str(index.path), num_results=num_results, verbose=verbose) >> self.text_loader()
+            pisa = self.pisa_index(index, verbose=verbose)
+            return PisaBM25(str(pisa.path), num_results=num_results, verbose=verbose) >> self.text_loader()
         if engine != 'terrier':
             raise SettingError(f"bm25: engine must be 'pisa' or 'terrier', got {engine!r}")
         if index is None:
@@ -353,7 +353,9 @@ class PyTerrierDataset(Dataset):
             topics = topics.rename(columns={'text': 'query'})
         return topics
 
-    def get_topics(self) -> pd.DataFrame:
+    def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:
+        if variant not in (None, self.variant):
+            return PyTerrierDataset(self.name, variant).get_topics()
         return self._topics[['qid', 'query']].copy()
 
     def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
@@ -367,11 +369,13 @@ class PyTerrierDataset(Dataset):
             return super().gold_answers()
         return gold_answers(source)
 
-    def get_qrels(self) -> pd.DataFrame:
+    def get_qrels(self, variant: Optional[str] = None) -> pd.DataFrame:
+        if variant not in (None, self.variant):
+            return PyTerrierDataset(self.name, variant).get_qrels()
         qrels = self._dataset.get_qrels(self.variant) if self.variant else self._dataset.get_qrels()
         return qrels[['qid', 'docno', 'label']].astype({'label': int})
 
-    def get_corpus_iter(self) -> Iterator[Dict[str, str]]:
+    def get_corpus_iter(self, verbose: bool = False) -> Iterator[Dict[str, str]]:
         if self._irds is not None:
             for doc in self._irds.docs_iter():
                 yield {'docno': doc.doc_id, 'text': _doc_text(doc)}

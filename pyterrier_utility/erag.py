@@ -69,6 +69,7 @@ class ERAGLabeller(pt.Transformer):
         answers = dict(zip(distinct, self.reader.answer(distinct)))
         samples = [answers[p] for p in prompts]  # per row: one answer per sample
         if self.metric == 'fbert':
+            assert self.scorer is not None  # metric 'fbert' needs one: checked when made
             flat_q = [q for q, s in zip(inp['qid'], samples) for _ in s]
             flat = self.scorer.score(flat_q, [a for s in samples for a in s])
         else:

@@ -80,7 +80,7 @@ def gold_answers(source: GoldLike, column: Optional[str] = None) -> Dict[str, Tu
         found = [c for c in GOLD_COLUMNS if c in source.columns]
         column = column or (found[0] if found else GOLD_COLUMNS[0])
         validate_columns('gold answers', source, ['qid', column])
-        pairs = zip(source['qid'].astype(str), source[column])
+        pairs: Iterable[Tuple[str, object]] = zip(source['qid'].astype(str), source[column])
     else:
         pairs = ((str(q), a) for q, a in source.items())
     out: Dict[str, Dict[str, None]] = {}

@@ -9,7 +9,7 @@ topics with :func:`pyterrier_utility.datasets.answerable_topics` to average over
 queries; :func:`pyterrier_utility.experiment.table1` reports means over the finite values with
 their count.
 """
-from typing import Optional
+from typing import Any, Optional
 
 import ir_measures
 import numpy as np
@@ -22,7 +22,7 @@ def _column_measure(column: str, name: str, desc: str):
     def impl(qrels, run):
         return float(run[column].iloc[0])
 
-    base = type(ir_measures.define_byquery(impl, name=name, support_cutoff=False,
+    base: Any = type(ir_measures.define_byquery(impl, name=name, support_cutoff=False,
                                            run_inputs=['query_id', column], qrel_inputs=['query_id'],
                                            short_desc=desc))
 
@@ -113,7 +113,7 @@ def erag_measure(name: str, threshold: Optional[float] = None):
     if threshold is None and name in ('R', 'MAP', 'MRR'):
         raise SettingError(f'erag_measure: {name} needs binary labels: give a threshold')
     label = f'eRAG_{name}' + ('' if threshold is None else f'(t={threshold:g})')
-    base = type(ir_measures.define(lambda qrels, run: [], name=label, support_cutoff=True,
+    base: Any = type(ir_measures.define(lambda qrels, run: [], name=label, support_cutoff=True,
                                    run_inputs=['query_id', 'doc_id', 'score', 'erag_label'],
                                    qrel_inputs=['query_id'], short_desc=f'eRAG {name} of the document labels'))
 

@@ -1,6 +1,6 @@
 """Oracle contexts: k relevant (Rel) or non-relevant (NRel) documents per query, sampled as the
 paper's text says or sorted by label as the authors' released runs are."""
-from typing import Callable, List, Mapping, Optional, Tuple
+from typing import Callable, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
 import pandas as pd
@@ -111,7 +111,7 @@ class OracleSampler(pt.Transformer):
                 docnos = sorted(self.texts)
                 self._corpus = (len(docnos), docnos.__getitem__)
             else:
-                self._corpus = (len(self.texts), self.texts.docno_at)
+                self._corpus = (len(self.texts), cast(IndexedTexts, self.texts).docno_at)  # checked when made
         return self._corpus
 
     def sample(self, qid: str) -> List[str]:

@@ -8,7 +8,7 @@ code asks ``isinstance(backend, KeyedBackend)`` (or the accessors below) and not
 Every ability is optional: any :class:`pyterrier_rag.backend.Backend` drives the Reader, with
 defaults that are always correct (one prompt order, no seeds, no prompt fitting).
 """
-from typing import Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class OrderedBackend(Protocol):
 @runtime_checkable
 class TokenizingBackend(Protocol):
     """Has a tokenizer and an input limit, so the Reader can fit prompts by truncating documents."""
-    tokenizer: object
+    tokenizer: Any
     max_input_length: int
 
 
@@ -97,9 +97,12 @@ class AnswerScorer(Protocol):
     :class:`~pyterrier_utility.FBertScorer` (against relevant documents) and
     :class:`~pyterrier_utility.GoldAnswerScorer` (against gold answers)."""
     #: What it scores (``'FBERT'``, ``'EM'``, ...) and against what (``'label>=2'``, ``'gold answers'``),
-    #: in messages.
-    measure: str
-    references: str
+    #: in messages: attributes or read-only properties.
+    @property
+    def measure(self) -> str: ...
+
+    @property
+    def references(self) -> str: ...
 
     def score_with_reference(self, qids: Sequence, answers: Sequence[str]) -> Tuple[np.ndarray, List[Optional[str]]]:
         """P of each (qid, answer) pair (NaN: no reference) and the reference that gave it."""

@@ -1,6 +1,6 @@
 """The reader: one answer per query (and sample) from a k-shot or 0-shot prompt."""
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -99,7 +99,7 @@ class Reader(pt.Transformer):
         self.prompt = prompt
         self.zero_shot_prompt = zero_shot_prompt
         self.context_format = context_format
-        overrides = {name: value for name, value in (('kshot', prompt), ('zero_shot', zero_shot_prompt),
+        overrides: Dict[str, Any] = {name: value for name, value in (('kshot', prompt), ('zero_shot', zero_shot_prompt),
                                                      ('context', context_format)) if value is not None}
         #: The format the prompts are built with: ``prompt_format`` with the templates given.
         self.template = (replace(self.prompt_format, name=self.prompt_format.name + '+custom', **overrides)
@@ -119,9 +119,9 @@ class Reader(pt.Transformer):
         elif stop is None:
             self.stop = list(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP)
         else:
-            self.stop = list(Decoding(stop=stop).stop)
+            self.stop = list(Decoding(stop=stop).stop)  # type: ignore[arg-type]  # Decoding makes it a tuple
         self.verbose = resolve_verbose(verbose)
-        self.tokenizer = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
+        self.tokenizer: Any = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
             max_prompt_tokens = inner.max_input_length - (max_new_tokens or getattr(inner, 'max_new_tokens', 0) or 0)
         self.max_prompt_tokens = max_prompt_tokens
@@ -262,7 +262,9 @@ class Reader(pt.Transformer):
         said of each (``logprob``, ``tokens``, ``truncated``: of the whole generated text)."""
         answers = self.backend.answer_details(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
                                               stop_sequences=self.stop, verbose=self.verbose)
-        return [[replace(a, text=self.template.extract(a.text)) for a in per_prompt] for per_prompt in answers]
+        # pyterrier-rag is untyped: mypy sees no BackendOutput.text
+        return [[replace(a, text=self.template.extract(a.text)) for a in per_prompt]  # type: ignore[call-arg]
+                for per_prompt in answers]
 
     def zero_shot(self, queries: pd.DataFrame) -> pd.DataFrame:
         """0-shot answers for a query frame (``qid``, ``query``), one row per query and sample."""

@@ -149,6 +149,7 @@ class LLMRetEval(pt.Transformer):
                        for q, a, gs in zip(queries, answers, golds)]
             replies = self.judge.generate(prompts, max_new_tokens=4)
             return np.array([float(r.text.strip().lower().startswith('yes')) for r in replies])
+        assert self.bertscore is not None  # without a judge: checked when made
         self.bertscore.embed(list(answers) + [g for gs in golds for g in gs])
         return np.array([float(self.bertscore.f1_matrix([a], list(gs)).max() >= self.threshold)
                          for a, gs in zip(answers, golds)])
@@ -240,11 +241,13 @@ def failure_cases(frame: pd.DataFrame, qrels: pd.DataFrame, k: int, labels: Labe
                              if isinstance(golds, tuple) and golds else np.nan
                              for q, golds in zip(out['qid'], out['gold_qanswers'])]
     right = table['correct'] >= 0.5
-    table['recall_case'] = np.where(known & hit & ~right, 'C', np.where(known & ~hit & right, 'A/B', None))
+    # None: no case (numpy's stubs take no None, numpy does)
+    table['recall_case'] = np.where(known & hit & ~right, 'C',
+                                    np.where(known & ~hit & right, 'A/B', None))  # type: ignore[call-overload]
     wrong_match = np.where(table['gold_correct'] == 1, 'F', 'D')
     missed_right = np.where(table['gold_correct'] > 0, 'E/F', 'D')
     table['reteval_case'] = np.where(known & matched & ~right, wrong_match,
-                                     np.where(known & ~matched & right, missed_right, None))
+                                     np.where(known & ~matched & right, missed_right, None))  # type: ignore[call-overload]
     return table
 
 

@@ -29,15 +29,15 @@ def _read_trec(path: Path) -> pd.DataFrame:
                     raise FrameError(f'{where}: {len(fields)} fields ({line.strip()[:80]!r}); expected the six of a '
                                      f'TREC run: {TREC_FIELDS} (a PyTerrier result frame is read from a .csv or '
                                      '.parquet file, by its header)')
-                qid, _, docno, rank, score, _ = fields
+                qid, _, docno, rank_text, score_text, _ = fields
                 try:
-                    rank = int(rank)
+                    rank = int(rank_text)
                 except ValueError:
-                    raise FrameError(f'{where}: rank {rank!r} is not an integer ({TREC_FIELDS})') from None
+                    raise FrameError(f'{where}: rank {rank_text!r} is not an integer ({TREC_FIELDS})') from None
                 try:
-                    score = float(score)
+                    score = float(score_text)
                 except ValueError:
-                    raise FrameError(f'{where}: score {score!r} is not a number ({TREC_FIELDS})') from None
+                    raise FrameError(f'{where}: score {score_text!r} is not a number ({TREC_FIELDS})') from None
                 rows.append((qid, docno, rank, score, number))
     except UnicodeDecodeError as e:
         raise FrameError(f'run file {path}: not UTF-8 text ({e.reason} at byte {e.start}); expected a TREC run '

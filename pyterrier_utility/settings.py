@@ -7,7 +7,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple, TypeGuard, Union
 
 import pandas as pd
 
@@ -27,7 +27,7 @@ AGGREGATIONS = ('max', 'mean')
 GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 
 
-def is_int(value) -> bool:
+def is_int(value) -> TypeGuard[numbers.Integral]:
     """An integer, and not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -273,7 +273,7 @@ class LabelSet:
                 return cls(exact=frozenset(int(p) for p in parts))
         elif not isinstance(value, (bytes, bool, float)) and value is not None:
             try:
-                values = list(value)
+                values = list(value)  # type: ignore[arg-type]  # any iterable a user gives, checked below
             except TypeError:
                 values = None
             if values and all(is_int(v) for v in values):
@@ -284,13 +284,13 @@ class LabelSet:
     def __str__(self) -> str:
         if self.minimum is not None:
             return f'label>={self.minimum}'
-        return 'label in {' + ','.join(str(x) for x in sorted(self.exact)) + '}'
+        return 'label in {' + ','.join(str(x) for x in sorted(self.exact or ())) + '}'
 
     def contains(self, labels: pd.Series) -> pd.Series:
         """Whether each label is relevant."""
         if self.minimum is not None:
             return labels >= self.minimum
-        return labels.isin(sorted(self.exact))
+        return labels.isin(sorted(self.exact or ()))
 
     def relevant_docnos(self, qrels: pd.DataFrame) -> Dict[str, List[str]]:
         """qid -> the docnos judged relevant, in qrels order."""

@@ -1,5 +1,6 @@
 """PyTerrier citizenship: every public transformer inspects, prints, pickles and fuses like the core's."""
 import pickle
+import re
 
 import pandas as pd
 import pyterrier as pt
@@ -35,16 +36,42 @@ def transformers(cranfield, minilm, tmp_path_factory):
     }
 
 
+@pytest.fixture(scope='module')
+def inputs(cranfield):
+    """A small input of each kind: a query, its BM25 results (with and without text), and their answers."""
+    topics = cranfield.get_topics().head(1)
+    results = cranfield.bm25(num_results=3)(topics)
+    return {'topics': topics, 'results': results, 'docnos': results.drop(columns=['text']),
+            'answered': pu.Reader(CountingBackend())(results)}
+
+
+#: The input each transformer is run on (the generation cache is a backend: it is given prompts).
+INPUT = {'Reader': 'results', 'ReverseOrder': 'results', 'OracleSampler': 'topics', 'FBertScorer': 'answered',
+         'GoldAnswerScorer': 'answered', 'UtilityEvaluator': 'answered', 'ERAGLabeller': 'results',
+         'LLMRetEval': 'answered', 'TextLoader': 'docnos', 'PisaBM25': 'topics', 'RunFile': 'topics',
+         'DenseRetriever': 'topics', 'HybridRetriever': 'topics', 'COSMix': 'topics'}
+
+
 @pytest.mark.parametrize('name', ['Reader', 'ReverseOrder', 'OracleSampler', 'FBertScorer', 'GoldAnswerScorer',
                                   'UtilityEvaluator',
                                   'ERAGLabeller', 'LLMRetEval', 'TextLoader', 'GenerationCache', 'PisaBM25', 'RunFile',
                                   'DenseRetriever', 'HybridRetriever', 'COSMix'])
-def test_every_public_transformer_has_inspectable_attributes_and_a_telling_repr(name, transformers):
+def test_every_public_transformer_has_inspectable_attributes_a_telling_repr_and_pickles(name, transformers, inputs):
     transformer = transformers[name]
     attributes = pt.inspect.transformer_attributes(transformer)  # raises for an argument not kept under its name
     assert all(a.value is not pt.inspect.TransformerAttribute.MISSING for a in attributes)
     assert ' object at 0x' not in repr(transformer).replace('CountingBackend object at', '')
-    assert pickle.loads(pickle.dumps(transformer)) is not None
+    clone = pickle.loads(pickle.dumps(transformer))
+
+    def settings(t):  # the repr, but for where the test backend sits in memory
+        return re.sub(r' object at 0x[0-9a-f]+', '', repr(t))
+    assert type(clone) is type(transformer) and settings(clone) == settings(transformer)
+    assert [a.name for a in pt.inspect.transformer_attributes(clone)] == [a.name for a in attributes]
+    if name == 'GenerationCache':
+        assert ([a.text for a in clone.generate(['a prompt'], seeds=[3])]
+                == [a.text for a in transformer.generate(['a prompt'], seeds=[3])])
+    else:
+        assert_frame_equal(clone(inputs[INPUT[name]]), transformer(inputs[INPUT[name]]))
 
 
 def test_reprs_tell_different_instances_apart(cranfield):

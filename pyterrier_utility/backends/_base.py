@@ -174,7 +174,8 @@ def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int
     size = max(1, int((backend.batch_size if isinstance(backend, BatchedBackend) else 8) or 8))
     order_key = backend.prompt_order if isinstance(backend, OrderedBackend) else len
     order = sorted(range(len(prompts)), key=lambda i: order_key(prompts[i]))
-    groups, rows = [], 0
+    groups: List[List[int]] = []
+    rows = 0
     for i in order:
         if not groups or rows + answers[i] > size:
             groups.append([])
@@ -196,7 +197,7 @@ def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
         outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
                                 stop_sequences=stop_sequences)
         return checked_answers(backend, outs, len(prompts))
-    answers = [None] * len(prompts)
+    answers: Dict[int, Answer] = {}
     for seed in sorted(set(seeds)):
         idx = [i for i, s in enumerate(seeds) if s == seed]
         with torch.random.fork_rng(devices=[]):
@@ -204,5 +205,6 @@ def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
             outs = backend.generate([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
                                     stop_sequences=stop_sequences)
         for i, answer in zip(idx, checked_answers(backend, outs, len(idx))):
-            answers[i] = replace(answer, text=cut_at_stop(answer.text, stop_sequences))
-    return answers
+            # pyterrier-rag is untyped: mypy sees no BackendOutput.text
+            answers[i] = replace(answer, text=cut_at_stop(answer.text, stop_sequences))  # type: ignore[call-arg]
+    return [answers[i] for i in range(len(prompts))]

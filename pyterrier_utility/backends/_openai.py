@@ -18,7 +18,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .._util import check, check_int, encodable
 from ..errors import BackendError
@@ -112,7 +112,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     DECODING_FIELDS = ENGINE_DECODING['openai']
     DECODING_OWN_WAY = ENGINE_OWN_WAY['openai']
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
-    ENGINE_FIELDS = ('endpoint', 'extra_body')
+    ENGINE_FIELDS: Tuple[str, ...] = ('endpoint', 'extra_body')
     #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.
     breaker_failures = 3
     #: Seconds an endpoint stays out of the pool.
@@ -129,7 +129,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
         check(isinstance(model, str) and bool(model), owner, f'model must be a non-empty string, got {model!r}')
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls or [])
-        check(bool(urls) and all(isinstance(u, str) and u.startswith(('http://', 'https://')) for u in urls),
+        check(bool(urls) and all(isinstance(u, str) and u.startswith(('http://', 'https://'))
+                                 and urllib.parse.urlsplit(u).hostname for u in urls),
               owner, f'base_urls must be one or more http(s) URLs, got {base_urls!r}')
         check(endpoint in ('completions', 'chat'), owner, f"endpoint must be 'completions' or 'chat', got {endpoint!r}")
         check_int(owner, 'concurrency', concurrency, 1)
@@ -183,7 +184,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self._strikes = {u: 0 for u in self.base_urls}
         self._out_until = {u: 0.0 for u in self.base_urls}
         self._turn = itertools.count()
-        self._open = set()
+        self._open: Set[http.client.HTTPConnection] = set()
         self._headers = {'Content-Type': 'application/json'}
         if self.api_key:
             self._headers['Authorization'] = f'Bearer {self.api_key}'
@@ -270,7 +271,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         left = deadline - time.monotonic()
         if left <= 0:
             raise socket.timeout
-        conn = kind(parts.hostname, parts.port, timeout=left)
+        conn = kind(parts.hostname, parts.port, timeout=left)  # type: ignore[arg-type]  # a host: checked when made
         watchdog = threading.Timer(left, _cut, (conn,))
         watchdog.daemon = True
         with self._lock:
@@ -354,8 +355,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 self._release(url, failure)
             with self._lock:
                 self.requests += 1
-                self.truncated += answer.truncated
-            return replace(answer, text=cut_at_stop(answer.text, stop))
+                self.truncated += bool(answer.truncated)
+            return replace(answer, text=cut_at_stop(answer.text, stop))  # type: ignore[call-arg]  # untyped base
         raise BackendError(f'{last} (after {self.max_retries} retries)')
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
@@ -369,7 +370,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
         with self._lock:
             self._server_errors.clear()
-        jobs, results, cancel = queue.SimpleQueue(), queue.Queue(), threading.Event()
+        jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
+        results: queue.Queue = queue.Queue()
+        cancel = threading.Event()
         for i in range(len(bodies)):
             jobs.put(i)
 
@@ -406,7 +409,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             with self._lock:
                 for conn in list(self._open):
                     _cut(conn)
-            interrupt.completed = dict(answers)
+            interrupt.completed = dict(answers)  # type: ignore[attr-defined]  # read by the generation cache
             raise
         if failure is not None:
             message = (str(failure) if isinstance(failure, BackendError)

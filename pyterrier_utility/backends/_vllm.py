@@ -1,5 +1,5 @@
 """vLLM in this process: one GPU node (or vLLM's CPU build), all prompts of a call scheduled together."""
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._util import check_int
 from ..errors import BackendError, SettingError
@@ -143,7 +143,7 @@ def _on_cpu() -> bool:
 
 
 def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: bool,
-                    llm_kwargs: Dict[str, object]) -> Dict[str, object]:
+                    llm_kwargs: Dict[str, Any]) -> Dict[str, object]:
     """The ``vllm.LLM`` arguments the backend sets: prefix caching; on a CPU platform chunked prefill
     off (seeded requests prefilled in chunks crash vLLM's CPU engine) with a step budget of a whole
     prompt; one sequence at a time and no prefix caching when ``reproducible``. A user's explicit

@@ -1,6 +1,6 @@
 """COS-Mix as one retriever-like transformer: the contexts its final answer used, and which branch gave them."""
 import copy
-from typing import Optional
+from typing import List, Optional
 
 import pandas as pd
 import pyterrier as pt
@@ -44,6 +44,8 @@ class COSMix(pt.Transformer):
         (cosmix % 3)(topics)
     """
     cutoff_changes_contexts = True
+    #: The sparse/other split, where :func:`cosmix_system` made it (to inspect).
+    partition: SparsePartition
 
     def __init__(self, reader: Reader, validator: Validator, first: pt.Transformer, fallback: pt.Transformer,
                  k: int = 5, reorder: Optional[pt.Transformer] = LostInTheMiddle()):
@@ -54,7 +56,7 @@ class COSMix(pt.Transformer):
         self.fallback = fallback
         self.k = k
         self.reorder = reorder
-        self.record = []
+        self.record: List[pd.DataFrame] = []
 
     def fuse_rank_cutoff(self, k: int) -> 'COSMix':
         fused = copy.copy(self)
@@ -62,7 +64,7 @@ class COSMix(pt.Transformer):
         return fused
 
     def _top(self, retriever: pt.Transformer, topics: pd.DataFrame) -> pd.DataFrame:
-        ranking = retriever(topics)
+        ranking = retriever.transform(topics)
         ranking = ranking.sort_values(['qid', 'rank'], kind='stable') if 'rank' in ranking.columns else ranking
         ranking = ranking.assign(rank=ranking.groupby('qid').cumcount())
         return ranking[ranking['rank'] < self.k]
@@ -71,7 +73,7 @@ class COSMix(pt.Transformer):
         validate_columns(self, inp, ['qid', 'query'])
         topics = normalise_frame(repr(self), inp[['qid', 'query']].drop_duplicates()).reset_index(drop=True)
         first = self._top(self.first, topics)
-        first = self.reorder(first) if self.reorder is not None and len(first) else first
+        first = self.reorder.transform(first) if self.reorder is not None and len(first) else first
         prompts = self.reader.prompts(first) if len(first) else {}
         prompts = {qid: prompts.get(qid, self.reader.build_prompt(str(q)))
                    for qid, q in zip(topics['qid'], topics['query'])}

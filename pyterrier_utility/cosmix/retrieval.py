@@ -100,7 +100,7 @@ class HybridRetriever(pt.Transformer):
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
-        lexical = self.bm25(inp)
+        lexical = self.bm25.transform(inp)
         if self.subset is not None:
             lexical = lexical[lexical['docno'].astype(str).isin(self.subset)]
             lexical = lexical.assign(rank=lexical.groupby('qid').cumcount())

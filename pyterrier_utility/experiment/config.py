@@ -7,7 +7,7 @@ when made; the study trusts it.
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from ..errors import SettingError
 from ..prompts import PROMPT_FORMATS
@@ -33,9 +33,9 @@ from ..settings import (
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
 #: For the offline base models only, which repeat themselves and ignore "STOP": a repetition
 #: penalty and stop strings for a new "Question:" or "Context" line.
-OFFLINE_CONVENIENCES = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
+OFFLINE_CONVENIENCES: Dict[str, Any] = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
-NAMED_MODEL_DECODING = {'repetition_penalty': None, 'stop': STOP}
+NAMED_MODEL_DECODING: Dict[str, Any] = {'repetition_penalty': None, 'stop': STOP}
 #: The oracles, which a collection judged in two grades is studied without.
 ORACLES = ('Rel', 'NRel')
 #: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
@@ -282,10 +282,10 @@ class StudyConfig:
         """A copy with some settings changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def backend_options(self, reader: str) -> Dict[str, object]:
+    def backend_options(self, reader: str) -> Dict[str, Any]:
         """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
         engine = engine_of(reader)
-        options: Dict[str, object] = {'decoding': self.decoding}
+        options: Dict[str, Any] = {'decoding': self.decoding}
         if engine in SERVER_ENGINES:
             # Without base URLs, each engine's own default port (vllm serve's 8000, llama.cpp's 8080).
             options.update(endpoint=self.endpoint, concurrency=self.concurrency, timeout=self.timeout,
@@ -318,7 +318,7 @@ class StudyConfig:
         return out
 
     @classmethod
-    def from_dict(cls, values: Dict[str, object]) -> 'StudyConfig':
+    def from_dict(cls, values: Dict[str, Any]) -> 'StudyConfig':
         """The config of a ``settings.json`` (its other keys, such as the backend's key, ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in values.items() if k in names}
@@ -330,7 +330,7 @@ class StudyConfig:
         return json.dumps(self.to_dict(), sort_keys=True)
 
 
-def resolve(base: StudyConfig, given: Dict[str, object]) -> StudyConfig:
+def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
     fields among them. When the readers change between offline models and named ones, the
     decoding fields not given follow them: the offline conveniences (:data:`OFFLINE_CONVENIENCES`)

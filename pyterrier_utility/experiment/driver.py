@@ -11,18 +11,18 @@ Example::
 import json
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import pandas as pd
 import pyterrier as pt
-from pyterrier.measures import nDCG
+from ir_measures import nDCG
 
 from .. import backends, measures
 from .._util import say
 from .._version import __version__
 from ..bertscore import BertScore
 from ..cache import GenerationCache, backend_key
-from ..cosmix import cosmix_system
+from ..cosmix import COSMix, cosmix_system
 from ..datasets import get_dataset
 from ..errors import SettingError
 from ..fbert import FBertScorer
@@ -169,7 +169,7 @@ def decoding_sources(config: StudyConfig) -> Dict[str, str]:
     """Where each decoding value of a preset's study comes from (``{}`` without a preset): the
     preset's source for a value left as the preset has it, else 'given' and the preset's value."""
     sources = DECODING_SOURCES.get(config.preset or '', {})
-    if not sources:
+    if config.preset is None or not sources:
         return {}
     preset = PRESETS[config.preset].decoding
     return {name: sources.get(name, f'the preset {config.preset}')
@@ -189,14 +189,15 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
     record = announce('study', config, readers, out, argv)
     record['studied_as'] = {name: {'label_sets': [str(x) for x in c.label_sets], 'systems': list(c.systems)}
                             for name, (_, _, _, c) in collections.items() if c != config}
-    results, branches = [], []
+    studies: List[StudyResults] = []
+    branches = []
     for name, (dataset, qrels, topics, studied) in collections.items():
         systems = None
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
                 systems = build_systems(studied, name, dataset, qrels, topics, reader)
             say(f'{name}: {len(topics)} queries, systems {list(systems)}, reader {reader_name}')
-            results.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.all_ks,
+            studies.append(run_study(topics, qrels, systems, reader, dataset.texts, ks=config.all_ks,
                                      label_sets=studied.label_sets, reverse=ranked_systems(config, systems),
                                      orderings=config.orderings, windows=config.study_windows,
                                      window_step=config.window_step,
@@ -205,8 +206,9 @@ def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
                                      reader_name=reader_name if len(readers) > 1 else None))
             if 'COSMix' in systems:
-                branches.append(systems['COSMix'].branches().assign(dataset=name, reader=reader_name))
-    results = StudyResults.concat(results)
+                cosmix = cast(COSMix, systems['COSMix'])
+                branches.append(cosmix.branches().assign(dataset=name, reader=reader_name))
+    results = StudyResults.concat(studies)
     results.settings = record
     return results, (pd.concat(branches, ignore_index=True) if branches else None)
 
@@ -235,7 +237,7 @@ def scorer_factory(config: StudyConfig, dataset, qrels: pd.DataFrame,
     """The scorer of P under each label set, by ``config.quality``: FBERT against the documents of
     that label set, or one scorer against the gold answers whatever the label set."""
     if config.quality == 'fbert-docs':
-        return lambda labels: FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore,
+        return lambda labels: FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore or config.scorer,
                                           submeasure=config.submeasure, agg=config.agg)
     gold = GoldAnswerScorer(dataset.gold_answers(), config.quality, model_type=bertscore or config.scorer,
                             submeasure=config.submeasure, agg=config.agg)

@@ -182,9 +182,9 @@ def _correlations_html(study: StudyFolder) -> str:
     sides = []
     for name, title, css, frame in shown:
         methods = list(dict.fromkeys(frame['method']))
-        cells = {key: {m: r for m, r in zip(part['method'], part.itertuples())}
-                 for key, part in frame.groupby(keys, sort=False)}
-        sides.append((title, css, methods, cells))
+        by_method = {key: {m: r for m, r in zip(part['method'], part.itertuples())}
+                     for key, part in frame.groupby(keys, sort=False)}
+        sides.append((title, css, methods, by_method))
     rows = list(dict.fromkeys(key for _, _, _, cells in sides for key in cells))
     head = ''.join(f'<th rowspan="2">{k}</th>' for k in keys) + ''.join(
         f'<th colspan="{len(methods) + 1}" class="{css}">{html.escape(title)}</th>' for title, css, methods, _ in sides)
@@ -329,7 +329,7 @@ def report_data(study: StudyFolder) -> dict:
 
 
 def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath('assets', name).read_text(encoding='utf8')
+    return (resources.files(__package__) / 'assets' / name).read_text(encoding='utf8')
 
 
 def report_title(study: StudyFolder, title: Optional[str] = None) -> str:

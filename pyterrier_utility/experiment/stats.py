@@ -288,7 +288,7 @@ def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndc
         xs, ys = cell[x].to_numpy(float), cell[y].to_numpy(float)
         finite = np.isfinite(xs) & np.isfinite(ys)
         r, p = correlation(xs, ys, method)
-        bounds = ()
+        bounds: Tuple[float, ...] = ()
         if resamples:
             bounds = (float('nan'),) * 2
             if np.isfinite(r):

@@ -4,7 +4,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import ir_measures
 import pandas as pd
@@ -75,7 +75,7 @@ class StudyResults:
     queries: Optional[pd.DataFrame] = None
     token_logprobs: Optional[pd.DataFrame] = None
     generated: int = 0
-    baseline: str = 'Rel'
+    baseline: Optional[str] = 'Rel'
     ndcg_order: str = 'context'
     settings: Optional[dict] = None
 
@@ -202,7 +202,7 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
                                               'table1.tex', 'correlations.csv')}
     table.to_csv(paths['table1.csv'], index=False)
-    options = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     paths['table1.md'].write_text(stats.table1_markdown(table, **options))
     paths['table1_paper.md'].write_text(stats.table1_paper(table, 'markdown', **options))
     paths['table1.tex'].write_text(stats.table1_paper(table, 'latex', **options))
@@ -269,7 +269,8 @@ def _ndcg(contexts: pd.DataFrame, qrels: pd.DataFrame, k: int) -> Dict[str, floa
     return {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ k], qrels, run)}
 
 
-def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows, window_step):
+def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderings, windows,
+             window_step) -> Tuple[pd.DataFrame, pd.DataFrame, List[int], List[LabelSet]]:
     """The study's inputs checked and normalised at its boundary."""
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
@@ -362,7 +363,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
               orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (), window_step: int = 1,
               bertscore: Union[str, BertScore] = 'minilm',
-              scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: str = 'Rel',
+              scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: Optional[str] = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
               verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.

@@ -112,7 +112,7 @@ class CausalLMBackend(DecodingBackendBase):
         model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
                                                      dtype=resolve_dtype(dtype, device) or 'auto')
         if device:
-            model = model.to(device)
+            model = model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped `to` wrongly
         kwargs.setdefault('model_id', path)
         return cls(model, tokenizer, dtype=model.dtype, **kwargs)
 
@@ -156,14 +156,14 @@ class CausalLMBackend(DecodingBackendBase):
         prompts = list(rows)
         groups = [[prompts[i] for i in group] for group in
                   work_batches(self, prompts, [1 if greedy else len(rows[p]) for p in prompts])]
-        texts = [None] * len(inps)
+        texts: Dict[int, Answer] = {}
         for group in groups:
             answers = self._answer([(p, [seeds[i] for i in rows[p]]) for p in group], max_new_tokens, stop)
             for prompt, per_seed in zip(group, answers):
                 for i, answer in zip(rows[prompt], per_seed):
                     texts[i] = answer
-        self.truncated += sum(a.truncated for a in texts)
-        return texts
+        self.truncated += sum(bool(a.truncated) for a in texts.values())
+        return [texts[i] for i in range(len(inps))]
 
     def _tokenize(self, prompt: str):
         """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""

@@ -2,7 +2,7 @@
 the model's own on an accelerator."""
 import re
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import torch
 
@@ -22,7 +22,8 @@ def cpu_has_fast_bf16() -> bool:
     return re.search(r'\b(amx_bf16|avx512_bf16)\b', flags) is not None
 
 
-def resolve_dtype(dtype: Union[str, torch.dtype, None], device: Union[str, torch.device, None]) -> torch.dtype:
+def resolve_dtype(dtype: Union[str, torch.dtype, None],
+                  device: Union[str, torch.device, None]) -> Optional[torch.dtype]:
     """The dtype a model runs in: ``'auto'`` is bfloat16 on a CPU with fast bf16 and float32 on
     other CPUs; on an accelerator, the model's own dtype (``None`` here: left as loaded)."""
     if isinstance(dtype, torch.dtype):

@@ -1,6 +1,6 @@
 """The decode loop: every row of a batch one token a step, from its own seed, until it ends (an end of
 text, a stop sequence) or reaches ``max_new_tokens``; finished rows leave the batch when that pays."""
-from typing import List, Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set, cast
 
 import torch
 
@@ -22,7 +22,7 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
     cache, mask, history, positions, scores = state
     d = decoding
     sampler = None if d.greedy else SeededSampling(row_seeds, d.temperature, d.top_k or 0, d.top_p, d.min_p)
-    penalty = Penalty(d.repetition_penalty, d.repeat_last_n) if d.penalised else None
+    penalty = Penalty(cast(float, d.repetition_penalty), d.repeat_last_n) if d.penalised else None
     tokens: List[List[int]] = [[] for _ in row_seeds]
     cut = [False] * len(row_seeds)
     logprob, counted = [0.0] * len(row_seeds), [0] * len(row_seeds)
