@@ -135,7 +135,8 @@ def test_a_second_study_into_the_same_folder_with_other_decoding_generates_afres
         assert cli.main(argv + extra) == 0
         assert len(backends[-1].calls) == 4  # 2 queries x (0-shot + Rel at k=1)
         settings = json.loads((tmp_path / 'settings.json').read_text())
-        assert settings['decoding']['max_new_tokens'] == (300 if '300' in extra else 32)
+        assert settings['decoding']['max_new_tokens'] == (300 if '300' in extra else
+                                                          pu.experiment.StudyConfig().decoding.max_new_tokens)
         answers = pd.read_csv(tmp_path / 'answers.csv')
         assert answers['qanswer'].str.contains(f"max {settings['decoding']['max_new_tokens']} ").all()
     assert cli.main(argv) == 0 and backends[-1].calls == []  # the first settings again: all cached
