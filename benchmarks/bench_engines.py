@@ -56,7 +56,7 @@ def vllm_worker(grid: Path, max_num_seqs: int, out: Path) -> None:
 
 
 def in_vllm_venv(grid: Path, max_num_seqs: int):
-    from servers import VLLM_VENV
+    from support.servers import VLLM_VENV
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / 'times.json'
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE='2', HF_HUB_OFFLINE='1')
@@ -70,7 +70,7 @@ def in_vllm_venv(grid: Path, max_num_seqs: int):
 def served(kind: str, count: int, log_dir: Path, slots: int):
     """``count`` servers of ``kind`` started together; the time until all answer /health. llama.cpp's
     server gets ``slots`` parallel slots and a thread per core."""
-    from servers import LlamaCppServer, VLLMServer
+    from support.servers import LlamaCppServer, VLLMServer
 
     import pyterrier_utility as pu
     start = time.perf_counter()

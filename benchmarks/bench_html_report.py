@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'tests'))
 
-from browser import Browser, executable  # noqa: E402
-from synthetic_study import write_study  # noqa: E402
+from support.browser import Browser, executable  # noqa: E402
+from support.synthetic_study import write_study  # noqa: E402
 
 from pyterrier_utility.experiment.html import write_report  # noqa: E402
 

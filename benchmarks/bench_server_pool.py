@@ -1,6 +1,6 @@
 """Answers per second of OpenAICompatibleBackend against concurrency and pool size, on SIMULATED servers.
 
-Each endpoint is tests/simulated_server.py in its own process on 127.0.0.1: a stand-in for a GPU
+Each endpoint is tests/support/simulated_server.py in its own process on 127.0.0.1: a stand-in for a GPU
 server (vLLM) that answers every request after a fixed latency, at most CAPACITY requests at a
 time (its batch), with a bounded number of requests and a lifetime limit. The answers are not a
 model's; the benchmark measures the client: how throughput scales with requests in flight and with
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'tests'))
 from pyterrier_utility import GenerationCache  # noqa: E402
 from pyterrier_utility.backends import OpenAICompatibleBackend  # noqa: E402
 
-SERVER = Path(__file__).resolve().parent.parent / 'tests' / 'simulated_server.py'
+SERVER = Path(__file__).resolve().parent.parent / 'tests' / 'support' / 'simulated_server.py'
 
 
 def start(n: int, latency: float, capacity: int, lifetime: float):

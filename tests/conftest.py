@@ -10,46 +10,9 @@ os.environ['TRANSFORMERS_OFFLINE'] = '1'
 # Converting the offline reader takes a minute; a developer may keep the result between runs.
 os.environ['PYTERRIER_UTILITY_CACHE'] = os.environ.get('PYTERRIER_UTILITY_TEST_CACHE') or os.path.join(_TMP, 'cache')
 
-from typing import List  # noqa: E402
-
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from pyterrier_rag.backend import Backend, BackendOutput  # noqa: E402
-
-
-class CountingBackend(Backend):
-    """Deterministic answers derived from the prompt (and seed), counting every prompt generated.
-    With ``logprobs``, each is an ``Answer`` of as many tokens as words, each of log-probability
-    -0.5 per context of its prompt minus 0.25, truncated for an odd seed."""
-    supports_seeds = True
-
-    def __init__(self, seeded: bool = True, logprobs: bool = False):
-        super().__init__('counting')
-        self.seeded = seeded
-        self.logprobs = logprobs
-        self.calls: List[str] = []
-        self.batch_size = 4
-
-    @property
-    def deterministic(self):
-        return not self.seeded
-
-    def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
-        seeds = seeds or [0] * len(inps)
-        self.calls.extend(inps)
-        outs = []
-        for p, s in zip(inps, seeds):
-            contexts = p.count('Context ')
-            first = p.split('Context 1: ')[1].split('\n')[0] if 'Context 1: ' in p else 'no context'
-            text = f'{first} (seed {s if self.seeded else "-"}, {contexts} contexts)'
-            if self.logprobs:
-                from pyterrier_utility.backends import Answer
-                words = len(text.split())
-                outs.append(Answer(text=text, truncated=s % 2 == 1, logprob=words * (-0.5 * contexts - 0.25),
-                                   tokens=words))
-            else:
-                outs.append(BackendOutput(text=text))
-        return outs
+from support.backends import CountingBackend  # noqa: E402
 
 
 @pytest.fixture

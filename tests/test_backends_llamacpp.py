@@ -1,7 +1,7 @@
 """LlamaCppServerBackend: what each request carries and how the reader name is built (against the
 simulated endpoint of simulated_server.py; the real server's tests are in test_engines_llamacpp.py)."""
 import pytest
-from simulated_server import SimulatedServer
+from support.simulated_server import SimulatedServer
 
 import pyterrier_utility as pu
 from pyterrier_utility.backends import LlamaCppServerBackend, OpenAICompatibleBackend

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from simulated_server import SimulatedServer, simulated_answer
+from support.simulated_server import SimulatedServer, simulated_answer
 
 import pyterrier_utility as pu
 from pyterrier_utility.backends import OpenAICompatibleBackend

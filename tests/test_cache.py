@@ -29,7 +29,7 @@ def test_persistent_cache_survives_reopen_and_holds_plain_text(counting_backend,
 
 
 def test_what_the_backend_says_of_an_answer_survives_a_reopen(tmp_path):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     path = tmp_path / 'g.sqlite'
     first = GenerationCache(CountingBackend(logprobs=True), path).generate(['x', 'Context 1: y'], seeds=[1, 2])
     assert first == [Answer(text='no context (seed 1, 0 contexts)', truncated=True, logprob=-1.5, tokens=6),
@@ -50,7 +50,7 @@ def test_an_answer_of_a_backend_that_says_nothing_of_it_has_unknown_info(tmp_pat
 
 
 def test_a_file_written_before_answer_info_keeps_its_answers_with_unknown_info(tmp_path):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     path = tmp_path / 'g.sqlite'
     GenerationCache(CountingBackend(logprobs=True), path).generate(['x'], seeds=[1])
     db = sqlite3.connect(path)
@@ -83,7 +83,7 @@ class TokenBackend(Backend):
 
 def test_token_log_probabilities_survive_a_reopen_and_an_older_file_gains_their_column(tmp_path):
     path = tmp_path / 'g.sqlite'
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     GenerationCache(CountingBackend(logprobs=True), path).generate(['old'], seeds=[1])
     db = sqlite3.connect(path)  # answer_info as written before it held token log-probabilities
     db.execute('CREATE TABLE info_before AS SELECT key, logprob, tokens, truncated FROM answer_info')
@@ -218,7 +218,7 @@ def test_text_sqlite_cannot_write_leaves_no_transaction_open_and_the_cache_usabl
 
 
 def test_an_answer_that_cannot_be_encoded_is_an_error_and_nothing_is_stored(tmp_path):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
 
     class Surrogates(CountingBackend):
         def generate(self, inps, **kw):

@@ -5,8 +5,8 @@ import re
 import pandas as pd
 import pyterrier as pt
 import pytest
-from conftest import CountingBackend
 from pandas.testing import assert_frame_equal
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 

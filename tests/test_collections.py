@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CountingBackend
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex

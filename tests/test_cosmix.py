@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
-from conftest import CountingBackend
 from pandas.testing import assert_frame_equal
 from pyterrier_rag.backend import Backend, BackendOutput
-from simulated_server import SimulatedServer
+from support.backends import CountingBackend
+from support.simulated_server import SimulatedServer
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex

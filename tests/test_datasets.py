@@ -109,7 +109,7 @@ def test_rag_datasets_cannot_drive_the_study_and_the_error_says_what_can():
 
 
 def test_the_cli_runs_a_study_on_a_folder_of_files(tmp_path, monkeypatch, capsys):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
 
     from pyterrier_utility import cli
     _write_collection(tmp_path / 'mine')

@@ -2,8 +2,8 @@
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CountingBackend
 from pyterrier.validate import InputValidationError
+from support.backends import CountingBackend
 
 from pyterrier_utility import FBertScorer, OracleSampler, Reader, ReverseOrder, UtilityEvaluator
 

@@ -5,7 +5,7 @@ slot, is shared by the session's tests."""
 import httpx
 import pytest
 from pandas.testing import assert_frame_equal
-from servers import LlamaCppServer
+from support.servers import LlamaCppServer
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex

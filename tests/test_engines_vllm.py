@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
-from servers import VLLMServer, vllm_python
+from support.servers import VLLMServer, vllm_python
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
@@ -36,7 +36,7 @@ def run_in_vllm_venv(args, tmp_path, timeout=1200):
 
 
 def test_in_process_backend_on_the_cpu_build(tmp_path):
-    checks = os.path.join(os.path.dirname(__file__), 'vllm_checks.py')
+    checks = os.path.join(os.path.dirname(__file__), 'support', 'vllm_checks.py')
     run_in_vllm_venv([checks, str(tmp_path / 'seen.json')], tmp_path)
     seen = json.loads((tmp_path / 'seen.json').read_text())
     # The backend turned chunked prefill off itself, and says so.

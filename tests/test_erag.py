@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
-from conftest import CountingBackend
 from pyterrier_rag.backend import Backend, BackendOutput
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import ERAGLabeller, FBertScorer, Reader, erag_measure

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
-from conftest import CountingBackend
 from pandas.testing import assert_frame_equal
 from pyterrier_rag.backend import BackendOutput
 from scipy import stats as sps
+from support.backends import CountingBackend
 
 from pyterrier_utility import GenerationCache, OracleSampler, Reader, experiment as ex
 from pyterrier_utility.errors import SettingError

@@ -139,7 +139,7 @@ def test_a_qa_collections_gold_answers_are_read_from_its_topics(qa_collection):
 def test_cli_study_scores_p_against_the_gold_answers(qa_collection, quality, tmp_path, monkeypatch):
     import json
 
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
 
     import pyterrier_utility as pu
     from pyterrier_utility import cli
@@ -185,7 +185,7 @@ def test_gold_quality_settings_are_checked_once():
 
 
 def test_cli_experiment_runs_a_gold_quality_in_pt_experiment(qa_collection, tmp_path, monkeypatch):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
 
     import pyterrier_utility as pu
     from pyterrier_utility import cli

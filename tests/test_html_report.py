@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
-from synthetic_study import SYSTEMS, write_study
+from support.synthetic_study import SYSTEMS, write_study
 
 from pyterrier_utility.errors import FrameError, SettingError
 from pyterrier_utility.experiment import stats
@@ -245,7 +245,7 @@ def test_query_view_shows_contexts_in_order_and_scored_answers(tmp_path):
 def browser():
     """Headless Chromium; in CI (CI=true) its absence fails the test instead of skipping it."""
     try:
-        from browser import Browser, executable
+        from support.browser import Browser, executable
         path = executable()
     except ImportError as e:
         path, why = None, f'{e} (pip install -r requirements-test.txt)'

@@ -1,8 +1,8 @@
 """pyterrier-rag both ways: its readers, backends and BERTScore measure next to this package's."""
 import pandas as pd
 import pytest
-from conftest import CountingBackend
 from pyterrier_rag.readers import Reader as RagReader
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility.errors import FrameError, SettingError

@@ -54,7 +54,7 @@ def test_pt_experiment_reuses_saved_runs_with_save_format_pickle_not_trec(cranfi
     """TREC run files keep qid, docno, rank and score: the evaluators' columns need ``save_format=pickle``."""
     import pickle
 
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     qrels = cranfield.get_qrels()
     topics = pu.datasets.answerable_topics(cranfield.get_topics().head(3), qrels)
     backend = CountingBackend()

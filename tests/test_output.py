@@ -5,7 +5,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import CountingBackend
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli

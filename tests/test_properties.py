@@ -7,10 +7,10 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from conftest import CountingBackend
 from hypothesis import HealthCheck, given, settings, strategies as st
 from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import BackendOutput
+from support.backends import CountingBackend
 
 from pyterrier_utility import GenerationCache, Reader, UtilityEvaluator
 from pyterrier_utility.backends import OpenAICompatibleBackend

@@ -32,7 +32,7 @@ def test_output_keeps_documents_and_adds_answer(counting_backend, results):
 
 
 def test_output_says_what_the_backend_says_of_each_answer(results):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     out = Reader(CountingBackend(logprobs=True), n_samples=2)(results)
     q2 = out[out.qid == 'q2'][['sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']].reset_index(drop=True)
     pd.testing.assert_frame_equal(q2, pd.DataFrame({
@@ -63,7 +63,7 @@ def test_identical_prompts_generate_once(counting_backend, results):
 
 
 def test_greedy_backend_generates_once_for_all_samples(results):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     backend = CountingBackend(seeded=False)
     out = Reader(backend, n_samples=5)(results)
     assert len(backend.calls) == 2

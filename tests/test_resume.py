@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-JOB = Path(__file__).with_name('study_job.py')
+JOB = Path(__file__).parent / 'support' / 'study_job.py'
 OUTPUTS = ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'correlations.csv')
 
 

@@ -5,7 +5,7 @@ import pytest
 from pandas.testing import assert_frame_equal
 from pyterrier_rag.backend import Backend, BackendOutput
 from scipy import stats as sps
-from simulated_server import SimulatedServer
+from support.simulated_server import SimulatedServer
 from test_erag import EchoBackend
 
 import pyterrier_utility as pu
@@ -96,7 +96,7 @@ def test_a_backend_that_cannot_change_temperature_needs_a_gold_reader():
 
 
 def test_every_sample_is_judged_as_text_and_reteval_is_their_mean(minilm):
-    from conftest import CountingBackend
+    from support.backends import CountingBackend
     reader = Reader(CountingBackend(), n_samples=2)
     judge = JudgeBackend()
     # The gold reader answers like the retrieved one's sample 1 only: q1's sample 1 matches, sample 0 not.

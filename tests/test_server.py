@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
-from servers import ServedModel
+from support.servers import ServedModel
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex

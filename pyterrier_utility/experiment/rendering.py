@@ -1,0 +1,176 @@
+"""Table 1 as text: Markdown a block per label set, and the paper's layout in Markdown and LaTeX,
+from the frame :func:`.stats.table1` computes."""
+from typing import List, Optional
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SettingError
+from .stats import BASELINE_MARK, MIN_N, ORACLES, REVERSAL_MARK
+
+
+def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:
+    return ((f'{BASELINE_MARK} differs from {baseline}, ' if baseline else '')
+            + f'{REVERSAL_MARK} differs from its unreversed ordering (paired t-test, p < {alpha}'
+            + (f', {correction} correction' if correction else '')
+            + f'; no mark on fewer than {min_n} paired queries, too few for the test to say much)')
+
+
+def _n_text(part: pd.DataFrame) -> str:
+    """The number of queries behind the means of a table part: one number, or the range over its cells."""
+    n = part.loc[np.isfinite(part['utility'].to_numpy(float)), 'n']
+    if n.empty:
+        return 'n = 0 queries'
+    low, high = int(n.min()), int(n.max())
+    return f'n = {high} queries' if low == high else f'n = {low}\u2013{high} queries per cell'
+
+
+def _n_legend(table: pd.DataFrame) -> str:
+    """``_n_text`` of each dataset (of the whole table for one dataset)."""
+    if 'dataset' not in table.columns or table['dataset'].nunique() == 1:
+        return _n_text(table)
+    return '; '.join(f'{d}: {_n_text(part)}' for d, part in table.groupby('dataset', sort=False))
+
+
+def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
+                    digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
+    """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system;
+    each block says over how many queries its means are."""
+    blocks = []
+    keys = [k for k in ('dataset', 'labels') if k in table.columns]
+    for key, part in table.groupby(keys, sort=False):
+        title = ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,)))
+        systems = list(dict.fromkeys(part['system']))
+        header = ['k', '0-shot FBERT'] + systems
+        lines = [f'**{title}**: mean utility, {_n_text(part)}; ' + _legend(baseline, alpha, correction, min_n),
+                 '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
+        for k, row in part.groupby('k', sort=False):
+            cells = {s: f'{u:.{digits}f}{m}' for s, u, m in zip(row['system'], row['utility'], row['mark'])}
+            lines.append('| ' + ' | '.join([str(k), f'{row["fbert_0shot"].iloc[0]:.{digits}f}']
+                                           + [cells.get(s, '') for s in systems]) + ' |')
+        blocks.append('\n'.join(lines))
+    return '\n\n'.join(blocks) + '\n'
+
+
+def _label_slots(table: pd.DataFrame):
+    """The column blocks of the paper's layout and each dataset's label set in them: as many blocks as
+    the dataset with the most label sets has, a dataset with fewer filling the last ones (the paper
+    prints dev_small's one label set under DL's second, "r_DL = 3, r_dev_small = 1"). Returns the
+    blocks' titles (their label sets, " / " between different ones) and dataset -> label set per block
+    (``None``: empty)."""
+    sets = {d: list(dict.fromkeys(part['labels'])) for d, part in table.groupby('dataset', sort=False)}
+    width = max(len(s) for s in sets.values())
+    placed = {d: [None] * (width - len(s)) + s for d, s in sets.items()}
+    titles = [' / '.join(dict.fromkeys(p[j] for p in placed.values() if p[j] is not None)) for j in range(width)]
+    return titles, placed
+
+
+def _paper_layout(table: pd.DataFrame):
+    """Rows (dataset, 0-shot FBERT per label-set block, system, cells) and columns (label-set block
+    (:func:`_label_slots`), k), as the paper prints them; a cell is (mean U, mark, best), best being
+    the highest mean U of its column within the dataset among the systems other than the oracles."""
+    table = table if 'dataset' in table.columns else table.assign(dataset='')
+    label_sets, placed = _label_slots(table)
+    ks = list(dict.fromkeys(table['k']))
+    rows = []
+    for dataset, part in table.groupby('dataset', sort=False):
+        zeros = [part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0] if lab is not None
+                 else float('nan') for lab in placed[dataset]]
+        finite = part[np.isfinite(part['utility'].to_numpy(float)) & ~part['system'].isin(ORACLES)]
+        best = finite.groupby(['labels', 'k'])['utility'].max()
+        for i, system in enumerate(dict.fromkeys(part['system'])):
+            cells = []
+            for lab in placed[dataset]:
+                for k in ks:
+                    hit = part[(part['labels'] == lab) & (part['k'] == k) & (part['system'] == system)]
+                    u = hit['utility'].iloc[0] if len(hit) else float('nan')
+                    cells.append((u, hit['mark'].iloc[0] if len(hit) else '',
+                                  system not in ORACLES and np.isfinite(u) and u == best.get((lab, k))))
+            rows.append((dataset, zeros if i == 0 else None, system, cells))
+    return label_sets, ks, rows
+
+
+def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
+                 digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
+    """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
+    label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
+    A dataset with fewer label sets than another fills the last blocks of columns, as the paper
+    prints dev_small's {1} under DL's {3}.
+
+    ``fmt``: ``'markdown'`` or ``'latex'``; both have a 0-shot column per label set and a Dataset
+    column only for several datasets. LaTeX is a ``table`` with a caption (legend and n), booktabs
+    rules (``\\usepackage{booktabs}``), minus signs, and the best retrieval system of each column in
+    bold (the oracles Rel and NRel are not compared).
+    """
+    if fmt not in ('markdown', 'latex'):
+        raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
+    label_sets, ks, rows = _paper_layout(table)
+    legend = f'Mean utility, {_n_legend(table)}; ' + _legend(baseline, alpha, correction, min_n)
+    if fmt == 'markdown':
+        def number(x):
+            return '' if not np.isfinite(x) else f'{x:.{digits}f}'
+        lead = _lead_columns(rows)
+        header = lead + [f'{lab}, {c}' for lab in label_sets for c in ['0-shot'] + [f'k={k}' for k in ks]]
+        lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
+        for _, out in _paper_cells(len(label_sets), len(ks), rows, str, number,
+                                   lambda u, m, best: number(u) + (m if number(u) else '')):
+            lines.append('| ' + ' | '.join(out) + ' |')
+        return legend + '\n\n' + '\n'.join(lines) + '\n'
+    return _latex_table(label_sets, ks, rows, legend, digits)
+
+
+def _lead_columns(rows) -> List[str]:
+    """The columns before the numbers: a Dataset column only for several datasets, then System."""
+    return ['Dataset', 'System'] if len({d for d, _, _, _ in rows}) > 1 else ['System']
+
+
+def _paper_cells(n_labels: int, n_ks: int, rows, name, number, cell):
+    """Each row of the paper's layout as ``(first of its dataset, cells)``: (dataset,) system, then per
+    label set its 0-shot FBERT and its k cells, written by ``name``, ``number`` and ``cell``."""
+    several = len(_lead_columns(rows)) > 1
+    for d, zeros, s, cells in rows:
+        out = ([name(d) if zeros is not None else ''] if several else []) + [name(s)]
+        for j in range(n_labels):
+            out.append(number(zeros[j]) if zeros is not None else '')
+            out += [cell(*c) for c in cells[j * n_ks:(j + 1) * n_ks]]
+        yield zeros is not None, out
+
+
+def _latex_number(x: float, digits: int) -> str:
+    return '' if not np.isfinite(x) else f'{x:.{digits}f}'.replace('-', '$-$')
+
+
+def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
+    marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger'}
+
+    def cell(u, m, best):
+        text = _latex_number(u, digits)
+        if text and best:
+            text = f'\\textbf{{{text}}}'
+        return text + (f'$^{{{"".join(marks[c] for c in m)}}}$' if text and m else '')
+    lead = _lead_columns(rows)
+    n = len(ks) + 1
+    first = len(lead) + 1
+    caption = _latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
+    lines = ['\\begin{table}', '\\centering',
+             f'\\caption{{{caption}. 0-shot: the mean $F_{{\\mathrm{{BERT}}}}$ of the answers without context; '
+             'in bold, the best retrieval system of each column.}', '\\label{tab:utility}',
+             '\\begin{tabular}{' + 'l' * len(lead) + 'r' * n * len(label_sets) + '}', '\\toprule',
+             ' & ' * (len(lead) - 1) + ' & ' + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}'
+                                                       for lab in label_sets) + ' \\\\',
+             ''.join(f'\\cmidrule(lr){{{first + i * n}-{first - 1 + (i + 1) * n}}}' for i in range(len(label_sets))),
+             ' & '.join(lead + [c for _ in label_sets for c in ['0-shot'] + [f'$k={k}$' for k in ks]]) + ' \\\\',
+             '\\midrule']
+    cells = _paper_cells(len(label_sets), len(ks), rows, _latex, lambda x: _latex_number(x, digits), cell)
+    for i, (first_of_dataset, out) in enumerate(cells):
+        if first_of_dataset and i:
+            lines.append('\\midrule')
+        lines.append(' & '.join(out) + ' \\\\')
+    lines += ['\\bottomrule', '\\end{tabular}', '\\end{table}']
+    return '\n'.join(lines) + '\n'
+
+
+def _latex(text: str) -> str:
+    special = {'\\': '\\textbackslash{}', '~': '\\textasciitilde{}', **{c: '\\' + c for c in '&%$#_{}'}}
+    return (''.join(special.get(c, c) for c in str(text)).replace('>=', '$\\geq$').replace('<', '$<$')
+            .replace('\u2013', '--'))
