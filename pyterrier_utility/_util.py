@@ -121,6 +121,11 @@ def validate_columns(owner, frame, includes: Iterable[str]) -> None:
                                    f'has {list(frame.columns)})', e.modes) from None
 
 
+def either(names: Iterable[str]) -> str:
+    """The names a setting may take, for a message: ``'a' or 'b'``."""
+    return ' or '.join(map(repr, names))
+
+
 def check(condition: bool, owner: str, message: str) -> None:
     """Raises :class:`SettingError` ``owner: message`` unless ``condition``."""
     if not condition:

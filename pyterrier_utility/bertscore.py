@@ -15,7 +15,7 @@ import torch
 
 from ._util import resolve_verbose, stable_hash
 from .errors import SettingError
-from .settings import SUBMEASURES
+from .vocabulary import SUBMEASURES
 
 #: The study's BERTScore model.
 PAPER_MODEL = 'bert-large-uncased'
@@ -238,8 +238,8 @@ class BertScore:
     def best(self, candidates: Sequence[str], references: Sequence[str], submeasure: str = 'F1',
              agg: str = 'max') -> Tuple[np.ndarray, Optional[np.ndarray]]:
         """Each candidate's ``submeasure`` aggregated over the references by ``agg`` (see
-        :data:`~pyterrier_utility.settings.SUBMEASURES`,
-        :data:`~pyterrier_utility.settings.AGGREGATIONS`), and the index of the reference giving the
+        :data:`~pyterrier_utility.vocabulary.SUBMEASURES`,
+        :data:`~pyterrier_utility.vocabulary.AGGREGATIONS`), and the index of the reference giving the
         maximum (``None`` for ``'mean'``, where no single reference does)."""
         values = self.matrices(candidates, references)[submeasure]
         if agg == 'mean':

@@ -97,8 +97,9 @@ class GenerationCache(Backend):
     supports_seeds = True
 
     def __init__(self, backend: Backend, path: Optional[Union[str, Path]] = None):
+        # The wrapped backend's limit; pyterrier-rag's default for an object without one.
         super().__init__(getattr(backend, 'model_id', repr(backend)),
-                         max_new_tokens=getattr(backend, 'max_new_tokens', 32))
+                         **{name: getattr(backend, name) for name in ('max_new_tokens',) if hasattr(backend, name)})
         self.backend = backend
         self.path = None if path is None else Path(path)
         self.generated = 0

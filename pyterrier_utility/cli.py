@@ -13,6 +13,20 @@ from typing import Any, Dict, List, Tuple
 from .errors import UtilityError
 from .experiment import config as cfg
 from .settings import FIELDS, LabelSet
+from .vocabulary import (
+    AGGREGATIONS,
+    BM25_ENGINES,
+    CORRECTIONS,
+    ENDPOINTS,
+    NDCG_ORDERS,
+    ORACLE_MODES,
+    ORDERING_NAMES,
+    PROMPT_FORMAT_NAMES,
+    QUALITIES,
+    RERANKERS,
+    SUBMEASURES,
+    SYSTEMS,
+)
 
 #: What ``--top-k none`` (and the other optional decoding settings' 'none') parses to, told apart from
 #: an option not given.
@@ -75,11 +89,11 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "relevant labels for P: a minimum ('2') or a set ('2,3'); several: a column block each"),
     ],
     'systems': [
-        (('--systems',), 'systems', dict(nargs='+', choices=cfg.SYSTEMS), 'the systems; BM25 and Neural are also '
+        (('--systems',), 'systems', dict(nargs='+', choices=SYSTEMS), 'the systems; BM25 and Neural are also '
                                                                           'run reversed (-r)'),
         (('--run',), 'runs', dict(type=_run, action='append', metavar='NAME=PATH'),
          'a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet); repeatable'),
-        (('--orderings',), 'orderings', dict(nargs='+', choices=cfg.ORDERING_NAMES),
+        (('--orderings',), 'orderings', dict(nargs='+', choices=ORDERING_NAMES),
          'the orderings of the rankings given to the reader: original, reversed (-r), lost in the middle (-lim: '
          'the best at both ends, the best first) and its reversal (-lim-r), and the authors\' orientation of both '
          '(-lim-authors, -lim-authors-r: the same for even k, mirrored for odd k)'),
@@ -89,13 +103,13 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
         (('--window-grid',), 'window_grid', dict(type=_number(int, 0), nargs=3, metavar=('TOPS', 'TAILS', 'STEP')),
          "windows as the authors' compose_context samples them: the first TOPS windows every STEP ranks from the top "
          '(BM25, BM25@1+STEP, ...) and the last TAILS of that grid (BM25@-1 the last)'),
-        (('--neural',), 'neural', dict(choices=['dense', 'monot5']),
+        (('--neural',), 'neural', dict(choices=RERANKERS),
          'the neural re-ranker: MiniLM bi-encoder or MonoT5'),
-        (('--bm25',), 'bm25', dict(choices=['pisa', 'terrier']), "BM25's engine: PISA (offline) or Terrier (Java)"),
+        (('--bm25',), 'bm25', dict(choices=BM25_ENGINES), "BM25's engine: PISA (offline) or Terrier (Java)"),
         (('--index',), 'index', dict(metavar='PATH'),
          'an existing index for BM25 (default: PISA, built in the cache folder)'),
         (('--rel-labels',), 'rel_labels', dict(type=_labels, metavar='LABELS'), 'the labels the Rel oracle draws from'),
-        (('--oracle',), 'oracle', dict(choices=['sampled', 'authors']),
+        (('--oracle',), 'oracle', dict(choices=ORACLE_MODES),
          "Rel and NRel: a random sample (the paper's text) or every judged document by label (the authors' "
          'released runs: Rel highest first, padded with lower labels)'),
         (('--oracle-seed',), 'oracle_seed', dict(type=_number(int, 0), metavar='N'),
@@ -107,7 +121,7 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
         (('--reader',), 'readers', dict(nargs='+', metavar='READER'),
          "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' or 'llamacpp:MODEL' (with "
          "--base-url) or 'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
-        (('--prompt-format',), 'prompt_format', dict(choices=['plain', 'authors', 'authors-short']),
+        (('--prompt-format',), 'prompt_format', dict(choices=PROMPT_FORMAT_NAMES),
          "the prompt layout: this project's plain one, the authors' exact one, or their short-answer one"),
         (('--samples',), 'samples', dict(type=_number(int, 1), metavar='N'), 'answers per prompt'),
         (('--seed',), 'seed', dict(type=_number(int, 0), metavar='N'), 'the seed of sample 0; sample j uses seed + j'),
@@ -135,7 +149,7 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "llama.cpp's 8080)"),
         (('--concurrency',), 'concurrency', dict(type=_number(int, 1), metavar='N'),
          'openai and llamacpp readers: requests in flight'),
-        (('--endpoint',), 'endpoint', dict(choices=['completions', 'chat']),
+        (('--endpoint',), 'endpoint', dict(choices=ENDPOINTS),
          'openai and llamacpp readers: the raw prompt (completions) or a chat message'),
         (('--timeout',), 'timeout', dict(type=_number(float, 0, exclusive=True), metavar='SECONDS'),
          'openai and llamacpp readers: seconds per request'),
@@ -152,16 +166,16 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),
     ],
     'scoring and output': [
-        (('--quality',), 'quality', dict(choices=cfg.QUALITIES),
+        (('--quality',), 'quality', dict(choices=QUALITIES),
          "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
          'answers: BERTScore, exact match, token F1'),
         (('--scorer',), 'scorer', dict(metavar='MODEL'),
          "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
-        (('--submeasure',), 'submeasure', dict(choices=cfg.SUBMEASURES), "BERTScore's precision, recall or F1"),
-        (('--agg',), 'agg', dict(choices=cfg.AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
-        (('--ndcg-order',), 'ndcg_order', dict(choices=['context', 'retrieval']),
+        (('--submeasure',), 'submeasure', dict(choices=SUBMEASURES), "BERTScore's precision, recall or F1"),
+        (('--agg',), 'agg', dict(choices=AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
+        (('--ndcg-order',), 'ndcg_order', dict(choices=NDCG_ORDERS),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
-        (('--correction',), 'correction', dict(choices=cfg.CORRECTIONS),
+        (('--correction',), 'correction', dict(choices=CORRECTIONS),
          'a multiple-testing correction of the t-tests'),
         (('--min-n',), 'min_n', dict(type=_number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
@@ -251,12 +265,13 @@ def parser() -> argparse.ArgumentParser:
                          help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
     rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
     rep.add_argument('--out', default='results/report')
-    rep.add_argument('--correction', choices=cfg.CORRECTIONS, help='a multiple-testing correction of the t-tests')
-    rep.add_argument('--fig4-k', type=_number(int, 1), default=5)
-    rep.add_argument('--min-n', type=_number(int, 1), default=5, metavar='N',
+    rep.add_argument('--correction', choices=CORRECTIONS, help='a multiple-testing correction of the t-tests')
+    study = cfg.StudyConfig()  # the study's defaults are the report's
+    rep.add_argument('--fig4-k', type=_number(int, 1), default=study.fig4_k)
+    rep.add_argument('--min-n', type=_number(int, 1), default=study.min_n, metavar='N',
                      help='the fewest paired queries a significance mark is given on')
     rep.add_argument('--html', action='store_true', help="also the folder's browsable report.html (one file, offline)")
-    rep.add_argument('--ndcg-order', choices=['context', 'retrieval'], default='context',
+    rep.add_argument('--ndcg-order', choices=NDCG_ORDERS, default=study.ndcg_order,
                      help='how the study computed nDCG@k of reversed systems (for the figure labels)')
     return main_parser
 

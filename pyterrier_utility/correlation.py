@@ -5,7 +5,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-METHODS = {'pearson': sps.pearsonr, 'spearman': sps.spearmanr, 'kendall': sps.kendalltau}
+from .vocabulary import CORRELATION_METHODS
+
+#: Each correlation method's scipy function.
+METHODS = dict(zip(CORRELATION_METHODS, (sps.pearsonr, sps.spearmanr, sps.kendalltau)))
 
 
 def correlation(x: np.ndarray, y: np.ndarray, method: str = 'pearson') -> Tuple[float, float]:

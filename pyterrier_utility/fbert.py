@@ -9,7 +9,8 @@ import pyterrier as pt
 from ._util import check, validate_columns, warn_qids
 from .bertscore import PAPER_MODEL, BertScore
 from .datasets import texts_of
-from .settings import AGGREGATIONS, SUBMEASURES, LabelSet, LabelsLike
+from .settings import LabelSet, LabelsLike
+from .vocabulary import AGGREGATIONS, SUBMEASURES
 
 
 class FBertScorer(pt.Transformer):

@@ -16,11 +16,11 @@ import pyterrier as pt
 
 from ._util import check, validate_columns, warn_qids
 from .bertscore import BertScore
-from .settings import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
+from .vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 
 #: The topic columns gold answers are read from: pyterrier-rag's, then ir_datasets'.
 GOLD_COLUMNS = ('gold_answer', 'answers')
-_NAMES = {'em': 'EM', 'f1': 'F1', 'bertscore-gold': 'BERTScore'}
+_NAMES = dict(zip(GOLD_QUALITIES, ('EM', 'F1', 'BERTScore')))
 _PUNCTUATION = set(string.punctuation)
 GoldLike = Union[pd.DataFrame, Mapping[str, Union[str, Iterable[str]]]]
 

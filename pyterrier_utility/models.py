@@ -6,6 +6,7 @@ from typing import Callable, Dict, Optional, Union
 
 import pyterrier as pt
 
+from . import vocabulary
 from ._util import cache_dir, resolve_verbose
 
 
@@ -34,8 +35,8 @@ def monot5_reranker(model: str = 'castorini/monot5-base-msmarco', tok_model: str
     return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=resolve_verbose(verbose))
 
 
-#: The study's neural re-rankers by name (``--neural``).
-RERANKERS: Dict[str, Callable] = {'dense': minilm_reranker, 'monot5': monot5_reranker}
+#: The study's neural re-rankers by name (``--neural``, :data:`~pyterrier_utility.vocabulary.RERANKERS`).
+RERANKERS: Dict[str, Callable] = dict(zip(vocabulary.RERANKERS, (minilm_reranker, monot5_reranker)))
 
 
 def _scorer_cache():

@@ -10,7 +10,8 @@ from ._util import check_int, normalise_frame, stable_hash, validate_columns, wa
 from .datasets import texts_of
 from .errors import SettingError
 from .protocols import IndexedTexts
-from .settings import ORACLE_MODES, LabelSet, LabelsLike
+from .settings import LabelSet, LabelsLike
+from .vocabulary import ORACLE_MODES
 
 #: How an oracle picks its documents: ``'sampled'``, the paper's text (Section 3: Rel "samples a set
 #: of k relevant documents from the known set of assessed documents ... If the number of relevant

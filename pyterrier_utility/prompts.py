@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 from .errors import SettingError
+from .settings import STOP
 
 __all__ = ['PROMPT_FORMATS', 'PromptFormat', 'prompt_format']
 
@@ -76,10 +77,11 @@ class PromptFormat:
         return answer.split(opening, 1)[-1].strip()
 
 
+# The stop sequence these prompts ask for is the decoding's default (the authors' stop=["STOP"]).
+_END = f'End your answer with {STOP[0]}.'
 _KSHOT = ('You are an expert at answering questions based on your own knowledge and related context. '
-          'Please answer this question based on the given context. End your answer with STOP.')
-_ZEROSHOT = ('You are an expert at answering questions based on your own knowledge. Please answer this question. '
-             'End your answer with STOP.')
+          f'Please answer this question based on the given context. {_END}')
+_ZEROSHOT = f'You are an expert at answering questions based on your own knowledge. Please answer this question. {_END}'
 _KSHOT_SHORT = ('You are an expert at answering questions based on your own knowledge and related context. '
                 'Please answer this question based on the given context within 5 words. You should put your '
                 'answer inside <answer> and </answer>. ')

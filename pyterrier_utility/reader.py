@@ -15,14 +15,13 @@ from .errors import FrameError
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
 from .settings import BASE_MODEL_STOP, STOP, Decoding
+from .vocabulary import ANSWER_INFO
 
 #: The ``'plain'`` format's k-shot prompt; ``{contexts}`` holds one formatted context per line.
 KSHOT_PROMPT = PROMPT_FORMATS['plain'].kshot
 #: The ``'plain'`` format's 0-shot prompt.
 ZEROSHOT_PROMPT = PROMPT_FORMATS['plain'].zero_shot
 CONTEXT_FORMAT = PROMPT_FORMATS['plain'].context
-#: The columns the Reader adds besides ``qanswer``: what the backend said of each answer.
-ANSWER_INFO = ['logprob', 'mean_logprob', 'truncated']
 __all__ = ['ANSWER_INFO', 'BASE_MODEL_STOP', 'CONTEXT_FORMAT', 'KSHOT_PROMPT', 'PROMPT_FORMATS', 'PromptFormat',
            'Reader', 'ZEROSHOT_PROMPT']
 

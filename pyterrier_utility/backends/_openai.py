@@ -20,9 +20,10 @@ import uuid
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from .._util import check, check_int, encodable
+from .._util import check, check_int, either, encodable
 from ..errors import BackendError
 from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
+from ..vocabulary import ENDPOINTS
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 #: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
@@ -132,7 +133,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         check(bool(urls) and all(isinstance(u, str) and u.startswith(('http://', 'https://'))
                                  and urllib.parse.urlsplit(u).hostname for u in urls),
               owner, f'base_urls must be one or more http(s) URLs, got {base_urls!r}')
-        check(endpoint in ('completions', 'chat'), owner, f"endpoint must be 'completions' or 'chat', got {endpoint!r}")
+        check(endpoint in ENDPOINTS, owner, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
         check_int(owner, 'concurrency', concurrency, 1)
         check_int(owner, 'max_retries', max_retries, 0)
         check(timeout > 0 and backoff >= 0, owner, f'timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}')

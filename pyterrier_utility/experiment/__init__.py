@@ -21,7 +21,7 @@ _NAMES = {
     'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
     'table1_markdown': 'rendering', 'table1_paper': 'rendering', 'utility_ci': 'stats',
     'StudyResults': 'study', 'run_study': 'study', 'system_names': 'study', 'write_tables': 'study',
-    'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'systems', 'default_systems': 'systems',
+    'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'config', 'default_systems': 'systems',
     'one_k': 'driver', 'report': 'driver', 'run': 'driver', 'save': 'driver',
 }
 # ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.

@@ -9,45 +9,47 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
+from .._util import either
 from ..errors import SettingError
-from ..prompts import PROMPT_FORMATS
 from ..settings import (
-    AGGREGATIONS,
     AUTHORS_DECODING,
     AUTHORS_DECODING_SOURCES,
     BASE_MODEL_STOP,
     ENGINE_DECODING,
     ENGINE_OWN_WAY,
     FIELDS,
-    GOLD_QUALITIES,
-    ORACLE_MODES,
-    SERVER_ENGINES,
     STOP,
-    SUBMEASURES,
     Decoding,
     LabelSet,
     engine_of,
 )
+from ..vocabulary import (
+    AGGREGATIONS,
+    BM25_ENGINES,
+    CORRECTIONS,
+    DEFAULT_ORDERINGS,
+    DEFAULT_SYSTEMS,
+    ENDPOINTS,
+    MIN_N,
+    NDCG_ORDERS,
+    ORACLE_MODES,
+    ORACLES,
+    ORDERING_NAMES,
+    PROMPT_FORMAT_NAMES,
+    QUALITIES,
+    RERANKERS,
+    SERVER_ENGINES,
+    SUBMEASURES,
+    SYSTEMS,
+)
 
-#: The systems a study can run (besides saved runs), in the order they are reported.
-SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
 #: For the offline base models only, which repeat themselves and ignore "STOP": a repetition
 #: penalty and stop strings for a new "Question:" or "Context" line.
 OFFLINE_CONVENIENCES: Dict[str, Any] = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING: Dict[str, Any] = {'repetition_penalty': None, 'stop': STOP}
-#: The oracles, which a collection judged in two grades is studied without.
-ORACLES = ('Rel', 'NRel')
 #: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
 BINARY_LABELS = LabelSet(exact=frozenset({1}))
-#: The orderings of a ranking a study can report (``experiment.study.ORDERINGS``).
-ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
-#: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
-#: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
-QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
-#: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
-CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
-               'fdr_tsbh', 'fdr_tsbky')
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,9 @@ class StudyConfig:
     figure_ks: Tuple[int, ...] = ()
     label_sets: Tuple[LabelSet, ...] = (LabelSet(minimum=2), LabelSet(minimum=3))
     rel_labels: LabelSet = LabelSet(minimum=2)
-    systems: Tuple[str, ...] = ('BM25', 'Neural', 'Rel', 'NRel')
+    systems: Tuple[str, ...] = DEFAULT_SYSTEMS
     runs: Tuple[Tuple[str, str], ...] = ()
-    orderings: Tuple[str, ...] = ('original', 'reversed')
+    orderings: Tuple[str, ...] = DEFAULT_ORDERINGS
     windows: Tuple[int, ...] = ()
     window_grid: Tuple[int, ...] = ()
     neural: str = 'dense'
@@ -122,7 +124,7 @@ class StudyConfig:
     agg: str = 'max'
     ndcg_order: str = 'context'
     correction: Optional[str] = None
-    min_n: int = 5
+    min_n: int = MIN_N
     fig4_k: int = 5
     out: str = 'results/study'
     title: Optional[str] = None
@@ -173,8 +175,7 @@ class StudyConfig:
                                       and self.window_grid[0] >= 1 and self.window_grid[1] >= 0
                                       and self.window_grid[2] >= 1),
              f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
-        need(self.ndcg_order in ('context', 'retrieval'), f"ndcg_order must be 'context' or 'retrieval', "
-                                                         f'got {self.ndcg_order!r}')
+        need(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
         need(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
         need(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
              f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
@@ -184,14 +185,13 @@ class StudyConfig:
         need(self.correction is None or self.correction in CORRECTIONS,
              f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
         need(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
-        need(self.prompt_format in PROMPT_FORMATS,
-             f'prompt_format must be one of {list(PROMPT_FORMATS)}, got {self.prompt_format!r}')
+        need(self.prompt_format in PROMPT_FORMAT_NAMES,
+             f'prompt_format must be one of {list(PROMPT_FORMAT_NAMES)}, got {self.prompt_format!r}')
         need(self.retry_deadline is None or self.retry_deadline > 0,
              f'retry_deadline must be > 0 seconds, got {self.retry_deadline!r}')
-        need(self.neural in ('dense', 'monot5'), f"neural must be 'dense' or 'monot5', got {self.neural!r}")
-        need(self.bm25 in ('pisa', 'terrier'), f"bm25 must be 'pisa' or 'terrier', got {self.bm25!r}")
-        need(self.endpoint in ('completions', 'chat'), f"endpoint must be 'completions' or 'chat', "
-                                                       f'got {self.endpoint!r}')
+        need(self.neural in RERANKERS, f'neural must be {either(RERANKERS)}, got {self.neural!r}')
+        need(self.bm25 in BM25_ENGINES, f'bm25 must be {either(BM25_ENGINES)}, got {self.bm25!r}')
+        need(self.endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {self.endpoint!r}')
         need(self.timeout > 0 and isinstance(self.max_retries, int) and self.max_retries >= 0,
              f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
 
@@ -381,4 +381,4 @@ PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
 DECODING_SOURCES: Dict[str, Dict[str, str]] = {'paper': AUTHORS_DECODING_SOURCES}
 #: The defaults of the one-k ``experiment`` command.
 EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
-                         decoding=Decoding(max_new_tokens=40, **OFFLINE_CONVENIENCES), out='results/experiment')
+                         decoding=StudyConfig.decoding.replace(max_new_tokens=40), out='results/experiment')

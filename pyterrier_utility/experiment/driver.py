@@ -37,7 +37,7 @@ from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import TITLE, write_report
 from .output import owned, staged
 from .study import StudyResults, blocks, run_study, variants, window, write_tables
-from .systems import REVERSED_SYSTEMS, default_systems
+from .systems import DEFAULT_SYSTEMS, REVERSED_SYSTEMS, default_systems
 from .validate import read_per_query
 
 
@@ -104,10 +104,10 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
     re-ranker for an oracle-only study), then the saved runs that rank some of its queries."""
     asked = set(config.systems) - {'COSMix'}
     systems = {}
-    if asked & {'BM25', 'Neural', 'Rel', 'NRel'}:
+    if asked & set(DEFAULT_SYSTEMS):
         built = default_systems(dataset, qrels, neural=config.neural, labels=config.rel_labels,
                                 seed=config.oracle_seed, index=config.index, bm25=config.bm25,
-                                verbose=config.verbose, retrieval=bool(asked & {'BM25', 'Neural'}),
+                                verbose=config.verbose, retrieval=bool(asked & set(REVERSED_SYSTEMS)),
                                 reranker='Neural' in asked, oracle=config.oracle, progress=True)
         systems.update({s: built[s] for s in config.systems if s in built})
     if 'COSMix' in config.systems:
@@ -327,8 +327,8 @@ def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
     return settings['ks'], settings.get('figure_ks') or settings['ks']
 
 
-def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = 5,
-           ndcg_order: str = 'context', html: bool = False, min_n: int = 5) -> List[str]:
+def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = StudyConfig.fig4_k,
+           ndcg_order: str = StudyConfig.ndcg_order, html: bool = False, min_n: int = StudyConfig.min_n) -> List[str]:
     """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
     e.g. one per dataset, make one table); nothing is generated. Table 1 is over the ``ks`` and
     Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has

@@ -9,10 +9,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..vocabulary import ORACLES
 from . import stats
-
-#: The oracles: Figure 4 shows the retrieval systems only.
-ORACLES = ('Rel', 'NRel')
 
 
 def _pyplot():
@@ -104,6 +102,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
     part = part[part['k'] == k]
     if part.empty:
         raise SettingError(f'ndcg_vs_utility: no per-query values for k={k}' + (f' and {labels}' if labels else ''))
+    # The retrieval systems only: the oracles are bounds, not rankers whose nDCG means something.
     systems = list(systems or [s for s in dict.fromkeys(part['system']) if s not in ORACLES]
                    or list(dict.fromkeys(part['system'])))
     groups = _groups(part)

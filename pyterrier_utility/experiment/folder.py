@@ -22,24 +22,13 @@ from typing import Dict, Mapping, Optional, Union
 import pandas as pd
 
 from ..errors import FrameError, SettingError
+from ..vocabulary import ANSWER_INFO, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
+from .validate import read_per_query
 
-#: Per file: its columns and which of them hold numbers (the rest are text).
-COLUMNS = {
-    'per_query.csv': (['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility'],
-                      ['k', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility']),
-    'answers.csv': (['system', 'k', 'qid', 'sample', 'qanswer'], ['k', 'sample']),
-    'scores.csv': (['labels', 'system', 'k', 'qid', 'sample', 'fbert', 'best_docno'], ['k', 'sample', 'fbert']),
-    'contexts.csv': (['system', 'k', 'qid', 'position', 'docno', 'label', 'text'], ['k', 'position', 'label']),
-    'queries.csv': (['qid', 'query'], []),
-    'correlations.csv': (['labels', 'system', 'k', 'method', 'r', 'p', 'n'], ['k', 'r', 'p', 'n']),
-}
-COLUMNS['confidence_correlations.csv'] = COLUMNS['correlations.csv']  # r(confidence, U) in the same layout
-#: Written where a number is missing (NaN utility, an unjudged context).
-MISSING = ['', 'nan', 'NaN']
 #: Per file: columns read when present (studies before them lack them), as ``'number'`` (NaN where
 #: empty) or ``'flag'`` (True, False, or None where empty: the engine did not say).
-OPTIONAL = {'answers.csv': {'logprob': 'number', 'mean_logprob': 'number', 'truncated': 'flag'}}
-FLAGS = {'True': True, 'False': False, **{text: None for text in MISSING + ['None']}}
+OPTIONAL = {FRAME_FILES['answers']: ANSWER_INFO}
+FLAGS = {'True': True, 'False': False, **{text: None for text in MISSING + ('None',)}}
 
 
 @dataclass
@@ -74,7 +63,9 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
     number columns as float (NaN where empty); the error names the file, row and column at fault.
 
     Args:
-        path: the file; its name selects the columns expected (see ``COLUMNS``).
+        path: the file; its name selects the columns expected (see
+            :data:`~pyterrier_utility.vocabulary.CSV_COLUMNS`); ``per_query.csv`` is read by
+            :func:`~.validate.read_per_query`, every line checked.
         has_dataset: whether the file must have (``True``) or must not have (``False``) a ``dataset``
             column, as ``per_query.csv`` does; ``None``: either.
 
@@ -82,16 +73,29 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
 
         per_query = read_csv(Path('results/study/per_query.csv'))
     """
-    needed, numbers = COLUMNS[path.name]
+    needed, numbers = CSV_COLUMNS[path.name]
     header = pd.read_csv(path, nrows=0).columns
     missing = [c for c in needed if c not in header]
     if missing:
-        raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {needed}, has {list(header)})')
+        raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {list(needed)}, '
+                         f'has {list(header)})')
     if has_dataset is not None and bool({'dataset', 'reader'} & set(header)) != has_dataset:
         raise FrameError(f"{path}: {'no' if has_dataset else 'a'} column 'dataset', unlike per_query.csv")
+    frame = read_per_query(path) if path.name == FRAME_FILES['per_query'] else _read_typed(path, numbers)
+    if 'reader' in frame.columns:  # a study of several readers: a block per dataset and reader
+        prefix = frame['dataset'] + ' · ' if 'dataset' in frame.columns else ''
+        frame = frame.drop(columns=['dataset'], errors='ignore').assign(dataset=prefix + frame['reader'])
+        frame = frame[['dataset'] + [c for c in frame.columns if c not in ('dataset', 'reader')]]
+    if 'dataset' not in frame.columns:
+        frame.insert(0, 'dataset', '')
+    return frame
+
+
+def _read_typed(path: Path, numbers) -> pd.DataFrame:
+    """A CSV file with its ``numbers`` columns (and the optional ones present) typed."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    optional = {c: kind for c, kind in OPTIONAL.get(path.name, {}).items() if c in header}
-    for column in numbers + [c for c, kind in optional.items() if kind == 'number']:
+    optional = {c: kind for c, kind in OPTIONAL.get(path.name, {}).items() if c in frame.columns}
+    for column in list(numbers) + [c for c, kind in optional.items() if kind == 'number']:
         text = frame[column].str.strip()
         values = pd.to_numeric(text.mask(text.isin(MISSING)), errors='coerce')
         _refuse(path, frame, column, values.isna() & ~text.isin(MISSING), 'a number')
@@ -100,12 +104,6 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
         text = frame[column].str.strip()
         _refuse(path, frame, column, ~text.isin(FLAGS), 'True, False or empty')
         frame[column] = text.map(FLAGS).astype(object)
-    if 'reader' in frame.columns:  # a study of several readers: a block per dataset and reader
-        prefix = frame['dataset'] + ' · ' if 'dataset' in frame.columns else ''
-        frame = frame.drop(columns=['dataset'], errors='ignore').assign(dataset=prefix + frame['reader'])
-        frame = frame[['dataset'] + [c for c in frame.columns if c not in ('dataset', 'reader')]]
-    if 'dataset' not in frame.columns:
-        frame.insert(0, 'dataset', '')
     return frame
 
 
@@ -128,19 +126,19 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
         print(study.per_query.groupby('system')['utility'].mean())
     """
     path = Path(folder)
-    if not (path / 'per_query.csv').is_file():
-        raise SettingError(f'{path / "per_query.csv"} does not exist: a study report reads the per_query.csv '
-                           f'of a study folder')
-    has_dataset = bool({'dataset', 'reader'} & set(pd.read_csv(path / 'per_query.csv', nrows=0).columns))
-    study = StudyFolder(path, read_csv(path / 'per_query.csv'), named_datasets=has_dataset)
-    for name in ('answers', 'scores', 'contexts', 'queries', 'correlations', 'confidence_correlations'):
-        if (path / f'{name}.csv').is_file():
-            setattr(study, name, read_csv(path / f'{name}.csv', has_dataset))
-    if (path / 'settings.json').is_file():
+    per_query = path / FRAME_FILES['per_query']
+    if not per_query.is_file():
+        raise SettingError(f'{per_query} does not exist: a study report reads the per_query.csv of a study folder')
+    has_dataset = bool({'dataset', 'reader'} & set(pd.read_csv(per_query, nrows=0).columns))
+    study = StudyFolder(path, read_csv(per_query), named_datasets=has_dataset)
+    for file in CSV_COLUMNS:
+        if file != per_query.name and (path / file).is_file():
+            setattr(study, file.removesuffix('.csv'), read_csv(path / file, has_dataset))
+    if (path / SETTINGS_FILE).is_file():
         try:
-            study.settings = json.loads((path / 'settings.json').read_text())
+            study.settings = json.loads((path / SETTINGS_FILE).read_text())
         except json.JSONDecodeError as e:
-            raise FrameError(f'{path / "settings.json"}: not JSON ({e})') from None
+            raise FrameError(f'{path / SETTINGS_FILE}: not JSON ({e})') from None
     if (path / 'table1_paper.md').is_file():
         study.table1 = (path / 'table1_paper.md').read_text()
     study.figures = {p.name: p.read_bytes() for p in sorted(path.glob('fig*.png'))}
@@ -167,11 +165,11 @@ def study_from_frames(frames: Mapping[str, pd.DataFrame], path: Union[str, Path]
         frame = frames.get(name)
         if frame is None:
             continue
-        needed = COLUMNS[f'{name}.csv'][0]
+        needed = CSV_COLUMNS[FRAME_FILES[name]][0]
         missing = [c for c in needed if c not in frame.columns]
         if missing:
             raise FrameError(f'{name}: no column {", ".join(map(repr, missing))} '
-                             f'(needs {needed}, has {list(frame.columns)})')
+                             f'(needs {list(needed)}, has {list(frame.columns)})')
         if ('dataset' in frame.columns) != named:
             raise FrameError(f"{name}: {'no' if named else 'a'} column 'dataset', unlike per_query")
         frame = frame.astype({'qid': str})

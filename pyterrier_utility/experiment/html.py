@@ -20,6 +20,7 @@ from typing import Dict, List, Mapping, Optional, Union
 import pandas as pd
 
 from ..errors import SettingError
+from ..vocabulary import PER_QUERY_VALUES
 from . import stats
 from .folder import StudyFolder, read_study, study_from_frames
 
@@ -302,7 +303,7 @@ def report_data(study: StudyFolder) -> dict:
                      'labels': [labels.code(x) for x in pq['labels']],
                      'system': [systems.code(x) for x in pq['system']], 'k': [int(x) for x in pq['k']],
                      'qid': [query[key] for key in zip(pq['dataset'], pq['qid'])]}}
-    for column in ('n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility'):
+    for column in PER_QUERY_VALUES:
         data['rows'][column] = [_json_value(x, column == 'n_docs') for x in pq[column]]
     docs, docnos, answers = _Codes(), [], _Codes()
     if study.contexts is not None:

@@ -13,13 +13,9 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import SettingError
+from ..vocabulary import OUTPUTS
 
 LOCK = '.pyterrier-utility.lock'
-#: What a run writes; those of an earlier run that this run does not write are removed.
-OUTPUTS = ('per_query.csv', 'answers.csv', 'contexts.csv', 'scores.csv', 'queries.csv', 'table1.csv', 'table1.md',
-           'table1_paper.md', 'table1.tex', 'correlations.csv', 'confidence_correlations.csv',
-           'cosmix_branches.csv', 'token_logprobs.csv', 'settings.json',
-           'report.html', 'fig*.png', 'fig*.pdf')
 
 
 def _alive(pid: int) -> bool:

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from .stats import BASELINE_MARK, MIN_N, ORACLES, REVERSAL_MARK
+from ..vocabulary import MIN_N, ORACLES
+from .stats import BASELINE_MARK, REVERSAL_MARK
 
 
 def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:

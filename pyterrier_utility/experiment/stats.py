@@ -8,15 +8,11 @@ from scipy import stats as sps
 
 from ..correlation import METHODS, correlation
 from ..errors import SettingError
+from ..vocabulary import CELL, CORRELATION_FIELDS, MIN_N
 
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.
 BASELINE_MARK = '\u2020'
 REVERSAL_MARK = '\u2021'
-#: The fewest paired queries a mark is given on: a paired t-test over 2-4 queries has 1-3 degrees of
-#: freedom, and its p-value says little (this project's choice).
-MIN_N = 5
-#: The systems a table does not mark as best: the oracles are bounds, not competitors.
-ORACLES = ('Rel', 'NRel')
 
 
 def _paired(per_query: pd.DataFrame, a: str, b: str, column: str = 'utility') -> Tuple[np.ndarray, np.ndarray]:
@@ -132,7 +128,7 @@ def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndc
                 if np.isfinite(rs).any():
                     bounds = tuple(float(b) for b in np.nanpercentile(rs, _tails(level)))
         rows.append((*key, method, r, p, int(finite.sum()), *bounds))
-    return pd.DataFrame(rows, columns=keys + ['method', 'r', 'p', 'n'] + (['low', 'high'] if resamples else []))
+    return pd.DataFrame(rows, columns=keys + list(CORRELATION_FIELDS) + (['low', 'high'] if resamples else []))
 
 
 def _check_level(name: str, level: float) -> None:
@@ -198,8 +194,8 @@ def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     k_shot = scores[scores['system'] != '0-shot'].join(zero, on=keys + ['qid', 'sample'])
     with np.errstate(divide='ignore', invalid='ignore'):
         ratio = (k_shot['fbert'] - k_shot['p0']) / k_shot['p0'].where(k_shot['p0'] != 0)
-    u = k_shot.assign(u=ratio).groupby(keys + ['system', 'k', 'qid'], sort=False)['u'].mean()
-    out = per_query.drop(columns='utility').join(u.rename('utility'), on=keys + ['system', 'k', 'qid'])
+    u = k_shot.assign(u=ratio).groupby(keys + list(CELL), sort=False)['u'].mean()
+    out = per_query.drop(columns='utility').join(u.rename('utility'), on=keys + list(CELL))
     return out[per_query.columns]
 
 

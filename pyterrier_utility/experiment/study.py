@@ -10,24 +10,37 @@ import ir_measures
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, check_int, normalise_frame, say, user_stacklevel, validate_columns, warn_qids
+from .. import vocabulary
+from .._util import check, check_int, either, normalise_frame, say, user_stacklevel, validate_columns, warn_qids
 from ..bertscore import BertScore
 from ..errors import FrameError, SettingError
 from ..fbert import FBertScorer
 from ..order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
-from ..reader import ANSWER_INFO, Reader
+from ..reader import Reader
 from ..settings import LabelSet, LabelsLike
 from ..utility import UtilityEvaluator
+from ..vocabulary import (
+    ANSWER_INFO,
+    CORRELATION_METHODS,
+    CSV_COLUMNS,
+    DEFAULT_ORDERINGS,
+    FRAME_FILES,
+    MIN_N,
+    NDCG_ORDERS,
+    ORDERING_NAMES,
+    PER_QUERY_COLUMNS,
+    TABLE_FILES,
+)
 from . import rendering, stats
 
 #: The suffix of a reversed system's name.
 REVERSED = '-r'
 #: The orderings a study offers by name: the suffix of a reordered system's name and its transformer.
-ORDERINGS = {'original': ('', None), 'reversed': (REVERSED, ReverseOrder()),
-             'lim': ('-lim', LostInTheMiddle()), 'lim-r': ('-lim-r', LostInTheMiddle(reverse=True)),
-             'lim-authors': ('-lim-authors', LostInTheMiddle(authors=True)),
-             'lim-authors-r': ('-lim-authors-r', LostInTheMiddle(reverse=True, authors=True))}
+ORDERINGS = dict(zip(ORDERING_NAMES, (('', None), (REVERSED, ReverseOrder()), ('-lim', LostInTheMiddle()),
+                                       ('-lim-r', LostInTheMiddle(reverse=True)),
+                                       ('-lim-authors', LostInTheMiddle(authors=True)),
+                                       ('-lim-authors-r', LostInTheMiddle(reverse=True, authors=True)))))
 
 
 def window_name(system: str, start: int) -> str:
@@ -36,9 +49,6 @@ def window_name(system: str, start: int) -> str:
     return f'{system}@{start}'
 
 
-#: The frames of a study and the files they are saved as.
-FRAMES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
-          'scores': 'scores.csv', 'queries': 'queries.csv', 'token_logprobs': 'token_logprobs.csv'}
 
 
 @dataclass
@@ -84,7 +94,7 @@ class StudyResults:
         """The results of several studies (one per dataset) as one."""
         first = results[0]
         frames = {name: pd.concat([getattr(r, name) for r in results], ignore_index=True)
-                  if all(getattr(r, name) is not None for r in results) else None for name in FRAMES}
+                  if all(getattr(r, name) is not None for r in results) else None for name in FRAME_FILES}
         return cls(**frames, generated=sum(r.generated for r in results), baseline=first.baseline,
                    ndcg_order=first.ndcg_order)
 
@@ -151,7 +161,7 @@ class StudyResults:
         return write_report(folder, path)
 
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
-             min_n: int = stats.MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+             min_n: int = MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
         """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
         token_logprobs.csv (where the engine reported them), the tables
         (see :func:`write_tables`; Table 1 over ``table_ks``, default every k) and, when answers
@@ -160,7 +170,7 @@ class StudyResults:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = {}
-        for name, file in FRAMES.items():
+        for name, file in FRAME_FILES.items():
             frame = getattr(self, name)
             if name == 'token_logprobs' and frame is not None:
                 frame = frame.assign(token_logprobs=[json.dumps(list(t)) for t in frame['token_logprobs']])
@@ -171,7 +181,7 @@ class StudyResults:
                                   min_n=min_n, ks=table_ks))
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
             path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
-            pd.concat([self.confidence_correlations(m) for m in ('pearson', 'spearman', 'kendall')],
+            pd.concat([self.confidence_correlations(m) for m in CORRELATION_METHODS],
                       ignore_index=True).to_csv(path, index=False)
         return paths
 
@@ -188,7 +198,7 @@ def blocks(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
-                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = stats.MIN_N,
+                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
                  ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
@@ -199,14 +209,13 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     per_query = blocks(per_query)
     shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
     table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
-    paths = {name: folder / name for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md',
-                                              'table1.tex', 'correlations.csv')}
+    paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
     table.to_csv(paths['table1.csv'], index=False)
     options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     paths['table1.md'].write_text(rendering.table1_markdown(table, **options))
     paths['table1_paper.md'].write_text(rendering.table1_paper(table, 'markdown', **options))
     paths['table1.tex'].write_text(rendering.table1_paper(table, 'latex', **options))
-    corr = pd.concat([stats.correlations(per_query, m) for m in ('pearson', 'spearman', 'kendall')], ignore_index=True)
+    corr = pd.concat([stats.correlations(per_query, m) for m in CORRELATION_METHODS], ignore_index=True)
     corr.to_csv(paths['correlations.csv'], index=False)
     return paths
 
@@ -225,7 +234,7 @@ class _Phases:
             self.start = now
 
 
-def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequence[str] = ('original', 'reversed'),
+def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequence[str] = DEFAULT_ORDERINGS,
                  windows: Sequence[int] = ()) -> List[str]:
     """The reported systems: each of ``systems``, followed, when in ``reverse``, by its orderings
     (:data:`ORDERINGS`) and its windows."""
@@ -233,7 +242,7 @@ def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequ
 
 
 #: The columns that identify one context of a study: a system's contexts for a query at one k.
-CELL = ['system', 'k', 'qid']
+CELL = list(vocabulary.CELL)
 
 
 def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
@@ -274,8 +283,7 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderi
     """The study's inputs checked and normalised at its boundary."""
     validate_columns('run_study topics', topics, ['qid', 'query'])
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
-    check(ndcg_order in ('context', 'retrieval'), 'run_study',
-          f"ndcg_order must be 'context' or 'retrieval', got {ndcg_order!r}")
+    check(ndcg_order in NDCG_ORDERS, 'run_study', f'ndcg_order must be {either(NDCG_ORDERS)}, got {ndcg_order!r}')
     check(len(ks) > 0, 'run_study', 'give at least one k')
     ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
     unknown = [r for r in reverse if r not in systems]
@@ -312,7 +320,7 @@ def variants(name: str, reverse: Sequence[str], orderings: Sequence[str], window
             + [(window_name(name, s), None, s) for s in windows if s != 1])
 
 
-def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings=('original', 'reversed'),
+def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings=DEFAULT_ORDERINGS,
                   windows=(), window_step=1):
     """One frame of every context of the study (``system``, ``k``, ``qid``, ``query``, ``docno``,
     ``text``, ``rank``; a row without a docno for a query a system found nothing for) and nDCG@k
@@ -361,7 +369,7 @@ def _ordered(frame: pd.DataFrame, cells: pd.DataFrame, extra: Sequence[str] = ()
 def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, pt.Transformer],
               reader: Reader, texts: Mapping[str, str], *, ks: Sequence[int] = (1, 3, 5),
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
-              orderings: Sequence[str] = ('original', 'reversed'), windows: Sequence[int] = (), window_step: int = 1,
+              orderings: Sequence[str] = DEFAULT_ORDERINGS, windows: Sequence[int] = (), window_step: int = 1,
               bertscore: Union[str, BertScore] = 'minilm',
               scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: Optional[str] = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
@@ -457,7 +465,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         rows.insert(3, 'n_docs', _ordered(contexts[contexts['docno'].notna()], cells).groupby(CELL, sort=False)[
             'docno'].nunique().reindex(pd.MultiIndex.from_frame(cells), fill_value=0).values)
         rows.insert(4, 'ndcg', [ndcg[s, k].get(q, 0.0) for s, k, q in zip(rows['system'], rows['k'], rows['qid'])])
-        frames.append(rows[['system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility']]
+        frames.append(rows[list(PER_QUERY_COLUMNS[1:])]
                       .assign(fbert_0shot=lambda d: d['fbert_0shot'].astype(float)))
         scores.append(per_answer.assign(labels=str(labels)))
     clock.done(f'scoring: {answered["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
@@ -495,8 +503,8 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
     zero = zero.sort_values(['qid', 'sample'], key=lambda c: c.map(order) if c.name == 'qid' else c, kind='stable')
     cells = contexts.drop_duplicates(CELL)[CELL]
     k_shot = _ordered(answered[answered['system'] != '0-shot'].drop_duplicates(CELL + ['sample']), cells, ['sample'])
-    answers = pd.concat([zero, k_shot], ignore_index=True)[CELL + ['sample', 'qanswer']]
-    info = answered.drop_duplicates(CELL + ['sample'])[CELL + ['sample'] + ANSWER_INFO]
+    answers = pd.concat([zero, k_shot], ignore_index=True)[list(CSV_COLUMNS['answers.csv'][0])]
+    info = answered.drop_duplicates(CELL + ['sample'])[CELL + ['sample'] + list(ANSWER_INFO)]
     answers = answers.merge(info, on=CELL + ['sample'], how='left')
     shown = contexts[contexts['docno'].notna()]
     shown = shown.assign(position=shown.groupby(CELL, sort=False).cumcount() + 1)
@@ -506,8 +514,8 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
                                             how='left')
     frames = {'per_query': per_query, 'answers': answers,
               'token_logprobs': each[each['token_logprobs'].notna()].reset_index(drop=True),
-              'contexts': shown[CELL + ['position', 'docno', 'label', 'text']].reset_index(drop=True),
-              'scores': scores[['labels'] + CELL + ['sample', 'fbert', 'best_docno']],
+              'contexts': shown[list(CSV_COLUMNS['contexts.csv'][0])].reset_index(drop=True),
+              'scores': scores[list(CSV_COLUMNS['scores.csv'][0])],
               'queries': topics[['qid', 'query']]}
     named = {column: value for column, value in named.items() if value is not None}
     frames = {name: f.assign(**named)[list(named) + list(f.columns)] for name, f in frames.items()}

@@ -7,11 +7,10 @@ import pyterrier as pt
 from ..errors import SettingError
 from ..models import RERANKERS, reranker as cached_reranker
 from ..oracle import OracleSampler
-from ..settings import ORACLE_MODES, LabelsLike
+from ..settings import LabelsLike
+from ..vocabulary import DEFAULT_SYSTEMS, ORACLE_MODES, REVERSED_SYSTEMS
 
-#: The systems of the study (and those reported reversed), in the order they are reported.
-SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel')
-REVERSED_SYSTEMS = ('BM25', 'Neural')
+__all__ = ['DEFAULT_SYSTEMS', 'REVERSED_SYSTEMS', 'default_systems']
 
 
 def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: LabelsLike = 2,

