@@ -20,12 +20,13 @@ _NAMES = {
     'read_study': 'folder', 'query_view': 'html', 'write_report': 'html',
     'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
     'table1_markdown': 'rendering', 'table1_paper': 'rendering', 'utility_ci': 'stats',
-    'StudyResults': 'study', 'run_study': 'study', 'system_names': 'study', 'write_tables': 'study',
+    'StudyResults': 'results', 'write_tables': 'results', 'run_study': 'study', 'system_names': 'study',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'config', 'default_systems': 'systems',
     'one_k': 'driver', 'report': 'driver', 'run': 'driver', 'save': 'driver',
 }
 # ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.
-_MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'rendering', 'stats', 'study', 'systems')
+_MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'rendering', 'results', 'stats', 'study',
+            'systems')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -36,7 +36,8 @@ from . import figures, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import TITLE, write_report
 from .output import owned, staged
-from .study import StudyResults, blocks, run_study, variants, window, write_tables
+from .results import StudyResults, blocks, write_tables
+from .study import run_study, variants, window
 from .systems import DEFAULT_SYSTEMS, REVERSED_SYSTEMS, default_systems
 from .validate import read_per_query
 

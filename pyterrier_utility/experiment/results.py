@@ -1,0 +1,182 @@
+"""A study's results: every number and what it came from (:class:`StudyResults`), and the tables
+written from its per-query values (:func:`write_tables`). :func:`.study.run_study` computes them."""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Union
+
+import pandas as pd
+
+from .._util import check
+from ..reader import Reader
+from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, MIN_N, TABLE_FILES
+from . import rendering, stats
+
+
+@dataclass
+class StudyResults:
+    """What :func:`run_study` produces: every number of the study and what it came from.
+
+    Attributes:
+        per_query: one row per (dataset,) label set, system, k and query: ``labels``, ``system``,
+            ``k``, ``qid``, ``n_docs`` (contexts given), ``ndcg`` (nDCG@k, see ``ndcg_order``),
+            ``fbert_0shot`` (P_0), ``fbert`` (P_k) and ``utility`` (U); ``dataset`` first when the
+            study was given a dataset name.
+        answers: every answer: (``dataset``,) ``system`` (``'0-shot'`` for the answers without
+            context), ``k`` (0 for 0-shot), ``qid``, ``sample``, ``qanswer``, and what the backend
+            said of it: ``logprob``, ``mean_logprob``, ``truncated`` (NaN or empty where unknown;
+            see :class:`~pyterrier_utility.backends.Answer`).
+        contexts: the documents each (system, k, query) gave the reader: ``position`` (1 = Context
+            1), ``docno``, ``label`` (NaN: unjudged) and ``text``.
+        scores: each answer's FBERT per label set and the relevant document that gave the maximum
+            (``best_docno``).
+        queries: ``qid``, ``query``.
+        token_logprobs: the answers whose engine reported each token's log-probability: the keys of
+            ``answers`` and ``token_logprobs`` (a tuple per answer, in token order; its sum is the
+            answer's ``logprob``); saved as token_logprobs.csv, the tuples as JSON lists.
+        generated: answers the backend generated in this run (cache misses).
+        baseline: the system significance is tested against.
+        ndcg_order: ``'context'`` (nDCG@k of a reversed system ranks Context 1 first, the order the
+            reader sees) or ``'retrieval'`` (the retrieval order of its unreversed system).
+        settings: what ``settings.json`` holds (the config, seeds and backends of the run).
+    """
+    per_query: pd.DataFrame
+    answers: pd.DataFrame
+    contexts: Optional[pd.DataFrame] = None
+    scores: Optional[pd.DataFrame] = None
+    queries: Optional[pd.DataFrame] = None
+    token_logprobs: Optional[pd.DataFrame] = None
+    generated: int = 0
+    baseline: Optional[str] = 'Rel'
+    ndcg_order: str = 'context'
+    settings: Optional[dict] = None
+
+    @classmethod
+    def concat(cls, results: Sequence['StudyResults']) -> 'StudyResults':
+        """The results of several studies (one per dataset) as one."""
+        first = results[0]
+        frames = {name: pd.concat([getattr(r, name) for r in results], ignore_index=True)
+                  if all(getattr(r, name) is not None for r in results) else None for name in FRAME_FILES}
+        return cls(**frames, generated=sum(r.generated for r in results), baseline=first.baseline,
+                   ndcg_order=first.ndcg_order)
+
+    def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
+        """Table 1 in long form; see :func:`pyterrier_utility.experiment.table1`."""
+        return stats.table1(blocks(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
+
+    def correlations(self, method: str = 'pearson') -> pd.DataFrame:
+        """r(nDCG@k, U) per (dataset,) label set, system and k; see
+        :func:`pyterrier_utility.experiment.correlations`."""
+        return stats.correlations(blocks(self.per_query), method=method)
+
+    def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
+        """r(confidence, U) per (dataset,) label set, system and k, where a query's confidence is the
+        mean over samples of its k-shot answers' ``mean_logprob`` (the mean token log-probability):
+        whether the reader's confidence predicts utility, the paper's suggested QPP direction. NaN
+        (``n`` 0) where the answers carry no log-probability; see
+        :func:`pyterrier_utility.experiment.correlations` for ``method``.
+
+        Example::
+
+            results.confidence_correlations('spearman')
+        """
+        return stats.correlations(blocks(self._with_confidence()), method=method, x='mean_logprob')
+
+    def _with_confidence(self) -> pd.DataFrame:
+        """``per_query`` with each query's mean k-shot ``mean_logprob`` over samples."""
+        keys = [c for c in ('dataset', 'reader') if c in self.per_query.columns] + list(CELL)
+        answers = self.answers
+        if answers is None or 'mean_logprob' not in answers.columns:
+            return self.per_query.assign(mean_logprob=float('nan'))
+        confidence = answers.groupby(keys, sort=False)['mean_logprob'].mean()
+        return self.per_query.merge(confidence, left_on=keys, right_index=True, how='left')
+
+    def prompt(self, reader: Reader, system: str, k: int, qid: str, dataset: Optional[str] = None) -> str:
+        """The exact prompt ``reader`` built for one cell of the study (``system`` '0-shot': the
+        0-shot prompt), from the recorded contexts and queries.
+
+        Example::
+
+            print(results.prompt(reader, 'BM25', 3, '1'))
+        """
+        def one(frame):
+            rows = frame[frame['qid'] == str(qid)]
+            return rows[rows['dataset'] == dataset] if dataset is not None else rows
+        query = one(self.queries)['query']
+        check(len(query) == 1, 'StudyResults.prompt', f'no query {qid!r}' + (f' in {dataset!r}' if dataset else ''))
+        if system == '0-shot':
+            return reader.build_prompt(query.iloc[0])
+        shown = one(self.contexts)
+        shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')
+        return reader.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
+
+    def report(self, folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
+        """Saves the study into ``folder`` and writes its browsable ``report.html`` (see
+        :func:`pyterrier_utility.experiment.write_report`); returns the page's path.
+
+        Example::
+
+            results.report('results/small')   # open results/small/report.html in a browser
+        """
+        from .html import write_report
+        self.save(folder)
+        return write_report(folder, path)
+
+    def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
+             min_n: int = MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
+        token_logprobs.csv (where the engine reported them), the tables
+        (see :func:`write_tables`; Table 1 over ``table_ks``, default every k) and, when answers
+        carry log-probabilities, confidence_correlations.csv (:meth:`confidence_correlations`:
+        Pearson, Spearman, Kendall)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for name, file in FRAME_FILES.items():
+            frame = getattr(self, name)
+            if name == 'token_logprobs' and frame is not None:
+                frame = frame.assign(token_logprobs=[json.dumps(list(t)) for t in frame['token_logprobs']])
+            if frame is not None and name != 'per_query' and not (name == 'token_logprobs' and frame.empty):
+                frame.to_csv(folder / file, index=False)
+                paths[file] = folder / file
+        paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
+                                  min_n=min_n, ks=table_ks))
+        if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
+            path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
+            pd.concat([self.confidence_correlations(m) for m in CORRELATION_METHODS],
+                      ignore_index=True).to_csv(path, index=False)
+        return paths
+
+
+def blocks(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``reader`` (a study of several readers) folded into ``dataset``: tables and
+    figures stack a block (and draw a panel) per dataset and reader."""
+    if 'reader' not in frame.columns:
+        return frame
+    prefix = frame['dataset'].astype(str) + ' · ' if 'dataset' in frame.columns else ''
+    folded = frame.drop(columns=['reader', 'dataset'], errors='ignore')
+    folded.insert(0, 'dataset', prefix + frame['reader'].astype(str))
+    return folded
+
+
+def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
+                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
+                 ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+    """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
+    table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
+    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
+    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all)."""
+    folder = Path(folder)
+    per_query.to_csv(folder / 'per_query.csv', index=False)
+    per_query = blocks(per_query)
+    shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
+    table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
+    table.to_csv(paths['table1.csv'], index=False)
+    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    paths['table1.md'].write_text(rendering.table1_markdown(table, **options))
+    paths['table1_paper.md'].write_text(rendering.table1_paper(table, 'markdown', **options))
+    paths['table1.tex'].write_text(rendering.table1_paper(table, 'latex', **options))
+    corr = pd.concat([stats.correlations(per_query, m) for m in CORRELATION_METHODS], ignore_index=True)
+    corr.to_csv(paths['correlations.csv'], index=False)
+    return paths
