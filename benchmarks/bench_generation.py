@@ -38,14 +38,14 @@ def grid_prompts(queries: int, ks, depth: int):
     qrels = d.get_qrels()
     topics = pu.datasets.answerable_topics(d.get_topics(), qrels, 2).head(queries)
     reader = pu.Reader(pu.backends.gemma3_270m())
-    prompts = [reader.build_prompt(q) for q in topics['query']]
+    prompts = [reader.prompter.build_prompt(q) for q in topics['query']]
     for name, system in default_systems(d, qrels, depth=depth).items():
         ranking = system(topics).sort_values(['qid', 'rank'])
         for k in ks:
             top = ranking[ranking['rank'] < k]
-            prompts += list(reader.prompts(top).values())
+            prompts += list(reader.prompter.prompts(top).values())
             if name in ('BM25', 'Neural'):
-                prompts += list(reader.prompts(pu.ReverseOrder()(top)).values())
+                prompts += list(reader.prompter.prompts(pu.ReverseOrder()(top)).values())
     return list(dict.fromkeys(prompts))
 
 
@@ -141,7 +141,7 @@ def main():
     answers, ours = timed(lambda: reader.answer(prompts))
     passes.detach()
     floor = passes.floor(shape, rate, bandwidth)
-    by_row = {(p, s): a for p, row in zip(prompts, answers) for s, a in zip(seeds, row)}
+    by_row = {(p, s): a.text for p, row in zip(prompts, answers) for s, a in zip(seeds, row)}
     print(f'project ({str(backend.dtype).replace("torch.", "")}, whole grid): {ours:8.1f} s; prompt tokens '
           f'{backend.prompt_tokens} asked, {backend.prefilled_tokens} prefilled '
           f'({backend.prompt_tokens / backend.prefilled_tokens:.1f}x fewer); prefix KV kept at the end '

@@ -17,13 +17,14 @@ _NAMES = {
     'LabelSet': 'settings',
     'LostInTheMiddle': 'order',
     'OracleSampler': 'oracle', 'Ordering': 'order', 'PROMPT_FORMATS': 'prompts', 'Permutation': 'order',
-    'PromptFormat': 'prompts', 'Reader': 'reader',
+    'PromptFormat': 'prompts', 'Prompter': 'prompter', 'Reader': 'reader',
     'RetEval': 'measures', 'ReverseOrder': 'order', 'RunFile': 'runs', 'Utility': 'measures',
     'UtilityEvaluator': 'utility', 'Window': 'order', 'erag_measure': 'measures', 'permutations': 'order',
     'rank_correlation': 'correlation',
 }
 _MODULES = ('backends', 'bertscore', 'cache', 'correlation', 'cosmix', 'datasets', 'erag', 'errors', 'experiment',
-            'fbert', 'gold', 'interop', 'measures', 'models', 'oracle', 'order', 'prompts', 'protocols', 'reader',
+            'fbert', 'gold', 'interop', 'measures', 'models', 'oracle', 'order', 'prompter', 'prompts', 'protocols',
+            'reader',
             'reteval', 'runs', 'settings', 'utility')
 
 __all__ = sorted([*_NAMES, *_MODULES])

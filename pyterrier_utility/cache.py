@@ -269,16 +269,11 @@ class GenerationCache(Backend):
         return [found[k] for k in keys]
 
     def answer(self, prompts: Sequence[str], seeds: Sequence[int], *, max_new_tokens: Optional[int] = None,
-               stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[str]]:
-        """Each prompt's answers, one per seed: what is cached is read, the rest generated in the
-        backend's batches (with a progress bar counting answers when ``verbose``)."""
-        return [[a.text for a in row] for row in self.answer_details(
-            prompts, seeds, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences, verbose=verbose)]
-
-    def answer_details(self, prompts: Sequence[str], seeds: Sequence[int], *, max_new_tokens: Optional[int] = None,
-                       stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[Answer]]:
-        """:meth:`answer` as :class:`~pyterrier_utility.backends.Answer` s: each text with its
-        ``logprob``, ``tokens`` and ``truncated`` (``None`` where unknown)."""
+               stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[Answer]]:
+        """Each prompt's answers, one per seed, as :class:`~pyterrier_utility.backends.Answer` s (each
+        text with its ``logprob``, ``tokens`` and ``truncated``, ``None`` where unknown): what is
+        cached is read, the rest generated in the backend's batches (with a progress bar counting
+        answers when ``verbose``)."""
         seeds = [int(s) for s in seeds]
         sid = self.settings_id(max_new_tokens, stop_sequences)
         greedy = self.deterministic

@@ -63,10 +63,10 @@ class ERAGLabeller(pt.Transformer):
             inp = inp[inp['sample'] == inp['sample'].min()].drop(columns=['sample']).reset_index(drop=True)
         if inp.empty:
             return inp.assign(erag_answer=pd.Series(dtype=object), erag_label=pd.Series(dtype=float))
-        prompts = self.reader.fitted_prompts([(qid, str(q), ['' if pd.isna(t) else str(t)])
+        prompts = self.reader.prompter.fitted_prompts([(qid, str(q), ['' if pd.isna(t) else str(t)])
                                               for qid, q, t in zip(inp['qid'], inp['query'], inp['text'])])
         distinct = list(dict.fromkeys(prompts))
-        answers = dict(zip(distinct, self.reader.answer(distinct)))
+        answers = dict(zip(distinct, ([a.text for a in row] for row in self.reader.answer(distinct))))
         samples = [answers[p] for p in prompts]  # per row: one answer per sample
         if self.metric == 'fbert':
             assert self.scorer is not None  # metric 'fbert' needs one: checked when made

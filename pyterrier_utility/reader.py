@@ -1,17 +1,15 @@
 """The reader: one answer per query (and sample) from a k-shot or 0-shot prompt."""
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 import pyterrier as pt
-import pyterrier_alpha as pta
-from pyterrier.validate import InputValidationError
 from pyterrier_rag.backend import Backend
 
-from ._util import check_encodable, check_int, normalise_frame, resolve_verbose, warn_qids
+from ._util import check_int, resolve_verbose, validate_columns
 from .backends._base import Answer
 from .cache import GenerationCache, warn_unseeded
-from .errors import FrameError
+from .prompter import Prompter, checked_input
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
 from .settings import BASE_MODEL_STOP, STOP, Decoding
@@ -33,8 +31,9 @@ class Reader(pt.Transformer):
     the documents of each query become ``Context 1 .. Context k`` in rank order, never re-sorted by
     score, laid out by a :class:`~pyterrier_utility.prompts.PromptFormat` (``'plain'``, this
     project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``).
-    Given a query frame (no ``docno``), the query is answered 0-shot. Answers stop at ``STOP``,
-    which is removed.
+    Given a query frame (no ``docno``), the query is answered 0-shot. Given a
+    :class:`~pyterrier_utility.Prompter`'s output (a ``prompt`` column), each prompt is answered as
+    it is. Answers stop at ``STOP``, which is removed.
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay
     (nDCG@k can still be computed downstream), and what the engine says of the answer:
@@ -123,104 +122,27 @@ class Reader(pt.Transformer):
         self.tokenizer: Any = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
             max_prompt_tokens = inner.max_input_length - (max_new_tokens or getattr(inner, 'max_new_tokens', 0) or 0)
-        self.max_prompt_tokens = max_prompt_tokens
-        self._warned_truncation = False
+        #: The prompt side: the format and the fitting to ``max_prompt_tokens``.
+        self.prompter = Prompter(self.template, tokenizer=self.tokenizer, max_prompt_tokens=max_prompt_tokens,
+                                 name=repr(self))
+
+    @property
+    def max_prompt_tokens(self) -> Optional[int]:
+        """The most prompt tokens (the prompter's; ``None``: prompts are not measured)."""
+        return self.prompter.max_prompt_tokens
 
     def seeds(self) -> List[int]:
         """The seed of each sample."""
         return [self.seed + j for j in range(self.n_samples)]
 
-    def build_prompt(self, query: str, texts: Sequence[str] = ()) -> str:
-        """The prompt for a query and its context texts (none: the 0-shot prompt)."""
-        return self.template.build(query, texts)
-
-    def _tokens(self, text: str) -> List[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def _fit(self, query: str, texts: List[str]) -> Tuple[List[str], bool]:
-        """The texts truncated evenly so that the prompt fits ``max_prompt_tokens``."""
-        if self.max_prompt_tokens is None or self.tokenizer is None:
-            return texts, False
-        frame = len(self._tokens(self.build_prompt(query, [''] * len(texts))))
-        tokens = [self._tokens(t) for t in texts]
-        room = self.max_prompt_tokens - frame
-        if sum(map(len, tokens)) <= room:
-            return texts, False
-        # The largest equal share c with sum(min(len, c)) <= room: short documents stay whole.
-        share, left = 0, max(room, 0)
-        lengths = sorted(map(len, tokens))
-        for i, n in enumerate(lengths):
-            if n * (len(lengths) - i) > left:
-                share = left // (len(lengths) - i)
-                break
-            left -= n
-        return [t if len(tok) <= share else self.tokenizer.decode(tok[:share])
-                for t, tok in zip(texts, tokens)], True
-
-    def prompts(self, inp: pd.DataFrame, by: Union[str, Sequence[str]] = 'qid') -> Dict[object, str]:
-        """The prompt of each group of rows (``by``: ``'qid'``, or several columns such as ``['system',
-        'k', 'qid']``, giving tuple keys): k-shot from a result frame, documents in rank order, or
-        0-shot from a query frame (or a group whose only row has no ``docno``)."""
-        missing = inp.loc[inp['query'].isna(), 'qid']
-        if len(missing):
-            raise FrameError(f'{self!r}: no query text for qid {sorted(set(map(str, missing)))[:20]}')
-        by = [by] if isinstance(by, str) else list(by)
-        key = by[0] if len(by) == 1 else by
-        if 'docno' not in inp.columns:
-            first = inp.drop_duplicates(by)
-            return {g: self.build_prompt(str(q)) for g, q in zip(first[key].itertuples(index=False, name=None)
-                                                                  if len(by) > 1 else first[key], first['query'])}
-        ordered = inp.sort_values(by + ['rank'], kind='stable') if 'rank' in inp.columns else inp
-        found = ordered[ordered['docno'].notna()]
-        nothing = ordered[ordered['docno'].isna()].drop_duplicates(by)
-        warn_qids(f'{self!r}: no document retrieved; answered with the 0-shot prompt', nothing['qid'])
-        dup = found.duplicated(by + ['docno'])
-        warn_qids(f'{self!r}: duplicate docno in the ranking, given once at its first rank', found.loc[dup, 'qid'])
-        found = found[~dup]
-        blank = found['text'].isna() | (found['text'].astype(str).str.strip() == '')
-        warn_qids(f'{self!r}: missing or empty document text, given as an empty context', found.loc[blank, 'qid'])
-        prompts = {g: self.build_prompt(str(q)) for g, q in
-                   zip(nothing[key].itertuples(index=False, name=None) if len(by) > 1 else nothing[key],
-                       nothing['query'])}
-        groups = [(g, g[by.index('qid')] if len(by) > 1 else g, str(rows['query'].iloc[0]),
-                   ['' if pd.isna(t) else str(t) for t in rows['text']])
-                  for g, rows in found.groupby(key, sort=False)]
-        prompts.update(zip([g for g, _, _, _ in groups], self.fitted_prompts([c[1:] for c in groups])))
-        return prompts
-
-    def fitted_prompts(self, contexts: Sequence[Tuple[object, str, Sequence[str]]]) -> List[str]:
-        """The prompt of each ``(qid, query, texts)``, documents truncated evenly where the prompt would
-        exceed ``max_prompt_tokens`` (instructions and question kept; warned once per reader). Every
-        prompt of a context goes through here: the k-shot ones, eRAG's single documents and
-        LLM-retEval's gold contexts alike."""
-        prompts, truncated = [], []
-        for qid, query, texts in contexts:
-            texts, cut = self._fit(query, list(texts))
-            if cut:
-                truncated.append(qid)
-            prompts.append(self.build_prompt(query, texts))
-        if truncated and not self._warned_truncation:
-            self._warned_truncation = True
-            warn_qids(f'{self!r}: prompts over {self.max_prompt_tokens} tokens; documents truncated evenly, '
-                      'question kept (warned once)', truncated)
-        return prompts
-
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-        try:
-            with pta.validate.any(inp) as v:
-                v.result_frame(extra_columns=['query', 'text'], mode='k-shot')
-                v.query_frame(extra_columns=['query'], mode='0-shot')
-        except InputValidationError as e:
-            mode = next(m for m in e.modes if m.mode_name == ('k-shot' if 'docno' in inp.columns else '0-shot'))
-            missing = ', '.join(repr(c) for c in mode.missing_columns)
-            raise InputValidationError(f'{self!r}: input has no column {missing} (a {mode.mode_name} input: '
-                                       'a result frame with qid, query, docno, text, or a query frame with qid, '
-                                       f'query; has {list(inp.columns)})', e.modes) from None
-        check_encodable(repr(self), inp, ('query', 'text'))
-        return self.answer_frame(normalise_frame(repr(self), inp, missing_docno_ok=True))
+        if 'prompt' in inp.columns:  # a Prompter's output: answered as it is
+            validate_columns(repr(self), inp, ['qid', 'prompt'])
+            return self._with_answers(inp, self.answer(list(inp['prompt'])))
+        return self.answer_frame(checked_input(repr(self), inp))
 
     def answer_frame(self, inp: pd.DataFrame, by: Union[str, Sequence[str]] = 'qid') -> pd.DataFrame:
-        """``inp`` with ``qanswer`` on every row: each group of rows (``by``, see :meth:`prompts`) is
+        """``inp`` with ``qanswer`` on every row: each group of rows (``by``, see :meth:`Prompter.prompts`) is
         one prompt; with several samples, the rows are repeated per sample with a ``sample`` column.
         All prompts are answered in one call (each distinct prompt and seed once)."""
         return self.answer_frames([inp], by)[0]
@@ -232,34 +154,37 @@ class Reader(pt.Transformer):
         each answer's token log-probabilities (a ``token_logprobs`` column of tuples, ``None``
         where the engine reports none)."""
         by = [by] if isinstance(by, str) else list(by)
-        prompts = [self.prompts(frame, by) for frame in frames]
+        prompts = [self.prompter.prompts(frame, by) for frame in frames]
         distinct = list(dict.fromkeys(p for group in prompts for p in group.values()))
-        answered = dict(zip(distinct, self.answer_details(distinct)))
+        answered = dict(zip(distinct, self.answer(distinct)))
         out = []
         for frame, group in zip(frames, prompts):
             keys = list(frame[by].itertuples(index=False, name=None)) if len(by) > 1 else list(frame[by[0]])
-            per_sample = []
-            for j in range(self.n_samples):
-                rows = [answered[group[g]][j] for g in keys]
-                answers = frame.assign(qanswer=[a.text for a in rows],
-                                       logprob=pd.Series([a.logprob for a in rows], index=frame.index, dtype=float),
-                                       mean_logprob=pd.Series([a.mean_logprob for a in rows], index=frame.index,
-                                                              dtype=float),
-                                       truncated=[a.truncated for a in rows])
-                if token_logprobs:
-                    answers = answers.assign(token_logprobs=[getattr(a, 'token_logprobs', None) for a in rows])
-                per_sample.append(answers.assign(sample=j) if self.n_samples > 1 else answers)
-            out.append(pd.concat(per_sample, ignore_index=True))
+            out.append(self._with_answers(frame, [answered[group[g]] for g in keys], token_logprobs))
         return out
 
-    def answer(self, prompts: List[str]) -> List[List[str]]:
-        """Answers for each prompt, one per sample, read back by the prompt format."""
-        return [[a.text for a in per_prompt] for per_prompt in self.answer_details(prompts)]
+    def _with_answers(self, frame: pd.DataFrame, answers: Sequence[Sequence[Answer]],
+                      token_logprobs: bool = False) -> pd.DataFrame:
+        """``frame`` with each row's answers (one per sample), the rows repeated per sample with a
+        ``sample`` column when there are several."""
+        per_sample = []
+        for j in range(self.n_samples):
+            rows = [row[j] for row in answers]
+            answered = frame.assign(qanswer=[a.text for a in rows],
+                                    logprob=pd.Series([a.logprob for a in rows], index=frame.index, dtype=float),
+                                    mean_logprob=pd.Series([a.mean_logprob for a in rows], index=frame.index,
+                                                           dtype=float),
+                                    truncated=[a.truncated for a in rows])
+            if token_logprobs:
+                answered = answered.assign(token_logprobs=[getattr(a, 'token_logprobs', None) for a in rows])
+            per_sample.append(answered.assign(sample=j) if self.n_samples > 1 else answered)
+        return pd.concat(per_sample, ignore_index=True)
 
-    def answer_details(self, prompts: List[str]) -> List[List[Answer]]:
-        """:meth:`answer` as :class:`~pyterrier_utility.backends.Answer` s, with what the backend
-        said of each (``logprob``, ``tokens``, ``truncated``: of the whole generated text)."""
-        answers = self.backend.answer_details(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
+    def answer(self, prompts: List[str]) -> List[List[Answer]]:
+        """The answers to each prompt, one per sample, read back by the prompt format: each an
+        :class:`~pyterrier_utility.backends.Answer`, its ``text`` with what the backend said of it
+        (``logprob``, ``tokens``, ``truncated``: of the whole generated text)."""
+        answers = self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
                                               stop_sequences=self.stop, verbose=self.verbose)
         # pyterrier-rag is untyped: mypy sees no BackendOutput.text
         return [[replace(a, text=self.template.extract(a.text)) for a in per_prompt]  # type: ignore[call-arg]

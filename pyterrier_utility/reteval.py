@@ -49,7 +49,7 @@ def gold_reader_for(reader: Reader, samples: int = 3, temperature: float = 0.5) 
     cache = GenerationCache(backend.with_settings(temperature=temperature), reader.backend.path)
     return Reader(cache, n_samples=samples, seed=reader.seed, max_new_tokens=reader.max_new_tokens, stop=reader.stop,
                   prompt_format=reader.prompt_format, prompt=reader.prompt, zero_shot_prompt=reader.zero_shot_prompt,
-                  context_format=reader.context_format, max_prompt_tokens=reader.max_prompt_tokens,
+                  context_format=reader.context_format, max_prompt_tokens=reader.prompter.max_prompt_tokens,
                   verbose=reader.verbose)
 
 
@@ -136,9 +136,9 @@ class LLMRetEval(pt.Transformer):
             docs = self.gold.get(str(qid), [])[:self.k or max(1, sizes.get(qid, 0))]
             if docs:
                 contexts.append((qid, str(query), [str(self.texts.get(d, '')) for d in docs]))
-        prompts = self.gold_reader.fitted_prompts(contexts)
+        prompts = self.gold_reader.prompter.fitted_prompts(contexts)
         distinct = list(dict.fromkeys(prompts))
-        answers = dict(zip(distinct, self.gold_reader.answer(distinct)))
+        answers = dict(zip(distinct, ([a.text for a in row] for row in self.gold_reader.answer(distinct))))
         return {qid: answers[p] for (qid, _, _), p in zip(contexts, prompts)}
 
     def matches(self, queries: Sequence[str], answers: Sequence[str], golds: Sequence[Sequence[str]]) -> np.ndarray:

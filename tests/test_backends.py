@@ -99,7 +99,7 @@ CONTEXTS = ['a sigmet is a weather advisory that contains meteorological informa
 def nested_prompts(gemma):
     from pyterrier_utility import Reader
     reader = Reader(gemma)
-    return [reader.build_prompt('what is a sigmet?', CONTEXTS[:k]) for k in (1, 2, 3)]
+    return [reader.prompter.build_prompt('what is a sigmet?', CONTEXTS[:k]) for k in (1, 2, 3)]
 
 
 def test_samples_of_a_prompt_prefill_once_and_equal_separate_prefills(gemma):
@@ -155,7 +155,7 @@ def test_prompts_past_the_sliding_window_decode_together_as_alone(gemma):
     reader = Reader(gemma)
     long_contexts = [f'{c} It was reported in study number {i}.' for i, c in enumerate(CONTEXTS * 12)]
     # in prompt order (lexicographic) a shorter prompt comes first
-    prompts = [reader.build_prompt('what is a sigmet?', long_contexts[start:k]) for start, k in
+    prompts = [reader.prompter.build_prompt('what is a sigmet?', long_contexts[start:k]) for start, k in
                ((1, 19), (1, 13), (0, 8), (0, 1))]
     backend = sampler(gemma, temperature=0, prefix_cache_mb=0, max_new_tokens=24)
     lengths = [len(backend.tokenizer(p)['input_ids']) for p in prompts]

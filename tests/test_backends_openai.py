@@ -31,7 +31,7 @@ def test_every_setting_and_a_seed_per_sample_is_in_each_request():
     assert {k: body[k] for k in body if k not in ('seed', 'prompt')} == {
         'model': 'sim-model', 'max_tokens': 300, 'n': 1, 'temperature': 0.3, 'top_k': 50, 'top_p': 0.9,
         'repetition_penalty': 1.1, 'min_p': 0.05, 'stop': ['STOP', '\nQuestion:']}
-    assert body['prompt'] == pu.Reader(b).build_prompt('what is lift?')
+    assert body['prompt'] == pu.Reader(b).prompter.build_prompt('what is lift?')
     assert set(server.paths) == {'/v1/completions'}
     assert all(h['Authorization'] == 'Bearer secret' for h in server.headers)
     assert list(out.sort_values('sample')['qanswer']) == [simulated_answer(body['prompt'], s) for s in (10, 11, 12)]

@@ -63,7 +63,7 @@ def test_each_prompt_gets_its_own_seeded_sampling_params_in_one_generate_call(mo
                                'dtype': 'bfloat16'}
     assert backend.max_input_length == 8192
     reader = pu.Reader(backend, n_samples=2, seed=5)
-    answers = reader.answer(['abc', 'xyz'])
+    answers = [[a.text for a in row] for row in reader.answer(['abc', 'xyz'])]
     assert answers == [['abc seed 5', 'abc seed 6'], ['xyz seed 5', 'xyz seed 6']]
     assert len(fake.calls) == 1  # all prompts of the call scheduled together
     prompts, params = fake.calls[0]

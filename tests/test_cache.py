@@ -36,8 +36,8 @@ def test_what_the_backend_says_of_an_answer_survives_a_reopen(tmp_path):
                      Answer(text='y (seed 2, 1 contexts)', truncated=False, logprob=-3.75, tokens=5)]
     again = GenerationCache(CountingBackend(), path)
     assert again.generate(['x', 'Context 1: y'], seeds=[1, 2]) == first and again.generated == 0
-    assert again.answer_details(['Context 1: y'], [2]) == [[first[1]]]
-    assert again.answer(['Context 1: y'], [2]) == [['y (seed 2, 1 contexts)']]
+    assert again.answer(['Context 1: y'], [2]) == [[first[1]]]
+    assert first[1].text == 'y (seed 2, 1 contexts)'
     assert first[1].mean_logprob == -0.75
 
 

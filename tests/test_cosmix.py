@@ -165,6 +165,6 @@ def test_the_fused_top_k_reaches_the_reader_lost_in_the_middle_and_the_fallback_
     assert_frame_equal(out, expected)
     sent = [p for p in reader.backend.backend.calls if 'boundary layer separation' in p][0]
     contexts = [CORPUS[d] for d in ['a1', 'b1', 'u1', 'b2', 'a2']]
-    assert sent == reader.build_prompt('boundary layer separation', contexts)  # the order the frame says
+    assert sent == reader.prompter.build_prompt('boundary layer separation', contexts)  # the order the frame says
     fused_order = COSMix(pu.Reader(CountingBackend()), judge, first, fallback, k=5, reorder=None)(topics)
     assert list(fused_order['docno'][:5]) == ['a1', 'a2', 'b1', 'b2', 'u1']

@@ -50,7 +50,7 @@ def test_query_without_documents_gets_zero_shot_prompt_and_warning():
     rows = frame([('q1', 'what is lift', 'd1', 'lift doc', 0), ('q2', 'what is drag', None, None, 0)])
     with pytest.warns(UserWarning, match='no document retrieved; answered with the 0-shot prompt: qid q2'):
         out = reader(rows)
-    assert reader.build_prompt('what is drag') in backend.calls
+    assert reader.prompter.build_prompt('what is drag') in backend.calls
     assert out.set_index('qid').loc['q2', 'qanswer'] == 'no context (seed 0, 0 contexts)'
 
 

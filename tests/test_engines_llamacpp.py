@@ -58,14 +58,14 @@ def study_prompts(cranfield):
     topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, 2).head(3)
     relevant = pu.settings.LabelSet(minimum=2).relevant_docnos(qrels)
     reader = pu.Reader(LlamaCppServerBackend(MODEL))
-    return [reader.build_prompt(q.query, [cranfield.texts[d] for d in relevant[str(q.qid)][:k]])
+    return [reader.prompter.build_prompt(q.query, [cranfield.texts[d] for d in relevant[str(q.qid)][:k]])
             for q in topics.itertuples() for k in (1, 3)]
 
 
 def serve_something_else(server, cranfield):
     """Other prompts, with prefix reuse on: the slot is left holding another prompt's cache."""
     texts = [cranfield.texts[str(d)] for d in range(100, 104)]
-    others = [pu.Reader(LlamaCppServerBackend(MODEL)).build_prompt('what is drag?', texts[:k]) for k in (2, 4)]
+    others = [pu.Reader(LlamaCppServerBackend(MODEL)).prompter.build_prompt('what is drag?', texts[:k]) for k in (2, 4)]
     backend(server, cache_prompt=True, max_new_tokens=4).generate(others, seeds=[5, 5])
 
 

@@ -89,8 +89,9 @@ def test_reader_with_the_short_format_stops_at_the_tag_and_extracts():
 def test_template_arguments_override_the_format(counting_backend):
     reader = Reader(counting_backend, prompt_format='authors', context_format='[{i}] {text}')
     assert reader.template.name == 'authors+custom'
-    assert reader.build_prompt('q', ['t']) == PROMPT_FORMATS['authors'].kshot.format(contexts='[1] t', query='q')
-    assert reader.build_prompt('q') == PROMPT_FORMATS['authors'].build('q')
+    expected = PROMPT_FORMATS['authors'].kshot.format(contexts='[1] t', query='q')
+    assert reader.prompter.build_prompt('q', ['t']) == expected
+    assert reader.prompter.build_prompt('q') == PROMPT_FORMATS['authors'].build('q')
 
 
 def test_unknown_or_broken_formats_are_refused():

@@ -85,7 +85,7 @@ def test_custom_prompts(counting_backend, results):
     reader = Reader(counting_backend, prompt='{contexts}|{query}', context_format='[{i}] {text}')
     reader(results[results.qid == 'q2'])
     assert counting_backend.calls == ['[1] drag doc|what is drag']
-    assert reader.build_prompt('q') == ZEROSHOT_PROMPT.format(query='q')
+    assert reader.prompter.build_prompt('q') == ZEROSHOT_PROMPT.format(query='q')
     assert '{contexts}' in KSHOT_PROMPT
 
 

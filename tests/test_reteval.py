@@ -75,7 +75,8 @@ def test_judge_decides_match_with_gold_context_answers():
     assert np.isnan(per_query.loc['q3', 'reteval'])
     assert len(judge.calls) == 2
     # The gold context: relevant documents, as many as were retrieved (q1: d1 of its two).
-    assert reteval.gold_reader.backend.backend.calls[0] == Reader(EchoBackend()).build_prompt(QUERIES['q1'], ['Paris'])
+    gold_prompt = Reader(EchoBackend()).prompter.build_prompt(QUERIES['q1'], ['Paris'])
+    assert reteval.gold_reader.backend.backend.calls[0] == gold_prompt
 
 
 def test_gold_answers_are_sampled_three_times_at_temperature_half_by_default():

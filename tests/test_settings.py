@@ -159,7 +159,7 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
     given = (rel % 2)(topics)
     shown = results.contexts
     assert list(zip(shown['qid'], shown['docno'])) == list(zip(given['qid'], given['docno']))
-    assert results.prompt(reader, 'Rel', 2, topics['qid'][0]) == reader.prompts(given)[topics['qid'][0]]
+    assert results.prompt(reader, 'Rel', 2, topics['qid'][0]) == reader.prompter.prompts(given)[topics['qid'][0]]
 
 
 def test_preset_and_command_line_resolve_to_one_config():

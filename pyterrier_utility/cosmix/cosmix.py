@@ -74,10 +74,10 @@ class COSMix(pt.Transformer):
         topics = normalise_frame(repr(self), inp[['qid', 'query']].drop_duplicates()).reset_index(drop=True)
         first = self._top(self.first, topics)
         first = self.reorder.transform(first) if self.reorder is not None and len(first) else first
-        prompts = self.reader.prompts(first) if len(first) else {}
-        prompts = {qid: prompts.get(qid, self.reader.build_prompt(str(q)))
+        prompts = self.reader.prompter.prompts(first) if len(first) else {}
+        prompts = {qid: prompts.get(qid, self.reader.prompter.build_prompt(str(q)))
                    for qid, q in zip(topics['qid'], topics['query'])}
-        answers = dict(zip(prompts, (a[0] for a in self.reader.answer(list(prompts.values())))))
+        answers = dict(zip(prompts, (a[0].text for a in self.reader.answer(list(prompts.values())))))
         ok = dict(zip(topics['qid'], self.validator.validate(topics['query'].astype(str).tolist(),
                                                                [answers[q] for q in topics['qid']])))
         retry = topics[~topics['qid'].map(ok)]

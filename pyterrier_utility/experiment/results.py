@@ -105,10 +105,10 @@ class StudyResults:
         query = one(self.queries)['query']
         check(len(query) == 1, 'StudyResults.prompt', f'no query {qid!r}' + (f' in {dataset!r}' if dataset else ''))
         if system == '0-shot':
-            return reader.build_prompt(query.iloc[0])
+            return reader.prompter.build_prompt(query.iloc[0])
         shown = one(self.contexts)
         shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')
-        return reader.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
+        return reader.prompter.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
 
     def report(self, folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
         """Saves the study into ``folder`` and writes its browsable ``report.html`` (see
