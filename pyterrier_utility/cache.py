@@ -210,6 +210,8 @@ class GenerationCache(Backend):
 
     def key(self, prompt: str, seed: int, max_new_tokens: Optional[int],
             stop_sequences: Optional[Sequence[str]]) -> str:
+        """An answer's key, the one place it is computed: the settings' id, the prompt and the seed
+        (none for a deterministic backend)."""
         return stable_hash(self.settings_id(max_new_tokens, stop_sequences), prompt,
                            None if self.deterministic else int(seed))
 
@@ -262,11 +264,7 @@ class GenerationCache(Backend):
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
         if len(seeds) != len(inps):
             raise ValueError(f'GenerationCache: {len(seeds)} seeds for {len(inps)} prompts')
-        sid = self.settings_id(max_new_tokens, stop_sequences)
-        greedy = self.deterministic
-        keys = [stable_hash(sid, p, None if greedy else int(s)) for p, s in zip(inps, seeds)]
-        found = self._answers(keys, inps, seeds, max_new_tokens, stop_sequences)
-        return [found[k] for k in keys]
+        return self._generate(inps, seeds, max_new_tokens, stop_sequences)
 
     def answer(self, prompts: Sequence[str], seeds: Sequence[int], *, max_new_tokens: Optional[int] = None,
                stop_sequences: Optional[Sequence[str]] = None, verbose: bool = False) -> List[List[Answer]]:
@@ -275,12 +273,16 @@ class GenerationCache(Backend):
         cached is read, the rest generated in the backend's batches (with a progress bar counting
         answers when ``verbose``)."""
         seeds = [int(s) for s in seeds]
-        sid = self.settings_id(max_new_tokens, stop_sequences)
-        greedy = self.deterministic
-        keys = [[stable_hash(sid, p, None if greedy else s) for s in seeds] for p in prompts]
-        found = self._answers([k for row in keys for k in row], [p for p in prompts for _ in seeds],
-                              seeds * len(prompts), max_new_tokens, stop_sequences, verbose)
-        return [[found[k] for k in row] for row in keys]
+        flat = self._generate([p for p in prompts for _ in seeds], seeds * len(prompts), max_new_tokens,
+                              stop_sequences, verbose)
+        return [flat[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(prompts))]
+
+    def _generate(self, inps: Sequence[str], seeds: Sequence[int], max_new_tokens, stop_sequences,
+                  verbose: bool = False) -> List[Answer]:
+        """The answer to each (prompt, seed): read where cached, else generated."""
+        keys = [self.key(p, s, max_new_tokens, stop_sequences) for p, s in zip(inps, seeds)]
+        found = self._answers(keys, inps, seeds, max_new_tokens, stop_sequences, verbose)
+        return [found[k] for k in keys]
 
     def _answers(self, keys: List[str], inps: Sequence[str], seeds: Sequence[int], max_new_tokens, stop_sequences,
                  verbose: bool = False) -> Dict[str, Answer]:
