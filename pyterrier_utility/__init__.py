@@ -24,8 +24,7 @@ _NAMES = {
 }
 _MODULES = ('backends', 'bertscore', 'cache', 'correlation', 'cosmix', 'datasets', 'erag', 'errors', 'experiment',
             'fbert', 'gold', 'interop', 'measures', 'models', 'oracle', 'order', 'prompter', 'prompts', 'protocols',
-            'reader',
-            'reteval', 'runs', 'settings', 'utility')
+            'reader', 'reteval', 'runs', 'settings', 'utility', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
