@@ -102,15 +102,8 @@ def through_servers(report, kind: str, count: int, log_dir: Path, args, runs, ro
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--queries', type=int, default=2)
-    parser.add_argument('--k-max', type=int, default=10)
-    parser.add_argument('--samples', type=int, default=5)
-    parser.add_argument('--max-new-tokens', type=int, default=32)
-    parser.add_argument('--temperature', type=float, default=0.3)
-    parser.add_argument('--top-k', type=int, default=50)
-    parser.add_argument('--repetition-penalty', type=float, default=1.2)
-    parser.add_argument('--depth', type=int, default=20, help='documents the neural system re-ranks')
+    from bench_generation import grid_parser, grid_prompts
+    parser = grid_parser(__doc__)
     parser.add_argument('--max-num-seqs', type=int, nargs='+', default=[16, 64])
     parser.add_argument('--concurrency', type=int, nargs='+', default=[8, 32])
     parser.add_argument('--slots', type=int, default=4, help="llama.cpp's parallel slots (its concurrency too)")
@@ -120,8 +113,6 @@ def main():
     args = parser.parse_args()
     if args.vllm_worker:
         return vllm_worker(args.vllm_worker, args.max_num_seqs[0], args.worker_out)
-
-    from bench_generation import grid_prompts
 
     import pyterrier_utility as pu
     prompts = grid_prompts(args.queries, range(1, args.k_max + 1), args.depth)

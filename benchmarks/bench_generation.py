@@ -104,8 +104,9 @@ def timed(fn):
     return out, time.perf_counter() - start
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def grid_parser(description: str) -> argparse.ArgumentParser:
+    """The options of the paper-shaped grid and its decoding, shared by the generation benchmarks."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--queries', type=int, default=2)
     parser.add_argument('--k-max', type=int, default=10)
     parser.add_argument('--samples', type=int, default=5)
@@ -114,6 +115,11 @@ def main():
     parser.add_argument('--top-k', type=int, default=50)
     parser.add_argument('--repetition-penalty', type=float, default=1.2)
     parser.add_argument('--depth', type=int, default=20, help='documents the neural system re-ranks')
+    return parser
+
+
+def main():
+    parser = grid_parser(__doc__)
     parser.add_argument('--reference-answers', type=int, default=24,
                         help='(prompt, seed) pairs the references answer, drawn at random from the grid')
     args = parser.parse_args()
