@@ -141,7 +141,8 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "the penalty counts the last N tokens of prompt and answer (llama.cpp's window; vLLM has none); "
          "'none': every token"),
         (('--stop',), 'stop', dict(nargs='+', metavar='TEXT'),
-         "stop sequences (offline readers: also a new 'Question:' or 'Context' line)"),
+         "stop sequences besides the one the prompt asks for (STOP; authors-short stops at </answer> alone); "
+         "offline readers, unless given: a new 'Question:' or 'Context' line"),
     ],
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),

@@ -34,7 +34,11 @@ class PromptFormat:
             ``{query}``.
         zero_shot: the 0-shot template, with ``{query}``.
         context: one context, with ``{i}`` (1-based) and ``{text}``.
-        stop: the stop sequences the format asks for (``None``: those of the backend's decoding).
+        stop: the stop sequences the format's text asks for (``None``: it asks for none): a reader
+            with this format always stops at them.
+        backend_stops: whether the backend's own stop sequences apply as well (a base model's
+            ``'\nQuestion:'``, see :data:`~pyterrier_utility.settings.BASE_MODEL_STOP`); ``False``:
+            the format's alone, as the authors' short answers stop at ``</answer>`` only.
         answer_tags: ``(open, close)``: the answer is the text between them (the prompt may end
             with ``open``; the text after ``close`` is dropped).
 
@@ -48,6 +52,7 @@ class PromptFormat:
     zero_shot: str
     context: str
     stop: Optional[Tuple[str, ...]] = None
+    backend_stops: bool = True
     answer_tags: Optional[Tuple[str, str]] = None
 
     def __post_init__(self):
@@ -68,6 +73,11 @@ class PromptFormat:
         contexts = '\n'.join(self.context.format(i=i, text=t) for i, t in enumerate(texts, 1))
         return self.kshot.format(contexts=contexts, query=query)
 
+    def stops(self, backend_stops: Sequence[str]) -> Tuple[str, ...]:
+        """The stop sequences a generation with this format uses: the format's own first (what its text
+        asks for), then the backend's where the format takes them, each once."""
+        return tuple(dict.fromkeys((*(self.stop or ()), *(backend_stops if self.backend_stops else ()))))
+
     def extract(self, answer: str) -> str:
         """The answer in a generation: between the answer tags where the format has them."""
         if self.answer_tags is None:
@@ -77,7 +87,7 @@ class PromptFormat:
         return answer.split(opening, 1)[-1].strip()
 
 
-# The stop sequence these prompts ask for is the decoding's default (the authors' stop=["STOP"]).
+# The stop sequence these prompts ask for, which their formats own (the authors' stop=["STOP"]).
 _END = f'End your answer with {STOP[0]}.'
 _KSHOT = ('You are an expert at answering questions based on your own knowledge and related context. '
           f'Please answer this question based on the given context. {_END}')
@@ -91,13 +101,15 @@ _ZEROSHOT_SHORT = ('You are an expert at answering questions based on your own k
 #: The formats by name; see the module's docstring for the source of each.
 PROMPT_FORMATS: Dict[str, PromptFormat] = {f.name: f for f in (
     PromptFormat('plain', _KSHOT + '\n{contexts}\nQuestion: {query}\nNow start your answer. Answer:',
-                 _ZEROSHOT + '\nQuestion: {query}\nNow start your answer. Answer:', 'Context {i}: {text}'),
+                 _ZEROSHOT + '\nQuestion: {query}\nNow start your answer. Answer:', 'Context {i}: {text}', stop=STOP),
     PromptFormat('authors', _KSHOT + ' \n{contexts}\nQuestion: "{query}"\nNow start your answer. \nAnswer: ',
-                 _ZEROSHOT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: ', 'Context {i}: "{text}";'),
+                 _ZEROSHOT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: ', 'Context {i}: "{text}";',
+                 stop=STOP),
     PromptFormat('authors-short',
                  _KSHOT_SHORT + ' \n{contexts}\nQuestion: "{query}"\nNow start your answer. \nAnswer: <answer>',
                  _ZEROSHOT_SHORT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: <answer>',
-                 'Context {i}: "{text}";', stop=('</answer>',), answer_tags=('<answer>', '</answer>')),
+                 'Context {i}: "{text}";', stop=('</answer>',), backend_stops=False,
+                 answer_tags=('<answer>', '</answer>')),
 )}
 
 

@@ -33,7 +33,7 @@ class Reader(pt.Transformer):
     project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``).
     Given a query frame (no ``docno``), the query is answered 0-shot. Given a
     :class:`~pyterrier_utility.Prompter`'s output (a ``prompt`` column), each prompt is answered as
-    it is. Answers stop at ``STOP``, which is removed.
+    it is. Answers stop where the prompt format asks (``STOP``), the stop removed.
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay
     (nDCG@k can still be computed downstream), and what the engine says of the answer:
@@ -62,8 +62,9 @@ class Reader(pt.Transformer):
         max_new_tokens: the most tokens per answer (``None``: the backend's own limit, which for
             the backends of this package is their :class:`~pyterrier_utility.settings.Decoding`'s,
             and for pyterrier-rag's their ``max_new_tokens``, passed on every call).
-        stop: stop sequences, removed from the answer (``None``: the prompt format's, else the
-            backend's decoding's, else ``'STOP'``).
+        stop: stop sequences, removed from the answer (``None``: those the prompt format's text asks
+            for, then the backend's decoding's where the format takes them (a base model's
+            ``'\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
         prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
             :class:`~pyterrier_utility.prompts.PromptFormat`.
         prompt: the k-shot template, with ``{contexts}`` and ``{query}`` (``None``: the format's).
@@ -112,10 +113,8 @@ class Reader(pt.Transformer):
             # none; given generation_args without it, transformers would fall back to max_length.
             max_new_tokens = getattr(inner, 'max_new_tokens', None)
         self.max_new_tokens = max_new_tokens
-        if stop is None and self.template.stop is not None:
-            self.stop = list(self.template.stop)
-        elif stop is None:
-            self.stop = list(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP)
+        if stop is None:
+            self.stop = list(self.template.stops(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP))
         else:
             self.stop = list(Decoding(stop=stop).stop)  # type: ignore[arg-type]  # Decoding makes it a tuple
         self.verbose = resolve_verbose(verbose)

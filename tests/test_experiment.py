@@ -285,6 +285,24 @@ def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypa
     assert 'gemma3-270m' in (tmp_path / 'table1_paper.md').read_text()
 
 
+def test_each_readers_stops_are_recorded_and_printed_where_the_decoding_does_not_say_them(tmp_path, monkeypatch,
+                                                                                            capsys, minilm):
+    import json
+
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    backend = CountingBackend()
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: backend)
+    assert cli.main(['study', '--queries', '1', '-k', '1', '--systems', 'Rel', '--samples', '1', '--no-reverse',
+                     '--prompt-format', 'authors-short', '--stop', 'END', '--out', str(tmp_path)]) == 0
+    settings = json.loads((tmp_path / 'settings.json').read_text())
+    assert settings['decoding']['stop'] == ['END']
+    assert settings['engines']['gemma3-270m']['stop'] == ['</answer>']  # the authors' short prompt: its tag alone
+    assert "gemma3-270m: stops at ['</answer>'] (prompt format 'authors-short': its stop alone)" in \
+        capsys.readouterr().err
+    assert set(backend.stops) == {('</answer>',)}
+
+
 def test_answers_carry_what_the_backend_said_and_truncation_is_warned_once(tmp_path, minilm):
     with pytest.warns(UserWarning) as caught:
         results = study(CountingBackend(logprobs=True), None, minilm)

@@ -4,6 +4,7 @@ import pytest
 
 from pyterrier_utility import PROMPT_FORMATS, PromptFormat, Reader
 from pyterrier_utility.errors import SettingError
+from pyterrier_utility.settings import BASE_MODEL_STOP
 
 QUERY = 'definition of a sigmet'
 TEXTS = ['Definition of SIGMET. plural.', 'sigmet SIGMET, or Significant.']
@@ -84,6 +85,24 @@ def test_reader_with_the_short_format_stops_at_the_tag_and_extracts():
     assert reader.stop == ['</answer>']
     out = reader(pd.DataFrame({'qid': ['q1'], 'query': [QUERY]}))
     assert list(out['qanswer']) == ['SIGMET is a weather advisory']
+
+
+def test_each_format_owns_the_stop_its_text_asks_for():
+    for fmt in PROMPT_FORMATS.values():
+        assert fmt.stop and all(fmt.stop[0] in text for text in (fmt.kshot, fmt.zero_shot)), fmt.name
+
+
+@pytest.mark.parametrize('fmt,decoding_stop,expected', [
+    ('plain', ('\n\n',), ['STOP', '\n\n']),  # the text asks for STOP: it stops there whatever the backend's
+    ('plain', BASE_MODEL_STOP, list(BASE_MODEL_STOP)),  # a base model's stops added, STOP once
+    ('authors', ('STOP',), ['STOP']),
+    ('authors-short', BASE_MODEL_STOP, ['</answer>']),  # the authors' short answers stop at the tag alone
+])
+def test_reader_stops_where_the_format_asks_then_where_the_backend_does(fmt, decoding_stop, expected):
+    from pyterrier_utility.backends import OpenAICompatibleBackend
+    backend = OpenAICompatibleBackend('m', 'http://127.0.0.1:9/v1', stop=decoding_stop)
+    assert Reader(backend, prompt_format=fmt).stop == expected
+    assert Reader(backend, prompt_format=fmt, stop='END').stop == ['END']  # given: exactly that
 
 
 def test_template_arguments_override_the_format(counting_backend):

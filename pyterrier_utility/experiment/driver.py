@@ -20,18 +20,18 @@ from ir_measures import nDCG
 from .. import backends, measures
 from .._util import say
 from .._version import __version__
-from ..bertscore import BertScore
 from ..cache import GenerationCache, backend_key
-from ..cosmix import COSMix, cosmix_system
+from ..contexts.runs import RunFile
 from ..datasets import get_dataset
 from ..errors import SettingError
-from ..fbert import FBertScorer
-from ..gold import GOLD_QUALITIES, GoldAnswerScorer
+from ..methods.cosmix import COSMix, cosmix_system
 from ..protocols import AnswerScorer
 from ..reader import Reader
-from ..runs import RunFile
+from ..scoring.bertscore import BertScore
+from ..scoring.fbert import FBertScorer
+from ..scoring.gold import GOLD_QUALITIES, GoldAnswerScorer
+from ..scoring.utility import UtilityEvaluator
 from ..settings import FIELDS, LabelSet
-from ..utility import UtilityEvaluator
 from . import figures, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .html import TITLE, write_report
@@ -131,7 +131,8 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
              argv: Optional[list] = None) -> dict:
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
-    engines = {name: engine_record(r.backend.backend) for name, r in readers.items()}
+    # The stops each reader uses: its prompt format's, then the decoding's where the format takes them.
+    engines = {name: dict(engine_record(r.backend.backend), stop=list(r.stop)) for name, r in readers.items()}
     notes = config.decoding_notes()
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend.backend) for name, r in readers.items()}, engines=engines,
@@ -150,6 +151,10 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
             say(f'  {name}={getattr(config.decoding, name)!r}: {source}')
     for reader, own in notes.items():
         say(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}' for name, how in own.items()))
+    for name, r in readers.items():
+        if list(r.stop) != list(config.decoding.stop):
+            say(f'{name}: stops at {list(r.stop)!r} (prompt format {r.template.name!r}: '
+                + ('its stop, then the decoding\'s)' if r.template.backend_stops else 'its stop alone)'))
     for name, engine in engines.items():
         say(f'{name}: {engine["reproducibility"]}'
             + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))

@@ -7,7 +7,8 @@ from pyterrier_rag.backend import Backend, BackendOutput
 class CountingBackend(Backend):
     """Deterministic answers derived from the prompt (and seed), counting every prompt generated.
     With ``logprobs``, each is an ``Answer`` of as many tokens as words, each of log-probability
-    -0.5 per context of its prompt minus 0.25, truncated for an odd seed."""
+    -0.5 per context of its prompt minus 0.25, truncated for an odd seed. ``calls`` holds every
+    prompt generated, ``stops`` the stop sequences of every call."""
     supports_seeds = True
 
     def __init__(self, seeded: bool = True, logprobs: bool = False):
@@ -15,6 +16,7 @@ class CountingBackend(Backend):
         self.seeded = seeded
         self.logprobs = logprobs
         self.calls: List[str] = []
+        self.stops: List[tuple] = []  # the stop sequences of each call
         self.batch_size = 4
 
     @property
@@ -24,6 +26,7 @@ class CountingBackend(Backend):
     def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
         seeds = seeds or [0] * len(inps)
         self.calls.extend(inps)
+        self.stops.append(tuple(stop_sequences or ()))
         outs = []
         for p, s in zip(inps, seeds):
             contexts = p.count('Context ')
