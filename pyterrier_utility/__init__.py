@@ -6,25 +6,30 @@ eRAG and LLM-retEval.
 Names are imported when first used (PEP 562), so ``pyterrier-utility --help`` does not wait for
 PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual.
 """
-from ._lazy import lazy_module
+from ._lazy import install_moved, lazy_module
 from ._version import __version__ as __version__
 
 #: Public name -> the module defining it.
 _NAMES = {
-    'BertScore': 'bertscore', 'Decoding': 'settings', 'ERAGLabeller': 'erag', 'ERAG_Hit': 'measures',
-    'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'fbert',
-    'GenerationCache': 'cache', 'GoldAnswerScorer': 'gold', 'GridWindow': 'order', 'LLMRetEval': 'reteval',
-    'LabelSet': 'settings',
-    'LostInTheMiddle': 'order',
-    'OracleSampler': 'oracle', 'Ordering': 'order', 'PROMPT_FORMATS': 'prompts', 'Permutation': 'order',
-    'PromptFormat': 'prompts', 'Prompter': 'prompter', 'Reader': 'reader',
-    'RetEval': 'measures', 'ReverseOrder': 'order', 'RunFile': 'runs', 'Utility': 'measures',
-    'UtilityEvaluator': 'utility', 'Window': 'order', 'erag_measure': 'measures', 'permutations': 'order',
-    'rank_correlation': 'correlation',
+    'BertScore': 'scoring.bertscore', 'Decoding': 'settings', 'ERAGLabeller': 'methods.erag', 'ERAG_Hit': 'measures',
+    'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'scoring.fbert',
+    'GenerationCache': 'cache', 'GoldAnswerScorer': 'scoring.gold', 'GridWindow': 'contexts.order',
+    'LLMRetEval': 'methods.reteval', 'LabelSet': 'settings', 'LostInTheMiddle': 'contexts.order',
+    'OracleSampler': 'contexts.oracle', 'Ordering': 'contexts.order', 'PROMPT_FORMATS': 'prompts',
+    'Permutation': 'contexts.order', 'PromptFormat': 'prompts', 'Prompter': 'prompter', 'Reader': 'reader',
+    'RetEval': 'measures', 'ReverseOrder': 'contexts.order', 'RunFile': 'contexts.runs', 'Utility': 'measures',
+    'UtilityEvaluator': 'scoring.utility', 'Window': 'contexts.order', 'erag_measure': 'measures',
+    'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
 }
-_MODULES = ('backends', 'bertscore', 'cache', 'correlation', 'cosmix', 'datasets', 'erag', 'errors', 'experiment',
-            'fbert', 'gold', 'interop', 'measures', 'models', 'oracle', 'order', 'prompter', 'prompts', 'protocols',
-            'reader', 'reteval', 'runs', 'settings', 'utility', 'vocabulary')
+_MODULES = ('backends', 'cache', 'contexts', 'datasets', 'errors', 'experiment', 'generation', 'interop', 'measures',
+            'methods', 'models', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings', 'vocabulary')
+#: Modules that moved into the subpackages, by their earlier names: ``pu.reteval`` and
+#: ``import pyterrier_utility.bertscore`` still give them.
+_MOVED = {name: f'{room}.{name}'
+          for room, names in (('scoring', ('bertscore', 'correlation', 'fbert', 'gold', 'utility')),
+                              ('contexts', ('oracle', 'order', 'runs')), ('methods', ('cosmix', 'erag', 'reteval')))
+          for name in names}
 
 __all__ = sorted([*_NAMES, *_MODULES])
-__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
+__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES, _MOVED)
+install_moved(__name__, _MOVED)

@@ -18,6 +18,7 @@ import pyterrier as pt
 
 from ._util import cache_dir, native_output_silenced, stable_hash
 from .errors import SettingError
+from .protocols import BatchTexts
 from .settings import LabelSet
 
 #: Cleverdon's relevance codes (1 = complete answer ... 4 = minimum interest, -1 = no interest)
@@ -118,8 +119,8 @@ class LazyTexts(MappingABC):
 
 def texts_of(texts: Mapping[str, str], docnos: Iterable[str]) -> Dict[str, str]:
     """The texts of the docnos found in ``texts``, fetched together where the mapping can."""
-    if hasattr(texts, 'get_many'):
-        return texts.get_many(docnos)
+    if isinstance(texts, BatchTexts):
+        return dict(texts.get_many(docnos))
     return {d: texts[d] for d in dict.fromkeys(docnos) if d in texts}
 
 
@@ -362,7 +363,7 @@ class PyTerrierDataset(Dataset):
         """qid -> gold answers: the dataset's ``get_answers()`` where it has one (pyterrier-rag's
         RAGDataset interface), else the topics' ``gold_answer`` or ``answers`` column (ir_datasets'
         QA queries, e.g. dpr-w100/natural-questions)."""
-        from .gold import GOLD_COLUMNS, gold_answers
+        from .scoring.gold import GOLD_COLUMNS, gold_answers
         get_answers = getattr(self._dataset, 'get_answers', None)  # declared by pyterrier-rag's RAGDataset
         source = (get_answers(self.variant) if self.variant else get_answers()) if get_answers else self._topics
         if not isinstance(source, pd.DataFrame) or not set(GOLD_COLUMNS) & set(source.columns):

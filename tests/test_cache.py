@@ -228,3 +228,40 @@ def test_an_answer_that_cannot_be_encoded_is_an_error_and_nothing_is_stored(tmp_
     with pytest.raises(BackendError, match=r'answer to prompt 0 of 1 that cannot be encoded as UTF-8'):
         cache.generate(['p'])
     assert len(cache) == 0
+
+
+def test_the_key_definition_is_recorded_and_describes_the_keys(tmp_path, counting_backend):
+    import hashlib
+    import json
+
+    from pyterrier_utility.cache import KEY_DEFINITION, settings_key
+    path = tmp_path / 'g.sqlite'
+    cache = GenerationCache(counting_backend, path)
+    cache.generate(['a'], seeds=[3])
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'key'").fetchone() == (KEY_DEFINITION,)
+    # The keys, computed from the definition alone: sha256 of the JSON list of the parts.
+    settings = json.dumps(settings_key(counting_backend, None, None), sort_keys=True, default=str)
+    settings_id = hashlib.sha256(json.dumps([settings]).encode()).hexdigest()
+    assert db.execute('SELECT id, definition FROM settings').fetchall() == [(settings_id, settings)]
+    answer_key = hashlib.sha256(json.dumps([settings_id, 'a', 3]).encode()).hexdigest()
+    assert db.execute('SELECT key FROM answers').fetchall() == [(answer_key,)]
+
+
+def test_a_file_keyed_otherwise_is_refused_and_one_without_a_definition_gains_it(tmp_path, counting_backend):
+    from pyterrier_utility.cache import KEY_DEFINITION
+    path = tmp_path / 'g.sqlite'
+    GenerationCache(counting_backend, path).generate(['a'], seeds=[0])
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM meta WHERE key = 'key'")  # a file written before the definition was recorded
+    again = GenerationCache(counting_backend, path)
+    assert again.generate(['a'], seeds=[0])[0].text == 'no context (seed 0, 0 contexts)' and again.generated == 0
+    again.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'key'").fetchone() == (KEY_DEFINITION,)
+        db.execute("UPDATE meta SET value = 'md5(prompt)' WHERE key = 'key'")
+    before = path.read_bytes()
+    with pytest.raises(CacheError, match=f'generation cache {path}: its answers are keyed as md5\\(prompt\\), '
+                                         'this version keys them as .*none of them would be found'):
+        GenerationCache(counting_backend, path).generate(['a'], seeds=[0])
+    assert path.read_bytes() == before

@@ -20,9 +20,9 @@ def transformers(cranfield, minilm, tmp_path_factory):
     gold = pu.Reader(CountingBackend(), n_samples=3)
     run = tmp_path_factory.mktemp('run') / 'run.txt'
     run.write_text('1 Q0 12 0 2.0 r\n1 Q0 13 1 1.0 r\n')
-    embeddings = pu.cosmix.CorpusEmbeddings({'12': cranfield.texts['12'], '13': cranfield.texts['13']})
-    dense = pu.cosmix.DenseRetriever(embeddings, cranfield.texts)
-    hybrid = pu.cosmix.HybridRetriever(cranfield.bm25(num_results=5), dense)
+    embeddings = pu.methods.cosmix.CorpusEmbeddings({'12': cranfield.texts['12'], '13': cranfield.texts['13']})
+    dense = pu.methods.cosmix.DenseRetriever(embeddings, cranfield.texts)
+    hybrid = pu.methods.cosmix.HybridRetriever(cranfield.bm25(num_results=5), dense)
     return {
         'Reader': reader, 'ReverseOrder': pu.ReverseOrder(), 'OracleSampler': pu.OracleSampler(QRELS, cranfield.texts),
         'FBertScorer': scorer, 'UtilityEvaluator': pu.UtilityEvaluator(reader, scorer),
@@ -32,7 +32,8 @@ def transformers(cranfield, minilm, tmp_path_factory):
         'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.backend,
         'PisaBM25': cranfield.bm25(num_results=5)[0], 'RunFile': pu.RunFile(run, cranfield.texts),
         'DenseRetriever': dense, 'HybridRetriever': hybrid,
-        'COSMix': pu.cosmix.COSMix(reader, pu.cosmix.Validator(CountingBackend(seeded=False)), hybrid, dense, k=2),
+        'COSMix': pu.methods.cosmix.COSMix(reader, pu.methods.cosmix.Validator(CountingBackend(seeded=False)), hybrid,
+                                           dense, k=2),
     }
 
 

@@ -10,7 +10,7 @@ from scipy import stats as sps
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment, rank_correlation
-from pyterrier_utility.correlation import correlation
+from pyterrier_utility.scoring.correlation import correlation
 
 
 @pytest.mark.parametrize('method, fn', [('pearson', sps.pearsonr), ('spearman', sps.spearmanr),

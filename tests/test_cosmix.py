@@ -12,7 +12,8 @@ from support.simulated_server import SimulatedServer
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
 from pyterrier_utility.backends import OpenAICompatibleBackend
-from pyterrier_utility.cosmix import (
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.methods.cosmix import (
     CorpusEmbeddings,
     COSMix,
     DenseRetriever,
@@ -21,7 +22,6 @@ from pyterrier_utility.cosmix import (
     Validator,
     reciprocal_rank_fusion,
 )
-from pyterrier_utility.errors import SettingError
 
 CORPUS = {
     'a1': 'The boundary layer separates from the wing near the trailing edge at high angles of attack.',

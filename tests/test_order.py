@@ -7,8 +7,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from pyterrier_utility import GridWindow, LostInTheMiddle, Permutation, ReverseOrder, Window, permutations
+from pyterrier_utility.contexts.order import window_starts
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.order import window_starts
 
 
 def test_reverse_order_turns_top_into_last(results):

@@ -64,3 +64,22 @@ def test_the_command_line_parses_its_help_before_any_model_library_loads():
                            'try:\n    cli.main(["study", "--help"])\nexcept SystemExit:\n    pass')
     assert loaded == {'torch': False, 'pyterrier': False, 'pyterrier_rag': False, 'matplotlib': False,
                       'pyterrier_utility.reader': False}
+
+
+def test_modules_moved_into_subpackages_keep_their_earlier_paths():
+    probe = '''
+import importlib, pickle, sys
+import pyterrier_utility as pu
+import pyterrier_utility.bertscore as old
+from pyterrier_utility.cosmix.partition import SparsePartition
+from pyterrier_utility.scoring import bertscore
+from pyterrier_utility.methods.cosmix import partition
+assert old is bertscore and old.__spec__.name == 'pyterrier_utility.scoring.bertscore', old.__spec__
+assert SparsePartition is partition.SparsePartition
+assert sys.modules['pyterrier_utility.cosmix.partition'] is partition
+assert pu.reteval is pu.methods.reteval and pu.order.ReverseOrder is pu.ReverseOrder
+assert 'reteval' not in dir(pu) and 'methods' in dir(pu)
+assert pickle.loads(pickle.dumps(pu.ReverseOrder())).__class__ is pu.contexts.order.ReverseOrder
+'''
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, '-c', probe], env=env, cwd=ROOT, check=True)

@@ -12,7 +12,7 @@ import pyterrier_utility as pu
 from pyterrier_utility import LLMRetEval, Reader, UtilityEvaluator
 from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.reteval import MINILM_MATCH_THRESHOLD, failure_cases, recall_correlation
+from pyterrier_utility.methods.reteval import MINILM_MATCH_THRESHOLD, failure_cases, recall_correlation
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing',
          'd5': 'Paris'}

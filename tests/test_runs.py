@@ -4,8 +4,8 @@ import warnings
 import pandas as pd
 import pytest
 
+from pyterrier_utility.contexts.runs import read_run
 from pyterrier_utility.errors import FrameError
-from pyterrier_utility.runs import read_run
 
 
 def expected(rows):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from pyterrier_utility import Reader, UtilityEvaluator
-from pyterrier_utility.utility import utility
+from pyterrier_utility.scoring.utility import utility
 
 
 class TableScorer:

@@ -2,15 +2,13 @@
 from which the generation key is derived, the scheduling of prompts into batches, and answers that
 say whether they were cut at ``max_new_tokens`` and, where the engine gives it, their log-probability."""
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 
-from .._util import encodable
-from ..errors import BackendError, SettingError
-from ..protocols import BatchedBackend, OrderedBackend, supports_seeds
+from ..errors import SettingError
+from ..protocols import BatchedBackend, OrderedBackend
 from ..settings import FIELDS, Decoding
 
 
@@ -39,11 +37,6 @@ class Answer(BackendOutput):
     def mean_logprob(self) -> Optional[float]:
         """The mean token log-probability (``logprob / tokens``); ``None`` when unknown."""
         return self.logprob / self.tokens if self.logprob is not None and self.tokens else None
-
-
-#: Texts that third-party backends return in place of an answer when a request failed
-#: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
-ERROR_MARKERS = ('ERROR::',)
 
 
 def split_decoding(owner: str, decoding: Optional[Decoding], default: Decoding, kwargs: dict) -> Decoding:
@@ -127,41 +120,6 @@ def cut_at_stop(text: str, stop_sequences: Optional[Sequence[str]]) -> str:
     return text.strip()
 
 
-def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
-    """The answer texts of a backend's outputs for ``count`` prompts, or a :class:`BackendError`
-    when they are not one string per prompt, or a text is an error marker."""
-    try:
-        outputs = list(outputs)
-    except TypeError:
-        raise BackendError(f'{backend!r} returned {type(outputs).__name__} for {count} prompts, '
-                           'not a list of outputs; nothing was stored') from None
-    if len(outputs) != count:
-        raise BackendError(f'{backend!r} returned {len(outputs)} outputs for {count} prompts; '
-                           'answers cannot be matched to prompts, nothing was stored')
-    texts = []
-    for i, out in enumerate(outputs):
-        text = getattr(out, 'text', out)
-        if not isinstance(text, str):
-            raise BackendError(f'{backend!r} returned {type(text).__name__} as the answer to prompt {i} of '
-                               f'{count}, not a string; nothing was stored')
-        if text.startswith(ERROR_MARKERS):
-            raise BackendError(f'{backend!r} returned the error marker {text!r} for prompt {i} of {count} '
-                               '(its request failed); nothing was stored')
-        if not encodable(text):
-            raise BackendError(f'{backend!r} returned an answer to prompt {i} of {count} that cannot be encoded as '
-                               f'UTF-8 (a lone surrogate): {text[:100]!r}; nothing was stored')
-        texts.append(text)
-    return texts
-
-
-def checked_answers(backend: Backend, outputs, count: int) -> List[Answer]:
-    """:func:`checked_texts` as :class:`Answer` s: a backend's own answers as they are; another
-    backend's outputs with what they do not say (``truncated``, ``logprob``) unknown."""
-    texts = checked_texts(backend, outputs, count)
-    return [out if isinstance(out, Answer) else Answer(text=text, truncated=None)
-            for out, text in zip(outputs, texts)]
-
-
 def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int]) -> List[List[int]]:
     """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
     ``prompt_order`` (:class:`~pyterrier_utility.protocols.OrderedBackend`: prompts sharing a prefix
@@ -183,28 +141,3 @@ def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int
         groups[-1].append(i)
         rows += answers[i]
     return groups
-
-
-def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
-                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[Answer]:
-    """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
-
-    Backends that support seeds take them directly. For others, torch's generator is seeded once
-    per group of prompts sharing a seed, inside a forked random state (the caller's is left as it
-    was): reproducible for local backends, a best effort for remote ones.
-    """
-    if supports_seeds(backend):
-        outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
-                                stop_sequences=stop_sequences)
-        return checked_answers(backend, outs, len(prompts))
-    answers: Dict[int, Answer] = {}
-    for seed in sorted(set(seeds)):
-        idx = [i for i, s in enumerate(seeds) if s == seed]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            outs = backend.generate([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
-                                    stop_sequences=stop_sequences)
-        for i, answer in zip(idx, checked_answers(backend, outs, len(idx))):
-            # pyterrier-rag is untyped: mypy sees no BackendOutput.text
-            answers[i] = replace(answer, text=cut_at_stop(answer.text, stop_sequences))  # type: ignore[call-arg]
-    return [answers[i] for i in range(len(prompts))]

@@ -17,7 +17,7 @@ from .._lazy import lazy_module
 _NAMES = {
     'PAPER': 'config', 'PRESETS': 'config', 'StudyConfig': 'config',
     'correlation_vs_k': 'figures', 'draw_figures': 'figures', 'ndcg_vs_utility': 'figures', 'utility_vs_k': 'figures',
-    'read_study': 'folder', 'query_view': 'html', 'write_report': 'html',
+    'read_study': 'folder', 'query_view': 'viewer', 'write_report': 'html',
     'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
     'table1_markdown': 'rendering', 'table1_paper': 'rendering', 'utility_ci': 'stats',
     'StudyResults': 'results', 'write_tables': 'results', 'run_study': 'study', 'system_names': 'study',
@@ -26,7 +26,7 @@ _NAMES = {
 }
 # ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.
 _MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'rendering', 'results', 'stats', 'study',
-            'systems')
+            'systems', 'viewer')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

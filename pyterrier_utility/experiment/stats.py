@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..correlation import METHODS, correlation
 from ..errors import SettingError
+from ..scoring.correlation import METHODS, correlation
 from ..vocabulary import CELL, CORRELATION_FIELDS, MIN_N
 
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.

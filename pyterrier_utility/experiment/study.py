@@ -10,14 +10,14 @@ import pyterrier as pt
 
 from .. import vocabulary
 from .._util import check, check_int, either, normalise_frame, say, user_stacklevel, validate_columns, warn_qids
-from ..bertscore import BertScore
+from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..errors import FrameError, SettingError
-from ..fbert import FBertScorer
-from ..order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import Reader
+from ..scoring.bertscore import BertScore
+from ..scoring.fbert import FBertScorer
+from ..scoring.utility import UtilityEvaluator
 from ..settings import LabelSet, LabelsLike
-from ..utility import UtilityEvaluator
 from ..vocabulary import (
     ANSWER_INFO,
     CSV_COLUMNS,

@@ -4,9 +4,9 @@ from typing import Dict, Optional
 import pandas as pd
 import pyterrier as pt
 
+from ..contexts.oracle import OracleSampler
 from ..errors import SettingError
 from ..models import RERANKERS, reranker as cached_reranker
-from ..oracle import OracleSampler
 from ..settings import LabelsLike
 from ..vocabulary import DEFAULT_SYSTEMS, ORACLE_MODES, REVERSED_SYSTEMS
 
@@ -37,7 +37,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         oracle: how Rel and NRel pick documents: ``'sampled'`` (the paper's text: a random sample of
             relevant / judged non-relevant documents, NRel completed from unjudged ones) or
             ``'authors'`` (the authors' released runs: every judged document sorted by label,
-            highest first for Rel, lowest first for NRel); see :data:`~pyterrier_utility.oracle.ORACLE_MODES`.
+            highest first for Rel, lowest first for NRel); see :data:`~pyterrier_utility.contexts.oracle.ORACLE_MODES`.
         progress: a bar of the documents re-ranked (``None``: in a notebook only).
 
     Example::

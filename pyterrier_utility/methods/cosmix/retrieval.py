@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check_int, validate_columns, with_fewer_results
-from ..datasets import texts_of
+from ..._util import check_int, validate_columns, with_fewer_results
+from ...datasets import texts_of
 from .partition import CorpusEmbeddings
 
 
@@ -30,7 +30,7 @@ class DenseRetriever(pt.Transformer):
     the nearest documents by cosine distance (1 - similarity).
 
     Args:
-        embeddings: the corpus's :class:`~pyterrier_utility.cosmix.CorpusEmbeddings`.
+        embeddings: the corpus's :class:`~pyterrier_utility.methods.cosmix.CorpusEmbeddings`.
         texts: docno -> text.
         subset: the docnos to retrieve from (default: all).
         num_results: documents per query.

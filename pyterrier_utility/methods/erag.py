@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import normalise_frame, validate_columns
-from .errors import SettingError
-from .fbert import FBertScorer
-from .gold import gold_answer_score
-from .reader import Reader
+from .._util import normalise_frame, validate_columns
+from ..errors import SettingError
+from ..reader import Reader
+from ..scoring.fbert import FBertScorer
+from ..scoring.gold import gold_answer_score
 
 GOLD_METRICS = ('em', 'f1')
 

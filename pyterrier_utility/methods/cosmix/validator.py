@@ -4,9 +4,9 @@ from typing import Sequence
 import numpy as np
 from pyterrier_rag.backend import Backend
 
-from .._util import check
-from ..cache import GenerationCache
-from ..protocols import DecodingBackend
+from ..._util import check
+from ...cache import GenerationCache
+from ...protocols import DecodingBackend
 
 #: The validator's prompt (``{query}``, ``{answer}``); a reply starting with "yes" accepts the answer.
 #: COS-Mix's own prompt asks a website assistant for feedback, 0 meaning unsatisfactory; this one asks

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import validate_columns, warn_qids
-from .errors import FrameError, SettingError
-from .protocols import AnswerScorer
-from .reader import Reader
+from .._util import validate_columns, warn_qids
+from ..errors import FrameError, SettingError
+from ..protocols import AnswerScorer
+from ..reader import Reader
 
 
 def utility(p_k, p_0):

@@ -5,10 +5,10 @@ from typing import List, Optional
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check_int, normalise_frame, validate_columns
-from ..models import reranker as cached_reranker
-from ..order import LostInTheMiddle
-from ..reader import Reader
+from ..._util import check_int, normalise_frame, validate_columns
+from ...contexts.order import LostInTheMiddle
+from ...models import reranker as cached_reranker
+from ...reader import Reader
 from .partition import CorpusEmbeddings, SparsePartition
 from .retrieval import DenseRetriever, HybridRetriever
 from .validator import Validator

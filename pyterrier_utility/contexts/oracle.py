@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids, with_fewer_results
-from .datasets import texts_of
-from .errors import SettingError
-from .protocols import IndexedTexts
-from .settings import LabelSet, LabelsLike
-from .vocabulary import ORACLE_MODES
+from .._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids, with_fewer_results
+from ..datasets import texts_of
+from ..errors import SettingError
+from ..protocols import IndexedTexts
+from ..settings import LabelSet, LabelsLike
+from ..vocabulary import ORACLE_MODES
 
 #: How an oracle picks its documents: ``'sampled'``, the paper's text (Section 3: Rel "samples a set
 #: of k relevant documents from the known set of assessed documents ... If the number of relevant

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import check, check_int, validate_columns
-from .settings import is_int
+from .._util import check, check_int, validate_columns
+from ..settings import is_int
 
 
 class Ordering(pt.Transformer):

@@ -16,14 +16,14 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from ._util import check, check_int, normalise_frame, validate_columns, warn_qids
-from .bertscore import BertScore
-from .cache import GenerationCache
-from .correlation import correlation
-from .errors import SettingError
-from .protocols import DecodingBackend
-from .reader import Reader
-from .settings import LabelSet, LabelsLike
+from .._util import check, check_int, normalise_frame, validate_columns, warn_qids
+from ..cache import GenerationCache
+from ..errors import SettingError
+from ..protocols import DecodingBackend
+from ..reader import Reader
+from ..scoring.bertscore import BertScore
+from ..scoring.correlation import correlation
+from ..settings import LabelSet, LabelsLike
 
 #: The judge's prompt: ``{query}``, ``{golds}`` (the gold-context answers, one per line) and
 #: ``{answer}``. Modelled on the GPT-Eval setup the paper adopts: all reference answers at once, a

@@ -4,7 +4,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._util import cache_dir, check, stable_hash
+from ..._util import cache_dir, check, stable_hash
 
 
 class CorpusEmbeddings:
@@ -23,7 +23,7 @@ class CorpusEmbeddings:
     """
 
     def __init__(self, texts: Mapping[str, str], model: Optional[str] = None, batch_size: int = 32):
-        from ..models import minilm_path
+        from ...models import minilm_path
         self.model_name = str(model or minilm_path())
         self.batch_size = batch_size
         self.docnos = [str(d) for d in texts]

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import check, validate_columns, warn_qids
+from .._util import check, validate_columns, warn_qids
+from ..datasets import texts_of
+from ..settings import LabelSet, LabelsLike
+from ..vocabulary import AGGREGATIONS, SUBMEASURES
 from .bertscore import PAPER_MODEL, BertScore
-from .datasets import texts_of
-from .settings import LabelSet, LabelsLike
-from .vocabulary import AGGREGATIONS, SUBMEASURES
 
 
 class FBertScorer(pt.Transformer):
@@ -20,7 +20,7 @@ class FBertScorer(pt.Transformer):
 
     Each row's answer (``qanswer``) is scored against the texts of the documents judged relevant for
     its ``qid``. Each distinct answer is scored once per query; each text is encoded once (see
-    :class:`~pyterrier_utility.bertscore.BertScore`). Queries absent from the qrels, or with no
+    :class:`~pyterrier_utility.scoring.bertscore.BertScore`). Queries absent from the qrels, or with no
     relevant document, get NaN and one warning naming them; an empty answer scores 0 (as in
     bert_score) and is warned about.
 
@@ -36,7 +36,7 @@ class FBertScorer(pt.Transformer):
         labels: the relevant labels, a :class:`~pyterrier_utility.settings.LabelSet` or any of its
             spellings: a minimum (``2``: labels 2 and up) or a set (``{2, 3}``).
         model_type: BERTScore model (paper: ``bert-large-uncased``; offline: ``'minilm'``), or a
-            ready :class:`~pyterrier_utility.bertscore.BertScore` to share its embedding cache.
+            ready :class:`~pyterrier_utility.scoring.bertscore.BertScore` to share its embedding cache.
         num_layers, idf, batch_size, device: as in bert_score. With ``idf``, idf is computed over
             the relevant documents' texts.
         submeasure: BERTScore's ``'P'``, ``'R'`` or ``'F1'`` (the paper).

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ._util import check, validate_columns, warn_qids
+from .._util import check, validate_columns, warn_qids
+from ..vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 from .bertscore import BertScore
-from .vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 
 #: The topic columns gold answers are read from: pyterrier-rag's, then ir_datasets'.
 GOLD_COLUMNS = ('gold_answer', 'answers')

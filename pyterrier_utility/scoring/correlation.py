@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .vocabulary import CORRELATION_METHODS
+from ..vocabulary import CORRELATION_METHODS
 
 #: Each correlation method's scipy function.
 METHODS = dict(zip(CORRELATION_METHODS, (sps.pearsonr, sps.spearmanr, sps.kendalltau)))

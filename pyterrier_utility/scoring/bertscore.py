@@ -4,18 +4,20 @@ Tokenisation, the truncated encoder, idf weights and the greedy matching follow 
 (its own ``get_model``, ``get_tokenizer``, ``sent_encode`` and ``get_idf_dict`` are used), so values
 equal ``bert_score.BERTScorer.score`` on the same pairs; only the work is organised differently:
 texts are encoded once and each answer is matched against all its references in one tensor op.
+:class:`BertScore` loads the model and encodes; :mod:`.embeddings` keeps what is encoded;
+:mod:`.matching` is the arithmetic.
 """
-import sqlite3
-from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from ._util import resolve_verbose, stable_hash
-from .errors import SettingError
-from .vocabulary import SUBMEASURES
+from .._util import resolve_verbose
+from ..errors import SettingError
+from ..vocabulary import SUBMEASURES
+from .embeddings import Embedded, EmbeddingStore
+from .matching import greedy_match, padded
 
 #: The study's BERTScore model.
 PAPER_MODEL = 'bert-large-uncased'
@@ -52,7 +54,7 @@ class BertScore:
         from bert_score.utils import get_idf_dict, model2layers
         self.model_name = model_type
         if model_type == OFFLINE_MODEL:
-            from .models import minilm_path
+            from ..models import minilm_path
             model_type, num_layers = minilm_path(), num_layers or 6
         if num_layers is None:
             if model_type not in model2layers:
@@ -71,12 +73,9 @@ class BertScore:
         else:
             self.idf_dict = None
         self.special_ids = {self.tokenizer.sep_token_id, self.tokenizer.cls_token_id}
-        self.cache_bytes = cache_bytes
-        self._cache: 'OrderedDict[str, Tuple[torch.Tensor, torch.Tensor]]' = OrderedDict()
-        self._cached_bytes = 0
+        #: The embeddings encoded so far (and, with ``cache_path``, those of earlier runs).
+        self.store = EmbeddingStore(self.model_type, num_layers, self.model.config.hidden_size, cache_bytes, cache_path)
         self.encoded = 0
-        self.cache_path = cache_path
-        self._db: Optional[sqlite3.Connection] = None
         self.verbose = resolve_verbose(verbose)
 
     def _load(self) -> None:
@@ -87,7 +86,7 @@ class BertScore:
     def __getstate__(self):
         # The model is pickled as its name (loaded again on unpickling, the offline one from the
         # package that ships it), not as ~90 MB of weights; embeddings stay in the cache file.
-        state = dict(self.__dict__, _db=None, model=None, tokenizer=None, _cache=OrderedDict(), _cached_bytes=0)
+        state = dict(self.__dict__, model=None, tokenizer=None)
         if self.model_name == OFFLINE_MODEL:
             state['model_type'] = OFFLINE_MODEL
         return state
@@ -95,92 +94,47 @@ class BertScore:
     def __setstate__(self, state):
         self.__dict__.update(state)
         if self.model_type == OFFLINE_MODEL:
-            from .models import minilm_path
+            from ..models import minilm_path
             self.model_type = minilm_path()
         self._load()
-
-    def _database(self) -> Optional[sqlite3.Connection]:
-        if self.cache_path is not None and self._db is None:
-            Path(self.cache_path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.cache_path), check_same_thread=False)
-            self._db.execute('CREATE TABLE IF NOT EXISTS embeddings '
-                             '(key TEXT PRIMARY KEY, ids BLOB NOT NULL, emb BLOB NOT NULL)')
-            self._db.commit()
-        return self._db
 
     @property
     def name(self) -> str:
         return f'{self.model_type}@L{self.num_layers}' + ('+idf' if self.idf else '')
 
-    def _key(self, text: str) -> str:
-        return stable_hash(self.model_type, self.num_layers, text)
-
-    def _remember(self, text: str, ids: torch.Tensor, emb: torch.Tensor) -> None:
-        self._cache[text] = (ids, emb)
-        self._cached_bytes += emb.numel() * 4
-        while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
-            _, (_, old) = self._cache.popitem(last=False)
-            self._cached_bytes -= old.numel() * 4
-
-    def _from_disk(self, texts: List[str]) -> None:
-        db = self._database()
-        if db is None or not texts:
-            return
-        keys = {self._key(t): t for t in texts}
-        key_list = list(keys)
-        dim = self.model.config.hidden_size
-        for start in range(0, len(key_list), 500):
-            chunk = key_list[start:start + 500]
-            rows = db.execute(
-                f'SELECT key, ids, emb FROM embeddings WHERE key IN ({",".join("?" * len(chunk))})', chunk)
-            for key, ids, emb in rows:
-                ids = torch.from_numpy(np.frombuffer(ids, dtype=np.int64).copy())
-                emb = torch.from_numpy(np.frombuffer(emb, dtype=np.float32).copy()).view(-1, dim)
-                self._remember(keys[key], ids, emb)
-
     @torch.no_grad()
-    def embed(self, texts: Iterable[str],
-              verbose: Optional[bool] = None) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    def embed(self, texts: Iterable[str], verbose: Optional[bool] = None) -> Dict[str, Embedded]:
         """Token ids and unit-normalised token embeddings of each text, encoding only unseen texts
         (counted by a progress bar when ``verbose``, default the scorer's)."""
         import pyterrier as pt
         from bert_score.utils import sent_encode
         texts = list(dict.fromkeys(t for t in texts if t.strip()))
-        self._from_disk([t for t in texts if t not in self._cache])
-        todo = sorted((t for t in texts if t not in self._cache), key=len)
-        new_rows = []
+        self.store.load(texts)
+        todo = sorted((t for t in texts if t not in self.store), key=len)
         show = self.verbose if verbose is None else verbose
         progress = pt.tqdm(total=len(todo), desc='texts encoded', unit='text', disable=not show or not todo)
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start:start + self.batch_size]
             ids = [sent_encode(self.tokenizer, t) for t in batch]
             lens = [len(i) for i in ids]
-            padded = torch.full((len(batch), max(lens)), self.tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(padded)
+            tokens = torch.full((len(batch), max(lens)), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(tokens)
             for row, seq in enumerate(ids):
-                padded[row, :len(seq)] = torch.tensor(seq)
+                tokens[row, :len(seq)] = torch.tensor(seq)
                 mask[row, :len(seq)] = 1
-            out = self.model(padded.to(self.device), attention_mask=mask.to(self.device))[0].float().cpu()
+            out = self.model(tokens.to(self.device), attention_mask=mask.to(self.device))[0].float().cpu()
+            embedded = []
             for row, text in enumerate(batch):
                 emb = out[row, :lens[row]]
-                emb = emb / emb.norm(dim=-1, keepdim=True)
-                seq = torch.tensor(ids[row], dtype=torch.long)
-                self._remember(text, seq, emb)
-                new_rows.append((self._key(text), seq.numpy().tobytes(), emb.numpy().tobytes()))
+                embedded.append((text, torch.tensor(ids[row], dtype=torch.long), emb / emb.norm(dim=-1, keepdim=True)))
+            self.store.add(embedded)
             self.encoded += len(batch)
             progress.update(len(batch))
         progress.close()
-        db = self._database() if new_rows else None
-        if db is not None:
-            db.executemany('INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)', new_rows)
-            db.commit()
-        found = {}
-        for t in texts:
-            found[t] = self._cache[t]
-            self._cache.move_to_end(t)
-        return found
+        return self.store.get(texts)
 
     def _weights(self, ids: torch.Tensor) -> torch.Tensor:
+        """Each token's weight: its idf (uniform without idf), 0 for the special tokens."""
         if self.idf_dict is None:
             w = torch.ones(len(ids))
         else:
@@ -188,18 +142,8 @@ class BertScore:
         special = torch.tensor([int(i) in self.special_ids for i in ids])
         return w.masked_fill(special, 0.0)
 
-    @staticmethod
-    def _pad(items: List[Tuple[torch.Tensor, torch.Tensor]], weights: List[torch.Tensor]):
-        lens = [e.shape[0] for _, e in items]
-        dim = items[0][1].shape[1]
-        emb = torch.zeros(len(items), max(lens), dim)
-        w = torch.zeros(len(items), max(lens))
-        mask = torch.zeros(len(items), max(lens), dtype=torch.bool)
-        for i, ((_, e), wi) in enumerate(zip(items, weights)):
-            emb[i, :lens[i]] = e
-            w[i, :lens[i]] = wi
-            mask[i, :lens[i]] = True
-        return emb, w / w.sum(dim=1, keepdim=True), mask
+    def _padded(self, embedded):
+        return padded([emb for _, emb in embedded], [self._weights(ids) for ids, _ in embedded])
 
     def matrices(self, candidates: Sequence[str], references: Sequence[str]) -> Dict[str, np.ndarray]:
         """BERTScore ``'P'``, ``'R'`` and ``'F1'`` of every candidate against every reference, each of
@@ -213,21 +157,12 @@ class BertScore:
         if not cand_idx or not ref_idx:
             return scores
         emb = self.embed([candidates[i] for i in cand_idx] + [references[j] for j in ref_idx])
-        refs = [emb[references[j]] for j in ref_idx]
-        ref_emb, ref_w, ref_mask = self._pad(refs, [self._weights(ids) for ids, _ in refs])
-        step = max(1, int(2e7 // max(1, ref_emb.shape[0] * ref_emb.shape[1] * 64)))
+        refs = self._padded([emb[references[j]] for j in ref_idx])
+        step = max(1, int(2e7 // max(1, refs[0].shape[0] * refs[0].shape[1] * 64)))
         for start in range(0, len(cand_idx), step):
             rows = cand_idx[start:start + step]
-            cands = [emb[candidates[i]] for i in rows]
-            cand_emb, cand_w, cand_mask = self._pad(cands, [self._weights(ids) for ids, _ in cands])
-            # sim[c, r, a, l]: answer token a of candidate c against token l of reference r
-            sim = torch.einsum('cad,rld->cral', cand_emb, ref_emb)
-            pair_mask = cand_mask[:, None, :, None] & ref_mask[None, :, None, :]
-            sim = sim.masked_fill(~pair_mask, float('-inf'))
-            precision = (sim.max(dim=3).values.nan_to_num(0, neginf=0) * cand_w[:, None, :]).sum(-1)
-            recall = (sim.max(dim=2).values.nan_to_num(0, neginf=0) * ref_w[None, :, :]).sum(-1)
-            f1 = (2 * precision * recall / (precision + recall)).nan_to_num(0.0)
-            for name, value in zip(SUBMEASURES, (precision, recall, f1)):
+            matched = greedy_match(self._padded([emb[candidates[i]] for i in rows]), refs)
+            for name, value in zip(SUBMEASURES, matched):
                 scores[name][np.ix_(rows, ref_idx)] = value.double().numpy()
         return scores
 

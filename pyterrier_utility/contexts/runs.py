@@ -5,9 +5,9 @@ from typing import Mapping, Union
 import pandas as pd
 import pyterrier as pt
 
-from ._util import normalise_frame, validate_columns, warn_qids
-from .datasets import texts_of
-from .errors import FrameError, SettingError
+from .._util import normalise_frame, validate_columns, warn_qids
+from ..datasets import texts_of
+from ..errors import FrameError, SettingError
 
 #: The fields of a line of a TREC run.
 TREC_FIELDS = 'qid Q0 docno rank score tag'

@@ -1,0 +1,122 @@
+"""Calling a backend: the one place where prompts go to a backend and answers come back.
+
+What is to be generated is grouped into the backend's batches (:func:`~pyterrier_utility.backends.
+_base.work_batches`, every seed of a prompt in one call), each prompt answered with its own seed
+(:func:`generate_seeded`), and what the backend returns is checked (one string per prompt, not an
+error marker, encodable as UTF-8) before anything is kept. When a backend fails part-way (a server
+going away, or Ctrl-C), the answers it completed are kept before the error goes on.
+:class:`~pyterrier_utility.GenerationCache` hands it what it lacks and stores what comes back.
+"""
+from dataclasses import replace
+from typing import Callable, Dict, List, Optional, Sequence
+
+import pyterrier as pt
+import torch
+from pyterrier_rag.backend import Backend
+
+from ._util import encodable
+from .backends._base import Answer, cut_at_stop, work_batches
+from .errors import BackendError
+from .protocols import supports_seeds
+
+#: Texts that third-party backends return in place of an answer when a request failed
+#: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
+ERROR_MARKERS = ('ERROR::',)
+
+
+def checked_texts(backend: Backend, outputs, count: int) -> List[str]:
+    """The answer texts of a backend's outputs for ``count`` prompts, or a :class:`BackendError`
+    when they are not one string per prompt, or a text is an error marker."""
+    try:
+        outputs = list(outputs)
+    except TypeError:
+        raise BackendError(f'{backend!r} returned {type(outputs).__name__} for {count} prompts, '
+                           'not a list of outputs; nothing was stored') from None
+    if len(outputs) != count:
+        raise BackendError(f'{backend!r} returned {len(outputs)} outputs for {count} prompts; '
+                           'answers cannot be matched to prompts, nothing was stored')
+    texts = []
+    for i, out in enumerate(outputs):
+        text = getattr(out, 'text', out)
+        if not isinstance(text, str):
+            raise BackendError(f'{backend!r} returned {type(text).__name__} as the answer to prompt {i} of '
+                               f'{count}, not a string; nothing was stored')
+        if text.startswith(ERROR_MARKERS):
+            raise BackendError(f'{backend!r} returned the error marker {text!r} for prompt {i} of {count} '
+                               '(its request failed); nothing was stored')
+        if not encodable(text):
+            raise BackendError(f'{backend!r} returned an answer to prompt {i} of {count} that cannot be encoded as '
+                               f'UTF-8 (a lone surrogate): {text[:100]!r}; nothing was stored')
+        texts.append(text)
+    return texts
+
+
+def checked_answers(backend: Backend, outputs, count: int) -> List[Answer]:
+    """:func:`checked_texts` as :class:`Answer` s: a backend's own answers as they are; another
+    backend's outputs with what they do not say (``truncated``, ``logprob``) unknown."""
+    texts = checked_texts(backend, outputs, count)
+    return [out if isinstance(out, Answer) else Answer(text=text, truncated=None)
+            for out, text in zip(outputs, texts)]
+
+
+def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
+                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[Answer]:
+    """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
+
+    Backends that support seeds take them directly. For others, torch's generator is seeded once
+    per group of prompts sharing a seed, inside a forked random state (the caller's is left as it
+    was): reproducible for local backends, a best effort for remote ones.
+    """
+    if supports_seeds(backend):
+        outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
+                                stop_sequences=stop_sequences)
+        return checked_answers(backend, outs, len(prompts))
+    answers: Dict[int, Answer] = {}
+    for seed in sorted(set(seeds)):
+        idx = [i for i, s in enumerate(seeds) if s == seed]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            outs = backend.generate([prompts[i] for i in idx], max_new_tokens=max_new_tokens,
+                                    stop_sequences=stop_sequences)
+        for i, answer in zip(idx, checked_answers(backend, outs, len(idx))):
+            # pyterrier-rag is untyped: mypy sees no BackendOutput.text
+            answers[i] = replace(answer, text=cut_at_stop(answer.text, stop_sequences))  # type: ignore[call-arg]
+    return [answers[i] for i in range(len(prompts))]
+
+
+def generate_batches(backend: Backend, todo: Dict[str, Dict[str, int]], max_new_tokens: Optional[int],
+                     stop_sequences: Optional[List[str]], keep: Callable[[Dict[str, Answer]], None],
+                     verbose: bool = False) -> Dict[str, Answer]:
+    """Generates ``todo`` (prompt -> key -> seed) in the backend's batches and returns key -> answer;
+    each batch's answers go to ``keep`` as the batch completes (with a progress bar counting answers
+    when ``verbose``).
+
+    On a :class:`~pyterrier_utility.errors.BackendError` or a Ctrl-C, the answers the failed batch
+    completed (those a backend attaches to the error as ``completed``, checked as any other) go to
+    ``keep`` before the error goes on; a ``BackendError`` then says how many were kept."""
+    prompts = list(todo)
+    found: Dict[str, Answer] = {}
+    total = sum(len(t) for t in todo.values())
+    with pt.tqdm(total=total, desc='answers', unit='answer', disable=not verbose or not total) as progress:
+        for group in work_batches(backend, prompts, [len(todo[p]) for p in prompts]):
+            chunk = [(k, prompts[i], s) for i in group for k, s in todo[prompts[i]].items()]
+            try:
+                answers = generate_seeded(backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
+                                          max_new_tokens, stop_sequences)
+            except (BackendError, KeyboardInterrupt) as e:
+                # A Ctrl-C may carry the answers completed too (OpenAICompatibleBackend's does).
+                completed = {i: a if isinstance(a, Answer) else Answer(text=a, truncated=None)
+                             for i, a in getattr(e, 'completed', {}).items()}
+                kept = {chunk[i][0]: a for i, a in completed.items()
+                        if 0 <= i < len(chunk) and isinstance(a.text, str) and not a.text.startswith(ERROR_MARKERS)
+                        and encodable(a.text)}
+                keep(kept)
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                raise BackendError(f'{e} [{len(kept)} answers of the failed batch and all earlier batches '
+                                   'are in the cache; a re-run generates only what is missing]') from e
+            new = {k: a for (k, _, _), a in zip(chunk, answers)}
+            keep(new)
+            found.update(new)
+            progress.update(len(chunk))
+    return found

@@ -1,0 +1,73 @@
+"""The README's layout is the package's: every module is in one room, and at import time a module
+imports only its own room and the rooms listed above it."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / 'pyterrier_utility'
+
+
+def rooms():
+    """The README's rooms, bottom first: each a set of file and folder names."""
+    text = (ROOT / 'README.md').read_text()
+    block = text.split('### The layout', 1)[1].split('```', 2)[1]
+    found = []
+    for line in block.strip().splitlines():
+        names = re.split(r'\s{2,}', line.strip(), maxsplit=1)[0]
+        if line.startswith(' '):  # a description going on
+            continue
+        found.append({n.strip().rstrip('/') for n in names.split(',')})
+    return found
+
+
+def room_of(module: str, listed) -> int:
+    parts = module.split('.')[1:]
+    head = parts[0] if parts else '__init__'
+    for i, names in enumerate(listed):
+        if head in names or head.removesuffix('.py') in {n.removesuffix('.py') for n in names}:
+            return i
+    raise AssertionError(f'{module} is in no room of the README\'s layout')
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob('*.py')):
+        parts = path.relative_to(ROOT).with_suffix('').parts
+        if parts == ('pyterrier_utility', '__init__'):
+            continue
+        name = '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+        package = name if path.name == '__init__.py' else name.rsplit('.', 1)[0]
+        yield path, name, package
+
+
+def imported_at_import_time(path: Path, package: str):
+    """The package modules ``path`` imports in its body (not inside functions)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split('.')[:len(package.split('.')) - (node.level - 1)]
+            target = '.'.join(base + ([node.module] if node.module else []))
+            yield from ([target] if node.module else [f'{target}.{a.name}' for a in node.names])
+
+
+def test_every_module_is_in_one_room_and_imports_only_rooms_below_it():
+    listed = rooms()
+    assert len(listed) >= 10, listed
+    wrong = []
+    for path, name, package in modules():
+        mine = room_of(name, listed)
+        for target in imported_at_import_time(path, package):
+            if target != 'pyterrier_utility' and room_of(target, listed) > mine:
+                wrong.append(f'{name} imports {target}')
+    assert not wrong
+
+
+def test_the_check_sees_an_import_from_a_room_listed_below(tmp_path):
+    listed = rooms()
+    assert room_of('pyterrier_utility.reader', listed) < room_of('pyterrier_utility.scoring.fbert', listed)
+    upward = tmp_path / 'm.py'
+    upward.write_text('from .scoring.fbert import FBertScorer\n\n\ndef f():\n    from .experiment import run\n')
+    assert list(imported_at_import_time(upward, 'pyterrier_utility')) == ['pyterrier_utility.scoring.fbert']
+    with pytest.raises(AssertionError, match='in no room'):
+        room_of('pyterrier_utility.nowhere', listed)
