@@ -141,8 +141,7 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "the penalty counts the last N tokens of prompt and answer (llama.cpp's window; vLLM has none); "
          "'none': every token"),
         (('--stop',), 'stop', dict(nargs='+', metavar='TEXT'),
-         "stop sequences besides the one the prompt asks for (STOP; authors-short stops at </answer> alone); "
-         "offline readers, unless given: a new 'Question:' or 'Context' line"),
+         "stops besides the prompt's (STOP; authors-short: </answer> only); offline: new Question/Context lines"),
     ],
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),

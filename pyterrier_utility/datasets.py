@@ -5,6 +5,7 @@ relevant), document texts by docno and a BM25 retriever, so the study runs on ei
 """
 import gzip
 import json
+import math
 import os
 import re
 from collections import OrderedDict
@@ -16,7 +17,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 import pandas as pd
 import pyterrier as pt
 
-from ._util import cache_dir, native_output_silenced, stable_hash
+from ._util import cache_dir, native_output_silenced, stable_hash, validate_columns
 from .errors import SettingError
 from .protocols import BatchTexts
 from .settings import LabelSet
@@ -115,6 +116,42 @@ class LazyTexts(MappingABC):
 
     def __repr__(self):
         return f'LazyTexts({len(self._cache)} in memory, {self.fetched} fetched)'
+
+
+#: The topic columns gold answers are read from, the first present.
+GOLD_COLUMNS = ('gold_answer', 'answers')
+GoldLike = Union[pd.DataFrame, Mapping[str, Union[str, Iterable[str]]]]
+
+
+def _strings(value) -> List[str]:
+    if isinstance(value, str):
+        return [value]
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [str(v) for v in value]
+
+
+def gold_answers(source: GoldLike, column: Optional[str] = None) -> Dict[str, Tuple[str, ...]]:
+    """qid -> its distinct non-blank gold answers, from a mapping (qid -> an answer or a list of
+    them) or a frame with ``qid`` and a ``column`` (default: the first of :data:`GOLD_COLUMNS`
+    present) holding an answer or a list per row, as pyterrier-rag's ``get_answers()`` (one row per
+    answer) and ir_datasets' topics with ``answers`` give them.
+
+    Example::
+
+        gold_answers(pd.DataFrame({'qid': ['1', '1'], 'gold_answer': ['Paris', 'paris, France']}))
+    """
+    if isinstance(source, pd.DataFrame):
+        found = [c for c in GOLD_COLUMNS if c in source.columns]
+        column = column or (found[0] if found else GOLD_COLUMNS[0])
+        validate_columns('gold answers', source, ['qid', column])
+        pairs: Iterable[Tuple[str, object]] = zip(source['qid'].astype(str), source[column])
+    else:
+        pairs = ((str(q), a) for q, a in source.items())
+    out: Dict[str, Dict[str, None]] = {}
+    for qid, value in pairs:
+        out.setdefault(qid, {}).update(dict.fromkeys(a for a in _strings(value) if a.strip()))
+    return {qid: tuple(answers) for qid, answers in out.items() if answers}
 
 
 def texts_of(texts: Mapping[str, str], docnos: Iterable[str]) -> Dict[str, str]:
@@ -363,7 +400,6 @@ class PyTerrierDataset(Dataset):
         """qid -> gold answers: the dataset's ``get_answers()`` where it has one (pyterrier-rag's
         RAGDataset interface), else the topics' ``gold_answer`` or ``answers`` column (ir_datasets'
         QA queries, e.g. dpr-w100/natural-questions)."""
-        from .scoring.gold import GOLD_COLUMNS, gold_answers
         get_answers = getattr(self._dataset, 'get_answers', None)  # declared by pyterrier-rag's RAGDataset
         source = (get_answers(self.variant) if self.variant else get_answers()) if get_answers else self._topics
         if not isinstance(source, pd.DataFrame) or not set(GOLD_COLUMNS) & set(source.columns):

@@ -8,21 +8,20 @@ F1, as pyterrier-rag's ``EM`` and ``F1`` measures; each takes the best gold answ
 import re
 import string
 from collections import Counter
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from .._util import check, validate_columns, warn_qids
+from ..datasets import GoldLike, gold_answers
 from ..vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 from .bertscore import BertScore
 
 #: The topic columns gold answers are read from: pyterrier-rag's, then ir_datasets'.
-GOLD_COLUMNS = ('gold_answer', 'answers')
 _NAMES = dict(zip(GOLD_QUALITIES, ('EM', 'F1', 'BERTScore')))
 _PUNCTUATION = set(string.punctuation)
-GoldLike = Union[pd.DataFrame, Mapping[str, Union[str, Iterable[str]]]]
 
 
 def normalize_answer(text: str) -> str:
@@ -56,37 +55,6 @@ def gold_answer_score(answer: str, gold: Union[str, Sequence[str]], metric: str 
     if not golds:
         return float('nan')
     return max((exact_match if metric == 'em' else token_f1)(answer, g) for g in golds)
-
-
-def _strings(value) -> List[str]:
-    if isinstance(value, str):
-        return [value]
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return []
-    return [str(v) for v in value]
-
-
-def gold_answers(source: GoldLike, column: Optional[str] = None) -> Dict[str, Tuple[str, ...]]:
-    """qid -> its distinct non-blank gold answers, from a mapping (qid -> an answer or a list of
-    them) or a frame with ``qid`` and a ``column`` (default: the first of :data:`GOLD_COLUMNS`
-    present) holding an answer or a list per row, as pyterrier-rag's ``get_answers()`` (one row per
-    answer) and ir_datasets' topics with ``answers`` give them.
-
-    Example::
-
-        gold_answers(pd.DataFrame({'qid': ['1', '1'], 'gold_answer': ['Paris', 'paris, France']}))
-    """
-    if isinstance(source, pd.DataFrame):
-        found = [c for c in GOLD_COLUMNS if c in source.columns]
-        column = column or (found[0] if found else GOLD_COLUMNS[0])
-        validate_columns('gold answers', source, ['qid', column])
-        pairs: Iterable[Tuple[str, object]] = zip(source['qid'].astype(str), source[column])
-    else:
-        pairs = ((str(q), a) for q, a in source.items())
-    out: Dict[str, Dict[str, None]] = {}
-    for qid, value in pairs:
-        out.setdefault(qid, {}).update(dict.fromkeys(a for a in _strings(value) if a.strip()))
-    return {qid: tuple(answers) for qid, answers in out.items() if answers}
 
 
 class GoldAnswerScorer(pt.Transformer):
