@@ -32,11 +32,12 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(length: int, extra: list) -> dict:
-    """One study at ``length`` new tokens; its cut share, times and the load seen while it ran."""
-    out = tempfile.mkdtemp(prefix=f'pu-mnt{length}-')
-    command = [sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', out,
-               '--max-new-tokens', str(length)] + extra
+def study(options: list, prefix: str) -> dict:
+    """One ``pyterrier-utility study`` with ``options`` in a fresh folder: the generation phase's time
+    as the study prints it, the wall and CPU times, the load seen while it ran, the folder and the
+    study's output."""
+    out = tempfile.mkdtemp(prefix=prefix)
+    command = [sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', out] + options
     print('running:', ' '.join(command), flush=True)
     loads, done = [], threading.Event()
 
@@ -52,16 +53,22 @@ def run(length: int, extra: list) -> dict:
     sampler.join()
     print(finished.stdout[-3000:], flush=True)
     # The study's phase line: "generation: 5 samples per prompt, 785 generated (137.4 s)".
-    generation = float(re.search(r'generation: .*?\(([\d.]+) s\)', finished.stdout).group(1))
-    answers = pd.read_csv(Path(out) / 'answers.csv')
+    phase = re.search(r'generation: .*?, (\d+) generated \(([\d.]+) s\)', finished.stdout)
+    return {'generated': int(phase.group(1)), 'generation': float(phase.group(2)), 'wall': wall, 'cpu': cpu,
+            'load': f'{sum(loads) / max(len(loads), 1):.1f} [{min(loads, default=0):.1f}, {max(loads, default=0):.1f}]',
+            'folder': out, 'stdout': finished.stdout}
+
+
+def run(length: int, extra: list) -> dict:
+    """One study at ``length`` new tokens; its cut share, times and the load seen while it ran."""
+    done = study(['--max-new-tokens', str(length)] + extra, f'pu-mnt{length}-')
+    answers = pd.read_csv(Path(done['folder']) / 'answers.csv')
     cut = answers['truncated'].astype(str).eq('True')
     kshot = answers['system'] != '0-shot'
     return {'max_new_tokens': length, 'cut': f'{cut.sum()} / {len(cut)} ({cut.mean():.0%})',
             'k-shot cut': f'{cut[kshot].sum()} / {kshot.sum()} ({cut[kshot].mean():.0%})',
-            'generation (s)': f'{generation:.1f}', 'wall (s)': f'{wall:.1f}', 'CPU (s)': f'{cpu:.0f}',
-            'load (1 min, mean [min, max])': f'{sum(loads) / max(len(loads), 1):.1f} '
-                                             f'[{min(loads, default=0):.1f}, {max(loads, default=0):.1f}]',
-            'folder': out}
+            'generation (s)': f'{done["generation"]:.1f}', 'wall (s)': f'{done["wall"]:.1f}',
+            'CPU (s)': f'{done["cpu"]:.0f}', 'load (1 min, mean [min, max])': done['load'], 'folder': done['folder']}
 
 
 def main():

@@ -14,14 +14,22 @@ apart by name, with their source:
 - ``'authors-short'``: the same file's ``long_answer=False`` prompts (their NQ runs): an answer
   "within 5 words" between ``<answer>`` and ``</answer>``, the prompt ending in ``<answer>``,
   generation stopped at ``</answer>`` (``tools/llama_tools.py``).
+- ``'example'``: ``'plain'`` with one worked example before the question, for base models (the
+  offline readers), which continue a document rather than follow an instruction: the instruction
+  once, then a made-up example in the same layout (:data:`EXAMPLE`: a context or two, a question
+  and a short answer ending in STOP), a blank line, and the query's own part. The example's text is
+  fixed text of the format (part of every prompt, so of every cache key), never scored, and written
+  for this format: its topic (honeybees) lies outside the collections the study is run on. Its stops
+  are a base model's (:data:`~pyterrier_utility.settings.BASE_MODEL_STOP`): after its answer the
+  model goes on with the next example's ``Context`` or ``Question:`` line, where the answer ends.
 """
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 from .errors import SettingError
-from .settings import STOP
+from .settings import BASE_MODEL_STOP, STOP
 
-__all__ = ['PROMPT_FORMATS', 'PromptFormat', 'prompt_format']
+__all__ = ['EXAMPLE', 'PROMPT_FORMATS', 'PromptFormat', 'prompt_format']
 
 
 @dataclass(frozen=True)
@@ -98,10 +106,35 @@ _KSHOT_SHORT = ('You are an expert at answering questions based on your own know
 _ZEROSHOT_SHORT = ('You are an expert at answering questions based on your own knowledge. Please answer this '
                    'question within 5 words. You should put your answer inside <answer> and </answer>. ')
 
+#: The worked example of the ``'example'`` format: made up for it (a well-known fact, plainly worded),
+#: outside the study's collections; its answer uses the first context, not the second.
+EXAMPLE = {
+    'contexts': ('A honeybee that has found food returns to the hive and performs a waggle dance. The angle '
+                 'of the dance from the vertical shows the direction of the food relative to the sun, and '
+                 'the length of the waggle run shows how far away it is.',
+                 'Honey is made from nectar, which worker bees store in wax cells until enough water has '
+                 'evaporated from it.'),
+    'query': 'how do honeybees tell each other where food is',
+    'answer': 'A bee that has found food performs a waggle dance in the hive: its angle gives the direction '
+              'of the food relative to the sun and the length of its waggle run gives the distance.',
+}
+_PLAIN_KSHOT = '{contexts}\nQuestion: {query}\nNow start your answer. Answer:'
+_PLAIN_ZEROSHOT = 'Question: {query}\nNow start your answer. Answer:'
+
+
+def _worked(instruction: str, part: str, contexts: str) -> str:
+    """An ``'example'`` template: the instruction, the worked example laid out as ``part`` (its
+    contexts ``contexts``), its answer and STOP, a blank line, then ``part`` for the query."""
+    example = part.format(contexts=contexts, query=EXAMPLE['query'])
+    return f'{instruction}\n\n{example} {EXAMPLE["answer"]} {STOP[0]}\n\n{part}'
+
+
+_EXAMPLE_CONTEXTS = '\n'.join(f'Context {i}: {t}' for i, t in enumerate(EXAMPLE['contexts'], 1))
+
 #: The formats by name; see the module's docstring for the source of each.
 PROMPT_FORMATS: Dict[str, PromptFormat] = {f.name: f for f in (
-    PromptFormat('plain', _KSHOT + '\n{contexts}\nQuestion: {query}\nNow start your answer. Answer:',
-                 _ZEROSHOT + '\nQuestion: {query}\nNow start your answer. Answer:', 'Context {i}: {text}', stop=STOP),
+    PromptFormat('plain', _KSHOT + '\n' + _PLAIN_KSHOT, _ZEROSHOT + '\n' + _PLAIN_ZEROSHOT, 'Context {i}: {text}',
+                 stop=STOP),
     PromptFormat('authors', _KSHOT + ' \n{contexts}\nQuestion: "{query}"\nNow start your answer. \nAnswer: ',
                  _ZEROSHOT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: ', 'Context {i}: "{text}";',
                  stop=STOP),
@@ -110,6 +143,8 @@ PROMPT_FORMATS: Dict[str, PromptFormat] = {f.name: f for f in (
                  _ZEROSHOT_SHORT + ' \nQuestion: "{query}"\nNow start your answer. \nAnswer: <answer>',
                  'Context {i}: "{text}";', stop=('</answer>',), backend_stops=False,
                  answer_tags=('<answer>', '</answer>')),
+    PromptFormat('example', _worked(_KSHOT, _PLAIN_KSHOT, _EXAMPLE_CONTEXTS),
+                 _worked(_ZEROSHOT, _PLAIN_ZEROSHOT, ''), 'Context {i}: {text}', stop=BASE_MODEL_STOP),
 )}
 
 

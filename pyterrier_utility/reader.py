@@ -37,7 +37,8 @@ class Reader(pt.Transformer):
 
     Output: the input frame with ``qanswer`` added to every row, so the context documents stay
     (nDCG@k can still be computed downstream), and what the engine says of the answer:
-    ``logprob`` (its sequence log-probability), ``mean_logprob`` (per token) and ``truncated``
+    ``logprob`` (its sequence log-probability), ``mean_logprob`` (per token), ``tokens`` (how many it
+    generated) and ``truncated``
     (stopped at ``max_new_tokens``), NaN or ``None`` where the backend does not say (see
     :class:`~pyterrier_utility.backends.Answer`). With ``n_samples > 1`` every row is repeated per
     sample and a ``sample`` column (0 .. n_samples-1) says which; sample ``j`` uses seed
@@ -173,6 +174,7 @@ class Reader(pt.Transformer):
                                     logprob=pd.Series([a.logprob for a in rows], index=frame.index, dtype=float),
                                     mean_logprob=pd.Series([a.mean_logprob for a in rows], index=frame.index,
                                                            dtype=float),
+                                    tokens=pd.Series([a.tokens for a in rows], index=frame.index, dtype=float),
                                     truncated=[a.truncated for a in rows])
             if token_logprobs:
                 answered = answered.assign(token_logprobs=[getattr(a, 'token_logprobs', None) for a in rows])

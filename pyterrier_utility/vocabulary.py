@@ -39,8 +39,8 @@ RERANKERS = ('dense', 'monot5')
 #: BM25's engines: PISA (offline) or Terrier (Java, the paper's).
 BM25_ENGINES = ('pisa', 'terrier')
 #: The prompt layouts (:data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): this project's, the authors'
-#: exact one, and their short-answer one.
-PROMPT_FORMAT_NAMES = ('plain', 'authors', 'authors-short')
+#: exact one, their short-answer one, and this project's with a worked example first (base models).
+PROMPT_FORMAT_NAMES = ('plain', 'authors', 'authors-short', 'example')
 #: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
 #: document by label (the authors' released runs).
 ORACLE_MODES = ('sampled', 'authors')
@@ -89,14 +89,18 @@ PER_QUERY_KEY = ('dataset', 'reader', 'labels') + CELL
 PER_QUERY_INTEGERS: Dict[str, int] = {'k': 1, 'n_docs': 0}
 #: What a CSV file holds where a number is missing (NaN utility, an unjudged context).
 MISSING = ('', 'nan', 'NaN')
-#: What the reader says of each answer besides ``qanswer`` (:class:`~pyterrier_utility.backends.Answer`), and
+#: What the reader says of each answer besides ``qanswer`` (:class:`~pyterrier_utility.backends.Answer`; ``tokens``:
+#: how many it generated), and
 #: what ``answers.csv`` holds it as: a number (NaN where unknown) or a flag (True, False, or empty where the
 #: engine did not say). Studies from before these columns lack them.
-ANSWER_INFO: Dict[str, str] = {'logprob': 'number', 'mean_logprob': 'number', 'truncated': 'flag'}
+ANSWER_INFO: Dict[str, str] = {'logprob': 'number', 'mean_logprob': 'number', 'tokens': 'number', 'truncated': 'flag'}
 #: A correlation's fields: its method, coefficient, p-value and the pairs it is over.
 CORRELATION_FIELDS = ('method', 'r', 'p', 'n')
 #: The layout of ``correlations.csv`` and ``confidence_correlations.csv``.
 CORRELATION_COLUMNS = ('labels',) + CELL[:2] + CORRELATION_FIELDS
+#: ``health.csv``'s values per (dataset, reader,) system and k (:mod:`~pyterrier_utility.experiment.health`):
+#: the answers, the shares empty, cut at max_new_tokens and copied from a document, and the mean tokens.
+HEALTH_COLUMNS = ('answers', 'empty', 'cut', 'copied', 'mean_tokens')
 #: Per CSV file of a study: its columns (after ``dataset``, ``reader`` where named) and those of them
 #: holding numbers (the rest are text).
 CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
@@ -107,6 +111,7 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'queries.csv': (('qid', 'query'), ()),
     'correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),
     'confidence_correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),  # r(confidence, U)
+    'health.csv': (CELL[:2] + HEALTH_COLUMNS, ('k',) + HEALTH_COLUMNS),
 }
 #: The frames of a study (:class:`~pyterrier_utility.experiment.StudyResults`' attributes) and the files
 #: they are saved as.
@@ -114,9 +119,11 @@ FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts
                'scores': 'scores.csv', 'queries': 'queries.csv', 'token_logprobs': 'token_logprobs.csv'}
 #: The tables made from ``per_query.csv`` (``report`` makes them again).
 TABLE_FILES = ('table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex', 'correlations.csv')
+HEALTH_FILE = 'health.csv'
 SETTINGS_FILE = 'settings.json'
 REPORT_FILE = 'report.html'
 #: Everything a study run writes into its folder (patterns for the figures); a run removes those of
 #: an earlier run it does not write again.
 OUTPUTS = (tuple(FRAME_FILES.values()) + TABLE_FILES
-           + ('confidence_correlations.csv', 'cosmix_branches.csv', SETTINGS_FILE, REPORT_FILE, 'fig*.png', 'fig*.pdf'))
+           + ('confidence_correlations.csv', HEALTH_FILE, 'cosmix_branches.csv', SETTINGS_FILE, REPORT_FILE,
+              'fig*.png', 'fig*.pdf'))

@@ -207,6 +207,19 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     per_query = pd.read_csv(tmp_path / 'per_query.csv')
     assert len(per_query) == 2 * 2 * 6 * 2  # label sets x k x systems x queries
     assert set(per_query['labels']) == {'label>=2', 'label>=3'}
+    # health.csv: a row per system and k, 0-shot first; its shares counted from answers.csv.
+    health = pd.read_csv(tmp_path / 'health.csv')
+    answers = pd.read_csv(tmp_path / 'answers.csv', keep_default_na=False)
+    counted = answers.assign(empty=answers['qanswer'].str.strip().eq('')).groupby(['system', 'k'], sort=False)
+    assert list(zip(health['system'], health['k'])) == list(counted.groups)
+    assert health['answers'].tolist() == counted.size().tolist()
+    assert health['empty'].tolist() == counted['empty'].mean().tolist()
+    # This backend does not say whether it cut an answer, nor how many tokens it generated: unknown, not 0.
+    assert answers['truncated'].eq('').all() and health[['cut', 'mean_tokens']].isna().all().all()
+    assert f'Answer health: {len(answers)} answers, 0.0% empty, unknown cut at max_new_tokens, ' in printed
+    assert 'tokens per answer unknown' in printed and health.loc[health['system'] == '0-shot', 'copied'].eq(0).all()
+    # The positive control after every study: Rel against NRel at each k, the paired test's p.
+    assert 'Rel against NRel (label>=2): k=1 ' in printed and 'Rel against NRel (label>=3): k=1 ' in printed
 
 
 def test_orderings_and_windows_give_the_contexts_their_names_say(minilm):
@@ -307,8 +320,10 @@ def test_answers_carry_what_the_backend_said_and_truncation_is_warned_once(tmp_p
     with pytest.warns(UserWarning) as caught:
         results = study(CountingBackend(logprobs=True), None, minilm)
     answers = results.answers
-    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']
+    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'tokens',
+                                     'truncated']
     # CountingBackend: as many tokens as words, each of log-probability -0.5 per context - 0.25; odd seeds cut.
+    assert answers['tokens'].tolist() == answers['qanswer'].str.split().str.len().astype(float).tolist()
     contexts = answers['qanswer'].str.extract(r'(\d+) contexts\)$')[0].astype(int)
     per_token = -0.5 * contexts - 0.25
     assert answers['mean_logprob'].tolist() == per_token.tolist()
@@ -408,7 +423,8 @@ def test_each_tokens_log_probability_is_kept_beside_the_answers_their_sums_uncha
     with pytest.warns(UserWarning):
         results = study(TokenCountingBackend(), None, minilm)
     answers, each = results.answers, results.token_logprobs
-    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'truncated']
+    assert list(answers.columns) == ['system', 'k', 'qid', 'sample', 'qanswer', 'logprob', 'mean_logprob', 'tokens',
+                                     'truncated']
     assert list(each.columns) == ['system', 'k', 'qid', 'sample', 'token_logprobs']
     assert_frame_equal(each[['system', 'k', 'qid', 'sample']], answers[['system', 'k', 'qid', 'sample']])
     assert [sum(t) for t in each['token_logprobs']] == answers['logprob'].tolist()

@@ -65,6 +65,31 @@ def test_plain_format_is_the_projects_earlier_layout():
         'Now start your answer. Answer:')
 
 
+def test_example_format_puts_one_worked_example_before_the_plain_layout():
+    instruction = ('You are an expert at answering questions based on your own knowledge and related context. Please '
+                   'answer this question based on the given context. End your answer with STOP.')
+    example = ('Context 1: A honeybee that has found food returns to the hive and performs a waggle dance. The angle '
+               'of the dance from the vertical shows the direction of the food relative to the sun, and the length of '
+               'the waggle run shows how far away it is.\n'
+               'Context 2: Honey is made from nectar, which worker bees store in wax cells until enough water has '
+               'evaporated from it.\n'
+               'Question: how do honeybees tell each other where food is\n'
+               'Now start your answer. Answer: A bee that has found food performs a waggle dance in the hive: its '
+               'angle gives the direction of the food relative to the sun and the length of its waggle run gives the '
+               'distance. STOP\n\n')
+    fmt = PROMPT_FORMATS['example']
+    assert fmt.build(QUERY, TEXTS) == (instruction + '\n\n' + example + PROMPT_FORMATS['plain'].build(QUERY, TEXTS)
+                                       .split('STOP.\n', 1)[1])
+    zero = fmt.build(QUERY)
+    assert zero.startswith('You are an expert at answering questions based on your own knowledge. Please answer this '
+                           'question. End your answer with STOP.\n\nQuestion: how do honeybees tell each other where '
+                           'food is\nNow start your answer. Answer: A bee that has found food')
+    assert zero.endswith('distance. STOP\n\nQuestion: definition of a sigmet\nNow start your answer. Answer:')
+    # Braces in the documents stay data; the example's own text is fixed, whatever the documents.
+    assert fmt.build('q', ['{x}']).endswith('Context 1: {x}\nQuestion: q\nNow start your answer. Answer:')
+    assert fmt.stop == BASE_MODEL_STOP
+
+
 def test_reader_with_the_authors_format(counting_backend):
     results = pd.DataFrame({'qid': ['q1', 'q1'], 'query': [QUERY] * 2, 'docno': ['d1', 'd2'],
                             'text': TEXTS, 'rank': [0, 1]})
@@ -114,7 +139,7 @@ def test_template_arguments_override_the_format(counting_backend):
 
 
 def test_unknown_or_broken_formats_are_refused():
-    with pytest.raises(SettingError, match="one of \\['authors', 'authors-short', 'plain'\\]"):
+    with pytest.raises(SettingError, match="one of \\['authors', 'authors-short', 'example', 'plain'\\]"):
         Reader(None, prompt_format='figure2')
     with pytest.raises(SettingError, match='kshot must be a string with {contexts}, {query}'):
         PromptFormat('broken', '{query}', '{query}', '{text}')

@@ -25,7 +25,7 @@ def test_zero_shot_prompt_for_query_frame(counting_backend):
 
 def test_output_keeps_documents_and_adds_answer(counting_backend, results):
     out = Reader(counting_backend)(results)
-    assert list(out.columns) == list(results.columns) + ['qanswer', 'logprob', 'mean_logprob', 'truncated']
+    assert list(out.columns) == list(results.columns) + ['qanswer', 'logprob', 'mean_logprob', 'tokens', 'truncated']
     assert len(out) == len(results)
     assert set(out[out.qid == 'q1']['qanswer']) == {'first doc (seed 0, 3 contexts)'}
     assert set(out[out.qid == 'q2']['qanswer']) == {'drag doc (seed 0, 1 contexts)'}

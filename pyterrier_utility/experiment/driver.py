@@ -32,8 +32,10 @@ from ..scoring.fbert import FBertScorer
 from ..scoring.gold import GOLD_QUALITIES, GoldAnswerScorer
 from ..scoring.utility import UtilityEvaluator
 from ..settings import FIELDS, LabelSet
-from . import figures, stats
+from ..vocabulary import HEALTH_FILE
+from . import figures, health, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
+from .folder import read_health
 from .html import TITLE, write_report
 from .output import owned, staged
 from .results import StudyResults, blocks, write_tables
@@ -274,6 +276,11 @@ def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
     # Beside Table 1, not only in a warning: answers cut mid-sentence are scored as they are.
     print(f'{cut} ({config.decoding.max_new_tokens}; answers.csv says which, in its truncated column)' if cut
           else 'The engine did not say whether any answer was cut at max_new_tokens.')
+    print(health.summary(read_health(out / HEALTH_FILE)))
+    detail = health.control_detail(health.positive_control(results.table(correction=config.correction),
+                                                           min_n=config.min_n))
+    if detail:
+        print(detail)
     print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{results.generated} answers generated')
     return results
@@ -340,7 +347,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has
     none). With ``html``, also each folder's browsable page (``report.html`` in ``out``, or
     ``NAME-report.html`` for several folders). Returns the file names."""
-    frames, table_ks, figure_ks = [], set(), set()
+    frames, healths, table_ks, figure_ks = [], [], set(), set()
     for folder in folders:
         path = Path(folder) / 'per_query.csv'
         if not path.is_file():
@@ -349,6 +356,11 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
         if 'dataset' not in frame.columns:
             frame.insert(0, 'dataset', Path(folder).name)
         frames.append(frame)
+        if (Path(folder) / HEALTH_FILE).is_file():
+            found = read_health(Path(folder) / HEALTH_FILE)
+            if 'dataset' not in found.columns:
+                found.insert(0, 'dataset', Path(folder).name)
+            healths.append(found)
         recorded = _recorded_ks(Path(folder))
         table_ks |= set(recorded[0] if recorded else frame['k'])
         figure_ks |= set(recorded[1] if recorded else frame['k'])
@@ -357,7 +369,12 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
         per_query = per_query.drop(columns=['dataset'])
     check_out(out)
     baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
-    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks))
+    # Marks need every folder's health: without one folder's, none are given.
+    found = pd.concat(healths, ignore_index=True) if len(healths) == len(folders) else None
+    if found is not None and 'dataset' not in per_query.columns:
+        found = found.drop(columns='dataset')
+    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks),
+                         health=found)
     ks = sorted(set(per_query['k']))
     drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
                                  ndcg_order=ndcg_order, ks=sorted(figure_ks))

@@ -10,6 +10,7 @@ The study writes (``dataset`` first only in a study over several collections):
 - ``contexts.csv``: system, k, qid, position (1-based, the reader's order), docno, label (empty:
   unjudged), text;
 - ``queries.csv``: qid, query;
+- ``health.csv``: system, k, answers, empty, cut, copied, mean_tokens (:mod:`.health`);
 - ``correlations.csv`` and, when the answers carry log-probabilities, ``confidence_correlations.csv``:
   (labels, system, k, method, r, p, n);
 - ``settings.json``, ``table1_paper.md`` and the figures ``fig*.png``.
@@ -37,7 +38,7 @@ class StudyFolder:
 
     Attributes:
         path: the folder.
-        per_query, answers, scores, contexts, queries, correlations, confidence_correlations: the CSV
+        per_query, answers, scores, contexts, queries, correlations, confidence_correlations, health: the CSV
             files as frames, each with a ``dataset`` column ('' for a study over one collection).
         settings: ``settings.json``.
         table1: ``table1_paper.md``.
@@ -52,6 +53,7 @@ class StudyFolder:
     queries: Optional[pd.DataFrame] = None
     correlations: Optional[pd.DataFrame] = None
     confidence_correlations: Optional[pd.DataFrame] = None
+    health: Optional[pd.DataFrame] = None
     settings: Optional[dict] = None
     table1: Optional[str] = None
     figures: Dict[str, bytes] = field(default_factory=dict)
@@ -74,11 +76,7 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
         per_query = read_csv(Path('results/study/per_query.csv'))
     """
     needed, numbers = CSV_COLUMNS[path.name]
-    header = pd.read_csv(path, nrows=0).columns
-    missing = [c for c in needed if c not in header]
-    if missing:
-        raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {list(needed)}, '
-                         f'has {list(header)})')
+    header = _header(path, needed)
     if has_dataset is not None and bool({'dataset', 'reader'} & set(header)) != has_dataset:
         raise FrameError(f"{path}: {'no' if has_dataset else 'a'} column 'dataset', unlike per_query.csv")
     frame = read_per_query(path) if path.name == FRAME_FILES['per_query'] else _read_typed(path, numbers)
@@ -89,6 +87,24 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
     if 'dataset' not in frame.columns:
         frame.insert(0, 'dataset', '')
     return frame
+
+
+def read_health(path: Path) -> pd.DataFrame:
+    """A ``health.csv`` as written (``dataset`` and ``reader`` where the study named them), its
+    columns checked as :func:`read_csv` checks them."""
+    needed, numbers = CSV_COLUMNS[path.name]
+    _header(path, needed)
+    return _read_typed(path, numbers)
+
+
+def _header(path: Path, needed) -> pd.Index:
+    """The columns of a CSV file, or a :class:`FrameError` naming those of ``needed`` it lacks."""
+    header = pd.read_csv(path, nrows=0).columns
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {list(needed)}, '
+                         f'has {list(header)})')
+    return header
 
 
 def _read_typed(path: Path, numbers) -> pd.DataFrame:

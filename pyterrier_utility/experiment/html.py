@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Union
 import pandas as pd
 
 from ..vocabulary import PER_QUERY_VALUES
-from . import stats
+from . import health as answer_health, stats
 from .folder import StudyFolder, read_study
 
 ZERO_SHOT = '0-shot'
@@ -212,6 +212,33 @@ def _confidence_note(study: StudyFolder) -> str:
     return 'confidence_correlations.csv is not in the study folder.'
 
 
+def _health_html(study: StudyFolder) -> str:
+    """health.csv as a table: a row per (dataset,) system and k, the 0-shot answers first, each share
+    as a percentage; the rows past the bars of Table 1's mark (:data:`~.health.UNHEALTHY`) marked."""
+    health = study.health
+    if health is None:
+        return '<p class="note">health.csv is not in the study folder.</p>'
+    bad = set(answer_health.unhealthy(health).index)
+    keys = ['dataset'] if study.named_datasets else []
+
+    def share(value):
+        return '–' if not math.isfinite(value) else f'{value:.0%}'
+    rows, attrs = [], []
+    for i, r in health.iterrows():
+        mark = answer_health.HEALTH_MARK if i in bad else ''
+        rows.append([html.escape(str(r[k])) for k in keys] + [
+            html.escape(str(r['system'])) + mark, f'{r["k"]:g}', f'{r["answers"]:g}', share(r['empty']),
+            share(r['cut']), share(r['copied']), _number(r['mean_tokens'], 1)])
+        attrs.append(' class="unhealthy"' if mark else '')
+    legend = (f'Empty: nothing but white space; cut: stopped at max_new_tokens; copied: at least '
+              f'{answer_health.COPIED_SHARE:.0%} of its words in runs of {answer_health.COPY_RUN}+ words found '
+              f'verbatim in one of its documents. {answer_health.health_legend()}.')
+    return (f'<p class="summary">{html.escape(answer_health.summary(health))}</p>'
+            + _table([k.capitalize() for k in keys] + ['System', 'k', 'answers', 'empty', 'cut', 'copied',
+                                                        'mean tokens'], rows, ' class="health"', attrs)
+            + f'<p class="note">{html.escape(legend)}</p>')
+
+
 def _overview_html(study: StudyFolder) -> str:
     """The overview: what was studied, Table 1, mean U with intervals, the figures, the correlations,
     then the settings folded; an absent file leaves a note in place of its section."""
@@ -228,6 +255,7 @@ def _overview_html(study: StudyFolder) -> str:
         _summary_html(study),
         section('Table 1', markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md'),
                 'table1'),
+        section('Answer health', _health_html(study), 'health'),
         section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study), 'intervals'),
         section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png'), 'figures'),
         section('Correlation with U across queries', _correlations_html(study), 'correlations'),
@@ -355,7 +383,8 @@ def report_html(study: StudyFolder, title: Optional[str] = None) -> str:
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<link rel="icon" href="data:,"><title>{title}</title><style>{_asset("report.css")}</style></head>\n'
-            f'<body><header><h1>{title}</h1><nav><a href="#table1">Table 1</a> <a href="#correlations">'
+            f'<body><header><h1>{title}</h1><nav><a href="#table1">Table 1</a> <a href="#health">Answer health</a> '
+            f'<a href="#correlations">'
             f'Correlations</a> <a href="#settings">Settings</a> <a href="#explorer">Queries</a></nav></header>\n'
             f'<section id="overview">{_overview_html(study)}</section>\n'
             f'<section id="explorer"><h2>Queries</h2><noscript>The query explorer needs JavaScript.</noscript>'
@@ -369,7 +398,8 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
     """Writes the study in ``folder`` as one self-contained HTML page, which opens offline.
 
     The overview shows, in this order, what was studied in one line (datasets, queries, systems, k,
-    label sets, reader, samples, answers cut at max_new_tokens), Table 1 (table1_paper.md), mean U
+    label sets, reader, samples, answers cut at max_new_tokens), Table 1 (table1_paper.md), the answer
+    health (health.csv: the shares empty, cut and copied per system and k, unhealthy cells marked), mean U
     per system and k with a 95% bootstrap interval over queries (seeded, 1000 resamples), the
     figures, r(nDCG@k, U) (correlations.csv) beside r(confidence, U) (confidence_correlations.csv),
     then settings.json folded. The explorer lists per_query.csv (sortable, filtered by dataset,

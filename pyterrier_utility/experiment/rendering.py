@@ -1,12 +1,13 @@
 """Table 1 as text: Markdown a block per label set, and the paper's layout in Markdown and LaTeX,
 from the frame :func:`.stats.table1` computes."""
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
 from ..vocabulary import MIN_N, ORACLES
+from .health import HEALTH_MARK
 from .stats import BASELINE_MARK, REVERSAL_MARK
 
 
@@ -33,10 +34,21 @@ def _n_legend(table: pd.DataFrame) -> str:
     return '; '.join(f'{d}: {_n_text(part)}' for d, part in table.groupby('dataset', sort=False))
 
 
+def _zero(row: pd.DataFrame) -> str:
+    """The mark of a block's 0-shot answers (:func:`.health.mark_table`), '' where unmarked."""
+    return str(row['mark_0shot'].iloc[0]) if 'mark_0shot' in row.columns else ''
+
+
+def _with_notes(text: str, notes: Sequence[str]) -> str:
+    return text + '\n' + '\n\n'.join(notes) + '\n' if notes else text
+
+
 def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-                    digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
+                    digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
+                    notes: Sequence[str] = ()) -> str:
     """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system;
-    each block says over how many queries its means are."""
+    each block says over how many queries its means are; ``notes`` (the health mark's legend, the
+    positive control) follow the blocks."""
     blocks = []
     keys = [k for k in ('dataset', 'labels') if k in table.columns]
     for key, part in table.groupby(keys, sort=False):
@@ -47,10 +59,10 @@ def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha:
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
         for k, row in part.groupby('k', sort=False):
             cells = {s: f'{u:.{digits}f}{m}' for s, u, m in zip(row['system'], row['utility'], row['mark'])}
-            lines.append('| ' + ' | '.join([str(k), f'{row["fbert_0shot"].iloc[0]:.{digits}f}']
+            lines.append('| ' + ' | '.join([str(k), f'{row["fbert_0shot"].iloc[0]:.{digits}f}{_zero(row)}']
                                            + [cells.get(s, '') for s in systems]) + ' |')
         blocks.append('\n'.join(lines))
-    return '\n\n'.join(blocks) + '\n'
+    return _with_notes('\n\n'.join(blocks) + '\n', notes)
 
 
 def _label_slots(table: pd.DataFrame):
@@ -69,14 +81,15 @@ def _label_slots(table: pd.DataFrame):
 def _paper_layout(table: pd.DataFrame):
     """Rows (dataset, 0-shot FBERT per label-set block, system, cells) and columns (label-set block
     (:func:`_label_slots`), k), as the paper prints them; a cell is (mean U, mark, best), best being
-    the highest mean U of its column within the dataset among the systems other than the oracles."""
+    the highest mean U of its column within the dataset among the systems other than the oracles; a
+    0-shot FBERT is (value, mark)."""
     table = table if 'dataset' in table.columns else table.assign(dataset='')
     label_sets, placed = _label_slots(table)
     ks = list(dict.fromkeys(table['k']))
     rows = []
     for dataset, part in table.groupby('dataset', sort=False):
-        zeros = [part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0] if lab is not None
-                 else float('nan') for lab in placed[dataset]]
+        zeros = [(part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0], _zero(part)) if lab is not None
+                 else (float('nan'), '') for lab in placed[dataset]]
         finite = part[np.isfinite(part['utility'].to_numpy(float)) & ~part['system'].isin(ORACLES)]
         best = finite.groupby(['labels', 'k'])['utility'].max()
         for i, system in enumerate(dict.fromkeys(part['system'])):
@@ -92,7 +105,8 @@ def _paper_layout(table: pd.DataFrame):
 
 
 def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
-                 digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N) -> str:
+                 digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
+                 notes: Sequence[str] = ()) -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
     A dataset with fewer label sets than another fills the last blocks of columns, as the paper
@@ -101,7 +115,8 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     ``fmt``: ``'markdown'`` or ``'latex'``; both have a 0-shot column per label set and a Dataset
     column only for several datasets. LaTeX is a ``table`` with a caption (legend and n), booktabs
     rules (``\\usepackage{booktabs}``), minus signs, and the best retrieval system of each column in
-    bold (the oracles Rel and NRel are not compared).
+    bold (the oracles Rel and NRel are not compared). ``notes`` (the health mark's legend, the
+    positive control) follow the legend (the caption in LaTeX).
     """
     if fmt not in ('markdown', 'latex'):
         raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
@@ -109,7 +124,10 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     legend = f'Mean utility, {_n_legend(table)}; ' + _legend(baseline, alpha, correction, min_n)
     if fmt == 'markdown':
         def number(x):
+            if isinstance(x, tuple):
+                return number(x[0]) + (x[1] if number(x[0]) else '')
             return '' if not np.isfinite(x) else f'{x:.{digits}f}'
+        legend = ' '.join([legend, *notes])
         lead = _lead_columns(rows)
         header = lead + [f'{lab}, {c}' for lab in label_sets for c in ['0-shot'] + [f'k={k}' for k in ks]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
@@ -117,7 +135,7 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
                                    lambda u, m, best: number(u) + (m if number(u) else '')):
             lines.append('| ' + ' | '.join(out) + ' |')
         return legend + '\n\n' + '\n'.join(lines) + '\n'
-    return _latex_table(label_sets, ks, rows, legend, digits)
+    return _latex_table(label_sets, ks, rows, ' '.join([legend + '.', *notes]), digits)
 
 
 def _lead_columns(rows) -> List[str]:
@@ -142,7 +160,7 @@ def _latex_number(x: float, digits: int) -> str:
 
 
 def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
-    marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger'}
+    marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger', HEALTH_MARK: '\\S'}
 
     def cell(u, m, best):
         text = _latex_number(u, digits)
@@ -152,9 +170,10 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
     lead = _lead_columns(rows)
     n = len(ks) + 1
     first = len(lead) + 1
-    caption = _latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
+    caption = (_latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
+               .replace(HEALTH_MARK, '\\S{}'))
     lines = ['\\begin{table}', '\\centering',
-             f'\\caption{{{caption}. 0-shot: the mean $F_{{\\mathrm{{BERT}}}}$ of the answers without context; '
+             f'\\caption{{{caption} 0-shot: the mean $F_{{\\mathrm{{BERT}}}}$ of the answers without context; '
              'in bold, the best retrieval system of each column.}', '\\label{tab:utility}',
              '\\begin{tabular}{' + 'l' * len(lead) + 'r' * n * len(label_sets) + '}', '\\toprule',
              ' & ' * (len(lead) - 1) + ' & ' + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}'
@@ -162,7 +181,11 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
              ''.join(f'\\cmidrule(lr){{{first + i * n}-{first - 1 + (i + 1) * n}}}' for i in range(len(label_sets))),
              ' & '.join(lead + [c for _ in label_sets for c in ['0-shot'] + [f'$k={k}$' for k in ks]]) + ' \\\\',
              '\\midrule']
-    cells = _paper_cells(len(label_sets), len(ks), rows, _latex, lambda x: _latex_number(x, digits), cell)
+    def zero(value):
+        number, mark = value
+        text = _latex_number(number, digits)
+        return text + (f'$^{{{marks[mark]}}}$' if text and mark else '')
+    cells = _paper_cells(len(label_sets), len(ks), rows, _latex, zero, cell)
     for i, (first_of_dataset, out) in enumerate(cells):
         if first_of_dataset and i:
             lines.append('\\midrule')

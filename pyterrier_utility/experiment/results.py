@@ -3,14 +3,14 @@ written from its per-query values (:func:`write_tables`). :func:`.study.run_stud
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
 from .._util import check
 from ..reader import Reader
-from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, MIN_N, TABLE_FILES
-from . import rendering, stats
+from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, TABLE_FILES
+from . import health as answer_health, rendering, stats
 
 
 @dataclass
@@ -91,6 +91,16 @@ class StudyResults:
         confidence = answers.groupby(keys, sort=False)['mean_logprob'].mean()
         return self.per_query.merge(confidence, left_on=keys, right_index=True, how='left')
 
+    def health(self) -> pd.DataFrame:
+        """``health.csv``: per (dataset, reader,) system and k, the answers and the shares empty, cut and
+        copied, and the mean tokens generated; see :mod:`~pyterrier_utility.experiment.health`.
+
+        Example::
+
+            print(results.health().query('empty > 0.05'))
+        """
+        return answer_health.answer_health(self.answers, self.contexts)
+
     def prompt(self, reader: Reader, system: str, k: int, qid: str, dataset: Optional[str] = None) -> str:
         """The exact prompt ``reader`` built for one cell of the study (``system`` '0-shot': the
         0-shot prompt), from the recorded contexts and queries.
@@ -125,8 +135,9 @@ class StudyResults:
     def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
              min_n: int = MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
         """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
-        token_logprobs.csv (where the engine reported them), the tables
-        (see :func:`write_tables`; Table 1 over ``table_ks``, default every k) and, when answers
+        token_logprobs.csv (where the engine reported them), health.csv (:meth:`health`), the tables
+        (see :func:`write_tables`; Table 1 over ``table_ks``, default every k, its unhealthy cells
+        marked) and, when answers
         carry log-probabilities, confidence_correlations.csv (:meth:`confidence_correlations`:
         Pearson, Spearman, Kendall)."""
         folder = Path(folder)
@@ -139,8 +150,11 @@ class StudyResults:
             if frame is not None and name != 'per_query' and not (name == 'token_logprobs' and frame.empty):
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
+        health = self.health()
+        health.to_csv(folder / HEALTH_FILE, index=False)
+        paths[HEALTH_FILE] = folder / HEALTH_FILE
         paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
-                                  min_n=min_n, ks=table_ks))
+                                  min_n=min_n, ks=table_ks, health=health))
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
             path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
             pd.concat([self.confidence_correlations(m) for m in CORRELATION_METHODS],
@@ -161,22 +175,39 @@ def blocks(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
                  alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
-                 ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+                 ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
     Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
-    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all)."""
+    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all).
+    With the answers' ``health`` (``health.csv``), Table 1 marks its unhealthy cells (and says what
+    the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
+    every k, :func:`~.health.control_notes`)."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     per_query = blocks(per_query)
     shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
     table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    notes = table_notes(table, health, alpha, min_n)
+    if health is not None:
+        table = answer_health.mark_table(table, blocks(health))
     paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
     table.to_csv(paths['table1.csv'], index=False)
-    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes)
     paths['table1.md'].write_text(rendering.table1_markdown(table, **options))
     paths['table1_paper.md'].write_text(rendering.table1_paper(table, 'markdown', **options))
     paths['table1.tex'].write_text(rendering.table1_paper(table, 'latex', **options))
     corr = pd.concat([stats.correlations(per_query, m) for m in CORRELATION_METHODS], ignore_index=True)
     corr.to_csv(paths['correlations.csv'], index=False)
     return paths
+
+
+def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: float = 0.05,
+                min_n: int = MIN_N) -> Tuple[str, ...]:
+    """What Table 1 says below its legend: what the health mark means (when a cell has it) and the
+    positive control (:func:`~.health.control_notes`; where it fails, the health of its cells)."""
+    notes: Tuple[str, ...] = ()
+    if health is not None and not answer_health.unhealthy(blocks(health)).empty:
+        notes += (answer_health.health_legend() + '.',)
+    control = answer_health.positive_control(table, alpha, min_n)
+    return notes + answer_health.control_notes(control, None if health is None else blocks(health))
