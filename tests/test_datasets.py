@@ -122,3 +122,82 @@ def test_the_cli_runs_a_study_on_a_folder_of_files(tmp_path, monkeypatch, capsys
     assert set(per_query['system']) == {'BM25', 'BM25-r', 'Rel', 'NRel'}
     answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str})
     assert answers['qanswer'].str.contains('document 1 about wings').any()
+
+
+def _collection(folder, docs: bytes, kind='tsv', topics='q1\twhat gives a wing lift\n', qrels='q1 0 D1 2\n'):
+    """A folder collection whose documents file holds exactly ``docs``: the bytes a user's file may have."""
+    folder.mkdir()
+    (folder / f'docs.{kind}').write_bytes(docs)
+    (folder / 'topics.tsv').write_text(topics)
+    (folder / 'qrels').write_text(qrels)
+    return pu.datasets.get_dataset(str(folder))
+
+
+def _jsonl(*docs) -> bytes:
+    import json
+    return b''.join(json.dumps(d).encode() + b'\n' for d in docs)
+
+
+@pytest.mark.parametrize('kind', ['tsv', 'jsonl'])
+def test_a_document_longer_than_the_csv_field_limit_is_read_whole(tmp_path, kind):
+    long = 'lift ' * 60_000 + 'end'  # 300003 characters, beyond csv's 131072
+    docs = {'D1': 'short', 'D2': long, 'D3': 'after the long one'}
+    raw = (b''.join(f'{d}\t{t}\n'.encode() for d, t in docs.items()) if kind == 'tsv' else
+           _jsonl(*({'docno': d, 'text': t} for d, t in docs.items())))
+    d = _collection(tmp_path / 'c', raw, kind)
+    assert dict(d.texts) == docs and len(d.texts['D2']) == 300_003
+    assert [doc['docno'] for doc in d.get_corpus_iter()] == ['D1', 'D2', 'D3']
+
+
+def test_texts_keep_every_character_the_format_can_carry(tmp_path):
+    odd = 'nul \x00 rtl \u200f\u05e9\u05dc\u05d5\u05dd emoji \U0001F600 \u00e9 bare cr \r end'
+    tsv = _collection(tmp_path / 't', b'\xef\xbb\xbfdocno\ttext\r\nD1\t' + odd.encode() + b'\r\nD2\t\nD3\tlast', 'tsv')
+    assert dict(tsv.texts) == {'D1': odd, 'D2': '', 'D3': 'last'}  # BOM, header and CR LF are not text
+    jsonl = _collection(tmp_path / 'j', _jsonl({'docno': 'D1', 'text': odd + '\ttab\r\nnewline'},
+                                               {'docno': 7, 'text': ''}), 'jsonl')
+    assert dict(jsonl.texts) == {'D1': odd + '\ttab\r\nnewline', '7': ''}
+
+
+def test_a_lone_surrogate_is_refused_naming_file_line_and_docno(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    raw = b'{"docno": "D1", "text": "fine"}\n\n{"docno": "D2", "text": "half a pair \\ud83d here"}\n'
+    d = _collection(tmp_path / 'c', raw, 'jsonl')
+    with pytest.raises(SettingError) as e:
+        list(d.get_corpus_iter())
+    assert str(e.value) == (f'{tmp_path / "c" / "docs.jsonl"} line 3, docno D2: text holds a lone UTF-16 surrogate '
+                            '(\\ud83d), which is not a character: no tokenizer, cache or file can take it')
+
+
+def test_a_docno_given_two_texts_is_refused_and_an_identical_repeat_is_read_once(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'a', b'D1\tone\nD2\ttwo\nD1\tone\nD3\tthree\n')
+    assert dict(d.texts) == {'D1': 'one', 'D2': 'two', 'D3': 'three'}
+    assert [doc['docno'] for doc in d.get_corpus_iter()] == ['D1', 'D2', 'D3']
+    d = _collection(tmp_path / 'b', b'D1\tone\nD2\ttwo\nD1\tanother text\n')
+    with pytest.raises(SettingError) as e:
+        d.texts
+    assert str(e.value) == (f'{tmp_path / "b" / "docs.tsv"} line 3: docno D1 again, with a text different from '
+                            'that of line 1')
+
+
+@pytest.mark.parametrize('kind, raw, message', [
+    ('tsv', b'D1\tfine\nD2\tbad \xff byte\nD3\tfine\n',
+     'line 2, docno D2: bytes that are not UTF-8 (0xff at byte 8); save the file as UTF-8'),
+    ('jsonl', b'{"docno": "D1", "text": "fine"}\n{"docno": "D2", "text": "bad \xe9t\xe9"}\n',
+     'line 2, docno D2: bytes that are not UTF-8 (0xe9 at byte 30); save the file as UTF-8'),
+    ('tsv', b'D1\tone\nD2\nD3\tthree\n', 'line 2: 1 field, expected 2 (docno<TAB>text)'),
+    ('tsv', b'D1\tone\nD2\ttwo\tmore\n', 'line 2: 3 fields, expected 2 (docno<TAB>text)'),
+    ('tsv', b'D1\tone\n\ttwo\n', 'line 2: empty docno'),
+    ('jsonl', b'{"docno": "D1", "text": "one"}\n{"docno": "D2", "text": "tw\n', 'line 2: not a JSON object '
+              '(Unterminated string starting at: column 25)'),
+    ('jsonl', b'{"docno": "D1", "body": "one"}\n', 'line 1: a document needs "docno" and "text", has [\'body\', '
+              '\'docno\']'),
+    ('jsonl', b'{"docno": "D1", "text": null}\n', 'line 1, docno D1: text is null, not a string'),
+])
+def test_a_faulty_line_is_refused_naming_file_line_and_docno(tmp_path, kind, raw, message):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'c', raw, kind)
+    with pytest.raises(SettingError) as e:
+        d.texts
+    assert str(e.value) == f'{tmp_path / "c" / f"docs.{kind}"} {message}'
+
