@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping as MappingABC
 from functools import cached_property
@@ -23,7 +24,9 @@ from ._util import (
     encodable,
     native_output_silenced,
     stable_hash,
+    user_stacklevel,
     validate_columns,
+    warn_qids,
 )
 from .errors import SettingError
 from .protocols import BatchTexts
@@ -439,11 +442,17 @@ class LocalDataset(Dataset):
     The files are UTF-8 (a byte order mark is allowed); ``.tsv`` lines end in LF or CR LF, have no
     quoting, and the first may be a header (``docno  text``, ``qid  query``). Texts are read whole,
     whatever their length, and keep every character (NUL, a lone CR, right-to-left marks, emoji; tabs
-    and line breaks in ``docs.jsonl``). The documents are read once, when texts or the corpus are
-    first asked for; refused with a :class:`SettingError` naming the file, the line and the docno (or
-    qid) where it can be read: bytes that are not UTF-8, a lone UTF-16 surrogate (the JSON escape
-    ``"\\ud800"``), a line without its fields, an empty docno, a docno given two different texts (an
-    identical repeat is read once).
+    and line breaks in ``docs.jsonl``). The documents are read once, when texts, the corpus or the
+    qrels are first asked for, so every fault below is found before any generation:
+
+    - refused with a :class:`SettingError` naming the file, the line and the docno (or qid) where it
+      can be read: bytes that are not UTF-8, a lone UTF-16 surrogate (the JSON escape ``"\\ud800"``),
+      a line without its fields, an empty docno, a docno given two different texts (an identical
+      repeat is read once);
+    - topics whose query is empty or blank are skipped, named in a warning;
+    - judgements of documents not in the collection are dropped from the qrels, named in a warning
+      (TREC qrels often judge documents a distributed subset lacks), so no oracle gives them and no
+      FBERT reference is missing; qrels that judge none of the documents are refused.
 
     The BM25 index is built in the cache folder on first use, under a name that changes when
     ``docs`` changes.
@@ -491,13 +500,27 @@ class LocalDataset(Dataset):
 
     @cached_property
     def _topics(self) -> pd.DataFrame:
-        return pd.DataFrame([r for _, r in read_records(self.topics_path, ('qid', 'query'))],
-                            columns=['qid', 'query'], dtype=str)
+        topics = pd.DataFrame([r for _, r in read_records(self.topics_path, ('qid', 'query'))],
+                              columns=['qid', 'query'], dtype=str)
+        blank = topics['query'].str.strip() == ''
+        warn_qids(f'{self.topics_path}: topics with an empty query skipped', topics.loc[blank, 'qid'])
+        return topics[~blank].reset_index(drop=True)
 
     @cached_property
     def _qrels(self) -> pd.DataFrame:
         qrels = pt.io.read_qrels(self.qrels_path)
-        return qrels[['qid', 'docno', 'label']].astype({'qid': str, 'docno': str, 'label': int})
+        qrels = qrels[['qid', 'docno', 'label']].astype({'qid': str, 'docno': str, 'label': int})
+        absent = ~qrels['docno'].map(self.texts.__contains__)
+        judged = qrels['docno'].unique()
+        if len(qrels) and absent.all():
+            raise SettingError(f'{self.qrels_path}: none of its {len(judged)} judged documents is in {self.docs_path} '
+                               f'(it judges docno {_some(judged)}; the collection has {_some(self.texts)}): do the '
+                               'docnos match?')
+        if absent.any():
+            pairs = [f'qid {q} docno {d}' for q, d in zip(qrels.loc[absent, 'qid'], qrels.loc[absent, 'docno'])]
+            warnings.warn(f'{self.qrels_path}: {len(pairs)} judgement{"s" * (len(pairs) != 1)} of documents not in '
+                          f'{self.docs_path} dropped: {_some(pairs)}', stacklevel=user_stacklevel())
+        return qrels[~absent].reset_index(drop=True)
 
     def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:
         return self._topics.copy()
@@ -514,6 +537,12 @@ class LocalDataset(Dataset):
         new index."""
         stat = os.stat(self.docs_path)
         return f'local-{self.name}-' + stable_hash(self.docs_path, stat.st_size, stat.st_mtime_ns)[:12]
+
+
+def _some(names: Iterable[str], shown: int = 10) -> str:
+    """The first ``shown`` names, and how many there are in all when there are more."""
+    names = list(names)
+    return ', '.join(names[:shown]) + (f' ... ({len(names)} in all)' if len(names) > shown else '')
 
 
 def _printable(text: str) -> str:

@@ -201,3 +201,53 @@ def test_a_faulty_line_is_refused_naming_file_line_and_docno(tmp_path, kind, raw
         d.texts
     assert str(e.value) == f'{tmp_path / "c" / f"docs.{kind}"} {message}'
 
+
+def test_topics_without_a_question_are_skipped_and_named(tmp_path):
+    d = _collection(tmp_path / 'c', b'D1\tone\n', topics='q1\twhat gives a wing lift\nq2\t   \nq3\t\nq4\tdrag\n')
+    with pytest.warns(UserWarning) as caught:
+        topics = d.get_topics()
+    assert topics.values.tolist() == [['q1', 'what gives a wing lift'], ['q4', 'drag']]
+    assert [str(w.message) for w in caught] == [f'{tmp_path / "c" / "topics.tsv"}: topics with an empty query '
+                                                'skipped: qid q2, q3']
+    assert caught[0].filename == __file__  # the user's line, not the cached property's
+
+
+def test_judgements_of_documents_not_in_the_collection_are_dropped_and_named(tmp_path):
+    d = _collection(tmp_path / 'c', b'D1\tone\nD2\ttwo\n', topics='q1\tlift\nq2\tdrag\n',
+                    qrels='q1 0 D1 2\nq1 0 D9 3\nq2 0 D8 2\nq2 0 D2 1\nq2 0 D7 0\n')
+    with pytest.warns(UserWarning) as caught:
+        qrels = d.get_qrels()
+    assert qrels.values.tolist() == [['q1', 'D1', 2], ['q2', 'D2', 1]]
+    assert [str(w.message) for w in caught] == [
+        f'{tmp_path / "c" / "qrels"}: 3 judgements of documents not in {tmp_path / "c" / "docs.tsv"} dropped: '
+        'qid q1 docno D9, qid q2 docno D8, qid q2 docno D7']
+    assert caught[0].filename == __file__
+    with pytest.warns(UserWarning, match='found no relevant document to sample: qid q2$'):  # D9, D8 absent
+        rel = pu.OracleSampler(qrels, d.texts, labels=2, num_results=5)(d.get_topics())
+    assert rel[['qid', 'docno', 'text']].values.tolist() == [['q1', 'D1', 'one']]
+    with pytest.warns(UserWarning, match='found no non-relevant document to sample: qid q1, q2$'):  # D7 absent
+        nrel = pu.OracleSampler(qrels, d.texts, relevant=False, num_results=5)(d.get_topics())
+    assert nrel.empty
+
+
+def test_qrels_that_judge_none_of_the_documents_are_refused(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'c', b'1\tone\n2\ttwo\n', qrels='q1 0 D1 2\nq1 0 D2 0\n')
+    with pytest.raises(SettingError) as e:
+        d.get_qrels()
+    assert str(e.value) == (f'{tmp_path / "c" / "qrels"}: none of its 2 judged documents is in '
+                            f'{tmp_path / "c" / "docs.tsv"} (it judges docno D1, D2; the collection has 1, 2): '
+                            'do the docnos match?')
+
+
+def test_the_cli_stops_with_one_line_naming_the_line_at_fault(tmp_path, capsys):
+    from pyterrier_utility import cli
+    raw = b'{"docno": "D1", "text": "one"}\n{"docno": "D2", "text": "\\udc00"}\n'
+    _collection(tmp_path / 'c', raw, 'jsonl')
+    with pytest.raises(SystemExit) as e:
+        cli.main(['study', '--dataset', str(tmp_path / 'c'), '-k', '1', '--labels', '2', '--systems', 'BM25', '--out',
+                  str(tmp_path / 'out')])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f'pyterrier-utility study: error: {tmp_path / "c" / "docs.jsonl"} line 2, docno D2: text holds a lone UTF-16 '
+        'surrogate (\\udc00), which is not a character: no tokenizer, cache or file can take it\n')
