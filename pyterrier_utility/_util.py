@@ -84,8 +84,9 @@ def stable_hash(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode('utf8')).hexdigest()
 
 
-#: Packages whose frames a warning skips to reach the user's line (a pipeline runs through them).
-_LIBRARY = ('pyterrier_utility', 'pyterrier', 'pyterrier_alpha', 'pandas', 'ir_measures')
+#: Packages whose frames a warning skips to reach the user's line (a pipeline runs through them;
+#: functools' cached_property computes what a collection reads on first use).
+_LIBRARY = ('pyterrier_utility', 'pyterrier', 'pyterrier_alpha', 'pandas', 'ir_measures', 'functools')
 
 
 def user_stacklevel() -> int:

@@ -3,21 +3,31 @@
 Both give topics (``qid``, ``query``), graded qrels (``qid``, ``docno``, ``label``, larger is more
 relevant), document texts by docno and a BM25 retriever, so the study runs on either unchanged.
 """
+import codecs
 import gzip
 import json
 import math
 import os
 import re
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping as MappingABC
 from functools import cached_property
 from importlib import resources
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
 
-from ._util import cache_dir, native_output_silenced, stable_hash, validate_columns
+from ._util import (
+    cache_dir,
+    encodable,
+    native_output_silenced,
+    stable_hash,
+    user_stacklevel,
+    validate_columns,
+    warn_qids,
+)
 from .errors import SettingError
 from .protocols import BatchTexts
 from .settings import LabelSet
@@ -429,8 +439,23 @@ class LocalDataset(Dataset):
     - ``topics.tsv`` (``qid<TAB>query`` per line);
     - ``qrels`` or ``qrels.txt`` in TREC format (``qid 0 docno label``, larger is more relevant).
 
-    A header line (``docno  text``, ``qid  query``) is allowed. The BM25 index is built in the cache
-    folder on first use, under a name that changes when ``docs`` changes.
+    The files are UTF-8 (a byte order mark is allowed); ``.tsv`` lines end in LF or CR LF, have no
+    quoting, and the first may be a header (``docno  text``, ``qid  query``). Texts are read whole,
+    whatever their length, and keep every character (NUL, a lone CR, right-to-left marks, emoji; tabs
+    and line breaks in ``docs.jsonl``). The documents are read once, when texts, the corpus or the
+    qrels are first asked for, so every fault below is found before any generation:
+
+    - refused with a :class:`SettingError` naming the file, the line and the docno (or qid) where it
+      can be read: bytes that are not UTF-8, a lone UTF-16 surrogate (the JSON escape ``"\\ud800"``),
+      a line without its fields, an empty docno, a docno given two different texts (an identical
+      repeat is read once);
+    - topics whose query is empty or blank are skipped, named in a warning;
+    - judgements of documents not in the collection are dropped from the qrels, named in a warning
+      (TREC qrels often judge documents a distributed subset lacks), so no oracle gives them and no
+      FBERT reference is missing; qrels that judge none of the documents are refused.
+
+    The BM25 index is built in the cache folder on first use, under a name that changes when
+    ``docs`` changes.
 
     Args:
         folder: the folder holding the files.
@@ -458,22 +483,44 @@ class LocalDataset(Dataset):
                                f'{found or "none"} (the folder holds {sorted(os.listdir(self.folder))[:20]})')
         return os.path.join(self.folder, found[0])
 
-    @staticmethod
-    def _tsv(path: str, columns: List[str]) -> pd.DataFrame:
-        frame = pd.read_csv(path, sep='\t', header=None, names=columns, dtype=str, quoting=3,
-                            keep_default_na=False, on_bad_lines='error', engine='python')
-        if len(frame) and list(frame.iloc[0]) == columns:
-            frame = frame.iloc[1:].reset_index(drop=True)
-        return frame
+    @cached_property
+    def texts(self) -> Dict[str, str]:
+        """docno -> text, in file order, every line checked (see the class)."""
+        texts: Dict[str, str] = {}
+        lines: Dict[str, int] = {}
+        for number, doc in read_records(self.docs_path, ('docno', 'text')):
+            docno, text = doc['docno'], doc['text']
+            if docno in texts:
+                if texts[docno] != text:
+                    raise SettingError(f'{self.docs_path} line {number}: docno {docno} again, with a text different '
+                                       f'from that of line {lines[docno]}')
+                continue
+            texts[docno], lines[docno] = text, number
+        return texts
 
     @cached_property
     def _topics(self) -> pd.DataFrame:
-        return self._tsv(self.topics_path, ['qid', 'query'])
+        topics = pd.DataFrame([r for _, r in read_records(self.topics_path, ('qid', 'query'))],
+                              columns=['qid', 'query'], dtype=str)
+        blank = topics['query'].str.strip() == ''
+        warn_qids(f'{self.topics_path}: topics with an empty query skipped', topics.loc[blank, 'qid'])
+        return topics[~blank].reset_index(drop=True)
 
     @cached_property
     def _qrels(self) -> pd.DataFrame:
         qrels = pt.io.read_qrels(self.qrels_path)
-        return qrels[['qid', 'docno', 'label']].astype({'qid': str, 'docno': str, 'label': int})
+        qrels = qrels[['qid', 'docno', 'label']].astype({'qid': str, 'docno': str, 'label': int})
+        absent = ~qrels['docno'].map(self.texts.__contains__)
+        judged = qrels['docno'].unique()
+        if len(qrels) and absent.all():
+            raise SettingError(f'{self.qrels_path}: none of its {len(judged)} judged documents is in {self.docs_path} '
+                               f'(it judges docno {_some(judged)}; the collection has {_some(self.texts)}): do the '
+                               'docnos match?')
+        if absent.any():
+            pairs = [f'qid {q} docno {d}' for q, d in zip(qrels.loc[absent, 'qid'], qrels.loc[absent, 'docno'])]
+            warnings.warn(f'{self.qrels_path}: {len(pairs)} judgement{"s" * (len(pairs) != 1)} of documents not in '
+                          f'{self.docs_path} dropped: {_some(pairs)}', stacklevel=user_stacklevel())
+        return qrels[~absent].reset_index(drop=True)
 
     def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:
         return self._topics.copy()
@@ -482,18 +529,7 @@ class LocalDataset(Dataset):
         return self._qrels.copy()
 
     def get_corpus_iter(self, verbose: bool = False) -> Iterator[Dict[str, str]]:
-        if self.docs_path.endswith('.tsv'):
-            for docno, text in self._tsv(self.docs_path, ['docno', 'text']).itertuples(index=False):
-                yield {'docno': docno, 'text': text}
-            return
-        with open(self.docs_path, encoding='utf8') as lines:
-            for number, line in enumerate(lines, 1):
-                if line.strip():
-                    doc = json.loads(line)
-                    if 'docno' not in doc or 'text' not in doc:
-                        raise SettingError(f'{self.docs_path} line {number}: a document needs "docno" and "text", '
-                                           f'has {sorted(doc)}')
-                    yield {'docno': str(doc['docno']), 'text': doc['text']}
+        return ({'docno': docno, 'text': text} for docno, text in self.texts.items())
 
     @property
     def corpus_name(self) -> str:
@@ -501,6 +537,100 @@ class LocalDataset(Dataset):
         new index."""
         stat = os.stat(self.docs_path)
         return f'local-{self.name}-' + stable_hash(self.docs_path, stat.st_size, stat.st_mtime_ns)[:12]
+
+
+def _some(names: Iterable[str], shown: int = 10) -> str:
+    """The first ``shown`` names, and how many there are in all when there are more."""
+    names = list(names)
+    return ', '.join(names[:shown]) + (f' ... ({len(names)} in all)' if len(names) > shown else '')
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\udXXX`` escapes, so a message can be printed."""
+    return text.encode('utf-8', 'backslashreplace').decode('utf-8')
+
+
+def _fields(path: str, number: int, line: str, columns: Sequence[str]) -> Dict[str, str]:
+    """The record of one line of a ``.tsv`` or ``.jsonl`` file; a :class:`SettingError` naming the file and
+    line when it does not hold ``columns`` as strings, or its first is empty."""
+    if not path.endswith('.jsonl'):
+        fields = line.split('\t')
+        if len(fields) != len(columns):
+            raise SettingError(f'{path} line {number}: {len(fields)} field{"s" * (len(fields) != 1)}, expected '
+                               f'{len(columns)} ({"<TAB>".join(columns)})')
+        record = dict(zip(columns, fields))
+    else:
+        try:
+            parsed = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SettingError(f'{path} line {number}: not a JSON object ({e.msg}: column {e.colno})') from None
+        if not isinstance(parsed, dict) or any(c not in parsed for c in columns):
+            has = sorted(parsed) if isinstance(parsed, dict) else f'a JSON {type(parsed).__name__}'
+            raise SettingError(f'{path} line {number}: a document needs {" and ".join(map(json.dumps, columns))}, '
+                               f'has {has}')
+        key = columns[0]
+        if isinstance(parsed[key], int) and not isinstance(parsed[key], bool):
+            parsed[key] = str(parsed[key])  # docno 12 is the docno '12' that qrels and runs spell
+        for column in columns:
+            if not isinstance(parsed[column], str):
+                named = f', {key} {_printable(parsed[key])}' if column != key else ''
+                raise SettingError(f'{path} line {number}{named}: {column} is {json.dumps(parsed[column])}, '
+                                   'not a string')
+        record = {c: parsed[c] for c in columns}
+    if not record[columns[0]].strip():
+        raise SettingError(f'{path} line {number}: empty {columns[0]}')
+    return record
+
+
+def read_records(path: str, columns: Sequence[str]) -> Iterator[Tuple[int, Dict[str, str]]]:
+    """The records of a UTF-8 ``.tsv`` file (one per line, the fields ``columns`` separated by tabs,
+    no quoting, an optional header line naming them) or ``.jsonl`` file (one JSON object per line
+    holding ``columns``; the first may be an integer), with their line numbers. Blank lines are
+    skipped; a line ends in LF or CR LF; a byte order mark opening the file is dropped.
+
+    Raises :class:`SettingError` naming the file, the line and, where it can be read, the first
+    column's value: bytes that are not UTF-8, a lone UTF-16 surrogate (``"\\ud800"`` in JSON), a
+    line without its fields, a value that is not a string, an empty first column. Nothing is cut, at
+    any length.
+
+    Args:
+        path: the file (``.jsonl`` read as JSON lines, anything else as tab-separated).
+        columns: the fields of a record, the first its id (``docno``, ``qid``).
+
+    Example::
+
+        texts = {r['docno']: r['text'] for _, r in read_records('docs.tsv', ('docno', 'text'))}
+    """
+    key = columns[0]
+    header = not path.endswith('.jsonl')
+    with open(path, 'rb') as lines:
+        for number, raw in enumerate(lines, 1):
+            raw = raw[:-2] if raw.endswith(b'\r\n') else raw.removesuffix(b'\n')
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                line = raw.decode('utf-8')
+            except UnicodeDecodeError as e:
+                try:
+                    named = f', {key} ' + _fields(path, number, raw.decode('utf-8', 'replace'), columns)[key]
+                except SettingError:
+                    named = ''
+                raise SettingError(f'{path} line {number}{named}: bytes that are not UTF-8 (0x{raw[e.start]:02x} at '
+                                   f'byte {e.start + 1}); save the file as UTF-8') from None
+            if not line.strip():
+                continue
+            record = _fields(path, number, line, columns)
+            if header:
+                header = False
+                if list(record) == list(record.values()):
+                    continue
+            for column, value in record.items():
+                if not encodable(value):
+                    surrogate = next(c for c in value if 0xD800 <= ord(c) <= 0xDFFF)
+                    raise SettingError(f'{path} line {number}, {key} {_printable(record[key])}: {column} holds a lone '
+                                       f'UTF-16 surrogate ({_printable(surrogate)}), which is not a character: no '
+                                       'tokenizer, cache or file can take it')
+            yield number, record
 
 
 def _doc_text(doc) -> str:

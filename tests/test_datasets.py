@@ -122,3 +122,132 @@ def test_the_cli_runs_a_study_on_a_folder_of_files(tmp_path, monkeypatch, capsys
     assert set(per_query['system']) == {'BM25', 'BM25-r', 'Rel', 'NRel'}
     answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str})
     assert answers['qanswer'].str.contains('document 1 about wings').any()
+
+
+def _collection(folder, docs: bytes, kind='tsv', topics='q1\twhat gives a wing lift\n', qrels='q1 0 D1 2\n'):
+    """A folder collection whose documents file holds exactly ``docs``: the bytes a user's file may have."""
+    folder.mkdir()
+    (folder / f'docs.{kind}').write_bytes(docs)
+    (folder / 'topics.tsv').write_text(topics)
+    (folder / 'qrels').write_text(qrels)
+    return pu.datasets.get_dataset(str(folder))
+
+
+def _jsonl(*docs) -> bytes:
+    import json
+    return b''.join(json.dumps(d).encode() + b'\n' for d in docs)
+
+
+@pytest.mark.parametrize('kind', ['tsv', 'jsonl'])
+def test_a_document_longer_than_the_csv_field_limit_is_read_whole(tmp_path, kind):
+    long = 'lift ' * 60_000 + 'end'  # 300003 characters, beyond csv's 131072
+    docs = {'D1': 'short', 'D2': long, 'D3': 'after the long one'}
+    raw = (b''.join(f'{d}\t{t}\n'.encode() for d, t in docs.items()) if kind == 'tsv' else
+           _jsonl(*({'docno': d, 'text': t} for d, t in docs.items())))
+    d = _collection(tmp_path / 'c', raw, kind)
+    assert dict(d.texts) == docs and len(d.texts['D2']) == 300_003
+    assert [doc['docno'] for doc in d.get_corpus_iter()] == ['D1', 'D2', 'D3']
+
+
+def test_texts_keep_every_character_the_format_can_carry(tmp_path):
+    odd = 'nul \x00 rtl \u200f\u05e9\u05dc\u05d5\u05dd emoji \U0001F600 \u00e9 bare cr \r end'
+    tsv = _collection(tmp_path / 't', b'\xef\xbb\xbfdocno\ttext\r\nD1\t' + odd.encode() + b'\r\nD2\t\nD3\tlast', 'tsv')
+    assert dict(tsv.texts) == {'D1': odd, 'D2': '', 'D3': 'last'}  # BOM, header and CR LF are not text
+    jsonl = _collection(tmp_path / 'j', _jsonl({'docno': 'D1', 'text': odd + '\ttab\r\nnewline'},
+                                               {'docno': 7, 'text': ''}), 'jsonl')
+    assert dict(jsonl.texts) == {'D1': odd + '\ttab\r\nnewline', '7': ''}
+
+
+def test_a_lone_surrogate_is_refused_naming_file_line_and_docno(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    raw = b'{"docno": "D1", "text": "fine"}\n\n{"docno": "D2", "text": "half a pair \\ud83d here"}\n'
+    d = _collection(tmp_path / 'c', raw, 'jsonl')
+    with pytest.raises(SettingError) as e:
+        list(d.get_corpus_iter())
+    assert str(e.value) == (f'{tmp_path / "c" / "docs.jsonl"} line 3, docno D2: text holds a lone UTF-16 surrogate '
+                            '(\\ud83d), which is not a character: no tokenizer, cache or file can take it')
+
+
+def test_a_docno_given_two_texts_is_refused_and_an_identical_repeat_is_read_once(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'a', b'D1\tone\nD2\ttwo\nD1\tone\nD3\tthree\n')
+    assert dict(d.texts) == {'D1': 'one', 'D2': 'two', 'D3': 'three'}
+    assert [doc['docno'] for doc in d.get_corpus_iter()] == ['D1', 'D2', 'D3']
+    d = _collection(tmp_path / 'b', b'D1\tone\nD2\ttwo\nD1\tanother text\n')
+    with pytest.raises(SettingError) as e:
+        d.texts
+    assert str(e.value) == (f'{tmp_path / "b" / "docs.tsv"} line 3: docno D1 again, with a text different from '
+                            'that of line 1')
+
+
+@pytest.mark.parametrize('kind, raw, message', [
+    ('tsv', b'D1\tfine\nD2\tbad \xff byte\nD3\tfine\n',
+     'line 2, docno D2: bytes that are not UTF-8 (0xff at byte 8); save the file as UTF-8'),
+    ('jsonl', b'{"docno": "D1", "text": "fine"}\n{"docno": "D2", "text": "bad \xe9t\xe9"}\n',
+     'line 2, docno D2: bytes that are not UTF-8 (0xe9 at byte 30); save the file as UTF-8'),
+    ('tsv', b'D1\tone\nD2\nD3\tthree\n', 'line 2: 1 field, expected 2 (docno<TAB>text)'),
+    ('tsv', b'D1\tone\nD2\ttwo\tmore\n', 'line 2: 3 fields, expected 2 (docno<TAB>text)'),
+    ('tsv', b'D1\tone\n\ttwo\n', 'line 2: empty docno'),
+    ('jsonl', b'{"docno": "D1", "text": "one"}\n{"docno": "D2", "text": "tw\n', 'line 2: not a JSON object '
+              '(Unterminated string starting at: column 25)'),
+    ('jsonl', b'{"docno": "D1", "body": "one"}\n', 'line 1: a document needs "docno" and "text", has [\'body\', '
+              '\'docno\']'),
+    ('jsonl', b'{"docno": "D1", "text": null}\n', 'line 1, docno D1: text is null, not a string'),
+])
+def test_a_faulty_line_is_refused_naming_file_line_and_docno(tmp_path, kind, raw, message):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'c', raw, kind)
+    with pytest.raises(SettingError) as e:
+        d.texts
+    assert str(e.value) == f'{tmp_path / "c" / f"docs.{kind}"} {message}'
+
+
+def test_topics_without_a_question_are_skipped_and_named(tmp_path):
+    d = _collection(tmp_path / 'c', b'D1\tone\n', topics='q1\twhat gives a wing lift\nq2\t   \nq3\t\nq4\tdrag\n')
+    with pytest.warns(UserWarning) as caught:
+        topics = d.get_topics()
+    assert topics.values.tolist() == [['q1', 'what gives a wing lift'], ['q4', 'drag']]
+    assert [str(w.message) for w in caught] == [f'{tmp_path / "c" / "topics.tsv"}: topics with an empty query '
+                                                'skipped: qid q2, q3']
+    assert caught[0].filename == __file__  # the user's line, not the cached property's
+
+
+def test_judgements_of_documents_not_in_the_collection_are_dropped_and_named(tmp_path):
+    d = _collection(tmp_path / 'c', b'D1\tone\nD2\ttwo\n', topics='q1\tlift\nq2\tdrag\n',
+                    qrels='q1 0 D1 2\nq1 0 D9 3\nq2 0 D8 2\nq2 0 D2 1\nq2 0 D7 0\n')
+    with pytest.warns(UserWarning) as caught:
+        qrels = d.get_qrels()
+    assert qrels.values.tolist() == [['q1', 'D1', 2], ['q2', 'D2', 1]]
+    assert [str(w.message) for w in caught] == [
+        f'{tmp_path / "c" / "qrels"}: 3 judgements of documents not in {tmp_path / "c" / "docs.tsv"} dropped: '
+        'qid q1 docno D9, qid q2 docno D8, qid q2 docno D7']
+    assert caught[0].filename == __file__
+    with pytest.warns(UserWarning, match='found no relevant document to sample: qid q2$'):  # D9, D8 absent
+        rel = pu.OracleSampler(qrels, d.texts, labels=2, num_results=5)(d.get_topics())
+    assert rel[['qid', 'docno', 'text']].values.tolist() == [['q1', 'D1', 'one']]
+    with pytest.warns(UserWarning, match='found no non-relevant document to sample: qid q1, q2$'):  # D7 absent
+        nrel = pu.OracleSampler(qrels, d.texts, relevant=False, num_results=5)(d.get_topics())
+    assert nrel.empty
+
+
+def test_qrels_that_judge_none_of_the_documents_are_refused(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'c', b'1\tone\n2\ttwo\n', qrels='q1 0 D1 2\nq1 0 D2 0\n')
+    with pytest.raises(SettingError) as e:
+        d.get_qrels()
+    assert str(e.value) == (f'{tmp_path / "c" / "qrels"}: none of its 2 judged documents is in '
+                            f'{tmp_path / "c" / "docs.tsv"} (it judges docno D1, D2; the collection has 1, 2): '
+                            'do the docnos match?')
+
+
+def test_the_cli_stops_with_one_line_naming_the_line_at_fault(tmp_path, capsys):
+    from pyterrier_utility import cli
+    raw = b'{"docno": "D1", "text": "one"}\n{"docno": "D2", "text": "\\udc00"}\n'
+    _collection(tmp_path / 'c', raw, 'jsonl')
+    with pytest.raises(SystemExit) as e:
+        cli.main(['study', '--dataset', str(tmp_path / 'c'), '-k', '1', '--labels', '2', '--systems', 'BM25', '--out',
+                  str(tmp_path / 'out')])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f'pyterrier-utility study: error: {tmp_path / "c" / "docs.jsonl"} line 2, docno D2: text holds a lone UTF-16 '
+        'surrogate (\\udc00), which is not a character: no tokenizer, cache or file can take it\n')
