@@ -28,13 +28,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def check_out(out: Path) -> None:
+    """``out`` is (or can be made) a writable folder, or a :class:`SettingError` says why."""
+    if out.exists() and not out.is_dir():
+        raise SettingError(f'--out {out} is a file, not a folder')
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / '.write-test'
+        probe.write_text('')
+        probe.unlink()
+    except OSError as e:
+        raise SettingError(f'--out {out} cannot be written: {e.strerror or e}') from None
+
+
 @contextlib.contextmanager
 def owned(out: Path) -> Iterator[Path]:
     """Holds ``out`` for this process (re-entrant); a :class:`SettingError` names the process that
-    holds it. A lock left by a process that died is taken over."""
-    if out.exists() and not out.is_dir():
-        raise SettingError(f'--out {out} is a file, not a folder')
-    out.mkdir(parents=True, exist_ok=True)
+    holds it, or says why ``out`` cannot be written. A lock left by a process that died is taken
+    over."""
+    check_out(out)
     lock = out / LOCK
     while True:
         try:
