@@ -10,7 +10,7 @@ from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
-from pyterrier_utility.experiment.output import LOCK
+from pyterrier_utility.experiment.output import LOCK, STAGING
 
 ARGV = ['study', '--queries', '2', '--systems', 'Rel', 'NRel', '--samples', '1']
 
@@ -106,3 +106,18 @@ def test_a_read_only_out_is_refused_naming_it(tmp_path, fake_reader, capsys):
     assert e.value.code == 2
     assert f'error: --out {tmp_path / "ro" / "sub"} cannot be written: Permission denied\n' in capsys.readouterr().err
 
+
+def test_the_staging_folder_of_a_run_killed_while_writing_is_removed_by_the_next(tmp_path, fake_reader):
+    dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        for pid in (dead.pid, alive.pid):  # what a run killed while moving its tables into place leaves
+            (tmp_path / f'{STAGING}{pid}').mkdir()
+            (tmp_path / f'{STAGING}{pid}' / 'table1.csv').write_text('half')
+        assert cli.main(ARGV + ['-k', '1', '--out', str(tmp_path)]) == 0
+        assert [p.name for p in tmp_path.glob(f'{STAGING}*')] == [f'{STAGING}{alive.pid}']
+    finally:
+        alive.kill()
+        alive.wait()
+    assert pd.read_csv(tmp_path / 'table1.csv')['k'].tolist()
