@@ -69,7 +69,7 @@ def test_the_study_reranker_is_cached_per_model_and_corpus(tmp_path, monkeypatch
 
 
 # One process of the test below: the scorer logs each call that scores rows and holds it until both
-# processes are about to score, so that their lookups overlap.
+# processes are about to open the cache and score, so that their lookups overlap.
 SCORING = '''
 import os, sys, time
 from pathlib import Path
@@ -88,12 +88,11 @@ def slow(inp):
         time.sleep(2)
     return inp.assign(score=inp['text'].str.len().astype(float))
 
-cached = cached_scorer(pt.apply.generic(slow), path)
 frame = pd.DataFrame({'qid': ['1', '1', '2'], 'query': ['lift', 'lift', 'drag'], 'docno': ['a', 'b', 'a'],
                       'text': ['short', 'a longer text', 'short']})
 with open(ready, 'a') as f:
     f.write(f'{os.getpid()}\\n')
-print(cached(frame)['score'].tolist())
+print(cached_scorer(pt.apply.generic(slow), path)(frame)['score'].tolist())
 '''
 
 
