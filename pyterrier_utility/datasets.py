@@ -14,12 +14,14 @@ from collections import OrderedDict
 from collections.abc import Mapping as MappingABC
 from functools import cached_property
 from importlib import resources
+from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
 
 from ._util import (
+    built_once,
     cache_dir,
     encodable,
     native_output_silenced,
@@ -278,17 +280,30 @@ class Dataset(pt.datasets.Dataset):
         return self.name
 
     def pisa_index(self, path: Optional[str] = None, threads: Optional[int] = None, verbose: bool = False):
-        """A PISA index of the corpus: ``path`` if given (built there if empty), else in the cache
-        folder, built on first use with ``threads`` (default: every core); PISA's log lines only
-        when ``verbose``."""
+        """A PISA index of the corpus: ``path`` if given (built there if new or empty), else in the
+        cache folder, built on first use with ``threads`` (default: every core) by one process while
+        others wait (:func:`~pyterrier_utility._util.built_once`); PISA's log lines only when ``verbose``."""
         import pyterrier_pisa
-        location = path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa')
-        index = pyterrier_pisa.PisaIndex(str(location), text_field='text', stemmer='porter2',
-                                         threads=threads or os.cpu_count() or 1)
-        if not index.built():
+        location = Path(path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa'))
+        threads = threads or os.cpu_count() or 1
+
+        def built(folder: Path) -> bool:
+            return pyterrier_pisa.PisaIndex(str(folder)).built()
+
+        if path is not None and location.is_dir() and any(location.iterdir()) and not built(location):
+            raise SettingError(f'{location} is neither a PISA index nor an empty folder: give an index, or a new '
+                               'or empty folder to build one in')
+
+        def build(staging: Path) -> None:
             with native_output_silenced(not verbose):
+                index = pyterrier_pisa.PisaIndex(str(staging), text_field='text', stemmer='porter2', threads=threads)
                 index.index(self.get_corpus_iter())
-        return index
+                # PISA writes BM25's compressed index into the folder on the first retrieval: here,
+                # before the folder is published, not by readers racing each other.
+                index.bm25()
+
+        built_once(location, build, f'the PISA index of {self.corpus_name}', done=built)
+        return pyterrier_pisa.PisaIndex(str(location), text_field='text', stemmer='porter2', threads=threads)
 
     def bm25(self, num_results: int = 100, index: Optional[str] = None, engine: str = 'pisa',
              verbose: bool = False) -> pt.Transformer:

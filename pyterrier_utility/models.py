@@ -7,7 +7,7 @@ from typing import Callable, Dict, Optional, Union
 import pyterrier as pt
 
 from . import vocabulary
-from ._util import cache_dir, resolve_verbose
+from ._util import built_once, cache_dir, exclusive, resolve_verbose
 
 
 def minilm_path() -> str:
@@ -44,7 +44,14 @@ def _scorer_cache():
 
     class PicklableScorerCache(ScorerCache):
         """pyterrier-caching's SQLite ScorerCache, pickled as its folder and scorer (its
-        connection is opened again when unpickled)."""
+        connection is opened again when unpickled), shared safely by several processes."""
+
+        def transform(self, inp):
+            # Two processes missing the same (query, docno) would both insert it, and pyterrier-caching's
+            # plain INSERT fails the second (UNIQUE constraint): one process looks up, scores and
+            # stores at a time, and the next finds its scores.
+            with exclusive(Path(self.path), f'scoring into {Path(self.path).name}'):
+                return super().transform(inp)
 
         def __reduce__(self):
             return cached_scorer, (self.scorer, self.path)
@@ -53,13 +60,17 @@ def _scorer_cache():
 
 def cached_scorer(scorer: pt.Transformer, path: Union[str, Path]) -> pt.Transformer:
     """``scorer`` behind pyterrier-caching's ``ScorerCache`` in the folder ``path``: each (query,
-    docno) is scored once, the scores kept across runs.
+    docno) is scored once, the scores kept across runs and shared by the processes using ``path``.
 
     Example::
 
         neural = dataset.bm25() >> cached_scorer(minilm_reranker(), 'scores/minilm-cranfield')
     """
-    return _scorer_cache()(str(path), scorer)
+    cache = _scorer_cache()
+    # An empty cache, created whole: pyterrier-caching creates the folder before its files.
+    built_once(Path(path), lambda staging: cache(str(staging)).close(), f'the score cache {Path(path).name}',
+               done=lambda p: (p / 'pt_meta.json').exists())
+    return cache(str(path), scorer)
 
 
 def reranker(name: str, corpus: str, *, cache: bool = True, verbose: Optional[bool] = None) -> pt.Transformer:

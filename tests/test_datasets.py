@@ -251,3 +251,32 @@ def test_the_cli_stops_with_one_line_naming_the_line_at_fault(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f'pyterrier-utility study: error: {tmp_path / "c" / "docs.jsonl"} line 2, docno D2: text holds a lone UTF-16 '
         'surrogate (\\udc00), which is not a character: no tokenizer, cache or file can take it\n')
+
+
+def test_an_index_is_published_whole_with_what_bm25_writes_on_first_retrieval(tmp_path, monkeypatch):
+    # Readers of a shared cache only read: PISA's compressed BM25 index, which the first retrieval
+    # would write into the folder (two processes writing it at once crashed PISA), is already there.
+    monkeypatch.setenv('PYTERRIER_UTILITY_CACHE', str(tmp_path / 'cache'))
+    _write_collection(tmp_path / 'mine')
+    d = pu.datasets.get_dataset(str(tmp_path / 'mine'))
+    folder = d.pisa_index().path
+    assert folder.parent == tmp_path / 'cache' / 'indices'
+    assert sorted(p.name for p in folder.parent.iterdir()) == [f'.{folder.name}.lock', folder.name]
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    assert {'pt_meta.json', 'bm25.k1-0.9.b-0.4.q0.bmw.64', 'bm25.k1-0.9.b-0.4.q0.bmw.64.block_simdbp'} <= set(before)
+    run = d.bm25(num_results=3)(d.get_topics().head(2))
+    assert run.groupby('qid')['docno'].first().to_dict() == {'q1': 'D1', 'q2': 'D6'}
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+
+
+def test_an_index_folder_holding_something_else_is_refused_not_overwritten(tmp_path):
+    from pyterrier_utility.errors import SettingError
+    _write_collection(tmp_path / 'mine')
+    (tmp_path / 'notes').mkdir()
+    (tmp_path / 'notes' / 'todo.txt').write_text('mine')
+    d = pu.datasets.get_dataset(str(tmp_path / 'mine'))
+    with pytest.raises(SettingError, match='notes is neither a PISA index nor an empty folder'):
+        d.bm25(index=str(tmp_path / 'notes'))
+    assert [p.name for p in (tmp_path / 'notes').iterdir()] == ['todo.txt']
+    run = d.bm25(num_results=3, index=str(tmp_path / 'new'))(d.get_topics().head(1))
+    assert run['docno'].tolist()[0] == 'D1' and (tmp_path / 'new' / 'pt_meta.json').exists()

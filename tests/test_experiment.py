@@ -1,5 +1,9 @@
 import math
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -436,3 +440,48 @@ def test_each_tokens_log_probability_is_kept_beside_the_answers_their_sums_uncha
     with pytest.warns(UserWarning):
         study(CountingBackend(logprobs=True), None, minilm).save(tmp_path / 'sums')
     assert not (tmp_path / 'sums' / 'token_logprobs.csv').exists()
+
+
+SMALL_STUDY = ['study', '--queries', '2', '-k', '1', '--samples', '1', '--max-new-tokens', '8', '--systems', 'BM25',
+               'Rel']
+
+
+def converted_gemma() -> Path:
+    """The offline Gemma converted already (this session's cache, else the user's), or converted now."""
+    from pyterrier_utility import backends
+    from pyterrier_utility._util import cache_dir
+    for cache in (cache_dir(), Path.home() / '.cache' / 'pyterrier_utility'):
+        if (cache / 'models' / 'gemma-3-270m' / 'config.json').exists():
+            return cache / 'models' / 'gemma-3-270m'
+    return backends.gemma3_270m_path()
+
+
+@pytest.mark.slow
+def test_two_studies_started_together_on_one_fresh_cache_give_the_tables_of_each_alone(tmp_path):
+    # Real processes over one fresh cache folder: the PISA index is built in it by one of them while
+    # the other waits (they aborted with SIGABRT, the index half written). The converted reader is
+    # linked in to keep the test short; tests/test_util.py races a conversion.
+    root = Path(__file__).resolve().parents[1]
+
+    def fresh_cache(name: str) -> Path:
+        (tmp_path / name / 'models').mkdir(parents=True)
+        (tmp_path / name / 'models' / 'gemma-3-270m').symlink_to(converted_gemma())
+        return tmp_path / name
+
+    def start(cache: Path, out: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, '-m', 'pyterrier_utility.cli'] + SMALL_STUDY
+                                + ['--out', str(tmp_path / out)], cwd=root, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTERRIER_UTILITY_CACHE=str(cache), PYTHONPATH=str(root)))
+
+    def finish(*procs: subprocess.Popen) -> None:
+        outs = [p.communicate(timeout=1500) for p in procs]
+        assert [p.returncode for p in procs] == [0] * len(procs), [err[-3000:] for _, err in outs]
+
+    shared = fresh_cache('shared')
+    finish(start(shared, 'A'), start(shared, 'B'))
+    finish(start(fresh_cache('alone'), 'alone'))
+    for name in ('per_query.csv', 'table1.csv'):
+        alone = (tmp_path / 'alone' / name).read_bytes()
+        assert (tmp_path / 'A' / name).read_bytes() == alone == (tmp_path / 'B' / name).read_bytes(), name
+    assert sorted(p.name for p in (shared / 'indices').iterdir()) == ['.cranfield.pisa.lock', 'cranfield.pisa']

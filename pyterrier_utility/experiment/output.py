@@ -3,8 +3,9 @@
 A lock file names the process writing the folder; a second run refuses with the process's id. The
 files of a run are written into a staging folder inside it and moved into place together, and the
 files an earlier run wrote that this run does not (figures of another k, a COS-Mix record) are
-removed, so the folder never mixes the settings of one run with the tables of another. The
-generation cache (``generations.sqlite``) is shared by every run and never removed.
+removed, so the folder never mixes the settings of one run with the tables of another. The staging
+folder of a run killed while writing is removed by the next. The generation cache
+(``generations.sqlite``) is shared by every run and never removed.
 """
 import contextlib
 import os
@@ -16,6 +17,8 @@ from ..errors import SettingError
 from ..vocabulary import OUTPUTS
 
 LOCK = '.pyterrier-utility.lock'
+#: A run's staging folder is this and its process id.
+STAGING = '.staging-'
 
 
 def _alive(pid: int) -> bool:
@@ -28,13 +31,33 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def check_out(out: Path) -> None:
+    """``out`` is (or can be made) a writable folder, or a :class:`SettingError` says why."""
+    if out.exists() and not out.is_dir():
+        raise SettingError(f'--out {out} is a file, not a folder')
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / '.write-test'
+        probe.write_text('')
+        probe.unlink()
+    except OSError as e:
+        raise SettingError(f'--out {out} cannot be written: {e.strerror or e}') from None
+
+
+def _clear_staging(out: Path) -> None:
+    """Removes the staging folders of runs killed while they wrote their files (their process is gone)."""
+    for stage in out.glob(f'{STAGING}*'):
+        pid = stage.name[len(STAGING):]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(stage, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def owned(out: Path) -> Iterator[Path]:
     """Holds ``out`` for this process (re-entrant); a :class:`SettingError` names the process that
-    holds it. A lock left by a process that died is taken over."""
-    if out.exists() and not out.is_dir():
-        raise SettingError(f'--out {out} is a file, not a folder')
-    out.mkdir(parents=True, exist_ok=True)
+    holds it, or says why ``out`` cannot be written. A lock left by a process that died is taken
+    over, and the staging folders such processes left are removed."""
+    check_out(out)
     lock = out / LOCK
     while True:
         try:
@@ -55,6 +78,7 @@ def owned(out: Path) -> Iterator[Path]:
         with os.fdopen(fd, 'w') as f:
             f.write(str(os.getpid()))
         break
+    _clear_staging(out)
     try:
         yield out
     finally:
@@ -67,7 +91,7 @@ def staged(out: Path) -> Iterator[Path]:
     without an error (outputs of an earlier run not written again are removed); on an error the
     folder is left as it was."""
     with owned(out):
-        stage = out / f'.staging-{os.getpid()}'
+        stage = out / f'{STAGING}{os.getpid()}'
         shutil.rmtree(stage, ignore_errors=True)
         stage.mkdir()
         try:

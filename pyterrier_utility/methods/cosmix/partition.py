@@ -4,7 +4,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..._util import cache_dir, check, stable_hash
+from ..._util import built_once, cache_dir, check, stable_hash
 
 
 class CorpusEmbeddings:
@@ -29,13 +29,13 @@ class CorpusEmbeddings:
         self.docnos = [str(d) for d in texts]
         values = ['' if texts[d] is None else str(texts[d]) for d in texts]
         key = stable_hash(Path(self.model_name).name, self.docnos, stable_hash(values))
-        path = cache_dir() / 'embeddings' / f'{key[:24]}.npy'
-        if path.exists():
-            self.matrix = np.load(path)
-        else:
-            self.matrix = self.encode(values)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, self.matrix)
+        path = built_once(cache_dir() / 'embeddings' / f'{key[:24]}.npy', lambda staging: self._save(values, staging),
+                          f'the embeddings of {len(values)} documents')
+        self.matrix = np.load(path)
+
+    def _save(self, texts: Sequence[str], path: Path) -> None:
+        with open(path, 'wb') as f:  # a file object: np.save would add .npy to the staging name
+            np.save(f, self.encode(texts))
 
     def _model(self):
         if not hasattr(self, '_st'):
