@@ -122,7 +122,8 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' or 'llamacpp:MODEL' (with "
          "--base-url) or 'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
         (('--prompt-format',), 'prompt_format', dict(choices=PROMPT_FORMAT_NAMES),
-         "the prompt layout: this project's plain one, the authors' exact one, or their short-answer one"),
+         "the prompt layout: this project's plain one, the authors' exact one, their short-answer one, or the plain "
+         'one with a worked example first (offline readers, unless given)'),
         (('--samples',), 'samples', dict(type=_number(int, 1), metavar='N'), 'answers per prompt'),
         (('--seed',), 'seed', dict(type=_number(int, 0), metavar='N'), 'the seed of sample 0; sample j uses seed + j'),
     ],
@@ -136,12 +137,12 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "keep the tokens at least P times as likely as the most likely, in [0, 1]; 'none': off"),
         (('--max-new-tokens',), 'max_new_tokens', dict(type=_number(int, 1), metavar='N'), 'tokens per answer'),
         (('--repetition-penalty',), 'repetition_penalty', dict(type=_number(float, 0, exclusive=True), metavar='X'),
-         '(offline readers: 1.2 unless given)'),
+         '(offline readers: 1.2 over the last 64 tokens unless given)'),
         (('--repeat-last-n',), 'repeat_last_n', dict(type=_or_none(_number(int, 1)), metavar='N'),
          "the penalty counts the last N tokens of prompt and answer (llama.cpp's window; vLLM has none); "
          "'none': every token"),
         (('--stop',), 'stop', dict(nargs='+', metavar='TEXT'),
-         "stops besides the prompt's (STOP; authors-short: </answer> only); offline: new Question/Context lines"),
+         "stops besides the prompt's (STOP; authors-short: </answer> only); offline: the end of the answer's line"),
     ],
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),

@@ -19,6 +19,10 @@ STOP = ('STOP',)
 #: Stop sequences for base (non-instruction) models, which ignore "STOP" and go on to invent the
 #: next "Question:" or "Context": the answer is what comes before.
 BASE_MODEL_STOP = ('STOP', '\nQuestion:', '\nContext')
+#: Stop sequences for a base model that answers in one line, as the worked example of the
+#: ``'example'`` prompt format does (few-shot prompts of base models end an answer at its line's end):
+#: STOP, or the end of the line (which also ends a new "Question:" or "Context" line).
+ONE_LINE_STOP = ('STOP', '\n')
 
 
 def is_int(value) -> TypeGuard[numbers.Integral]:

@@ -102,3 +102,29 @@ def test_summary_names_the_shares_and_the_marked_cells():
                                   'from a context document; mean 25.0 tokens.\n1 of 2 cells marked \u00a7 in Table 1: '
                                   'Rel k=3 (health.csv).')
     assert health.summary(hp.head(1)).endswith("; no cell past Table 1's bars (empty > 5%, cut > 10%).")
+
+
+def test_control_detail_gives_rel_and_nrel_at_each_k():
+    table = stats.table1(_per_query([0.3, -0.2], [0.1, 0.1]))
+    detail = health.control_detail(health.positive_control(table))
+    assert detail.startswith('Rel against NRel (label>=2): k=1 0.325 > 0.075 (p ')
+    assert '; k=2 -0.175 <= 0.075 (p ' in detail
+    assert health.control_detail(health.positive_control(table[table['system'] == 'Rel'])) == ''
+
+
+def test_the_offline_default_reader_gives_answers_that_exist(tmp_path):
+    """A small real study with every default of the offline reader (Gemma 3 270M, its prompt format and
+    decoding): at most one empty answer of 42 (the default meets 1% on the main job), few cut, and
+    the health file counting them. A prompt or decoding that empties answers again fails here."""
+    from pyterrier_utility import cli
+    assert cli.main(['study', '--queries', '3', '-k', '3', '5', '--systems', 'BM25', 'Rel', 'NRel', '--no-reverse',
+                     '--samples', '2', '--out', str(tmp_path)]) == 0
+    answers = pd.read_csv(tmp_path / 'answers.csv', keep_default_na=False)
+    assert len(answers) == 3 * (1 + 3 * 2) * 2
+    empty = answers['qanswer'].str.strip().eq('')
+    cut = answers['truncated'].eq('True')
+    assert empty.sum() <= 1, answers.loc[empty, ['system', 'k', 'qid', 'sample']]
+    assert cut.mean() <= 0.2
+    found = pd.read_csv(tmp_path / 'health.csv')
+    assert (found['answers'] * found['empty']).sum() == pytest.approx(empty.sum())
+    assert (found['answers'] * found['cut']).sum() == pytest.approx(cut.sum())

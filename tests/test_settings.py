@@ -14,7 +14,7 @@ import pyterrier_utility as pu
 from pyterrier_utility import Decoding, GenerationCache, LabelSet
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import config as cfg
-from pyterrier_utility.settings import BASE_MODEL_STOP
+from pyterrier_utility.settings import ONE_LINE_STOP
 
 PACKAGE = Path(pu.__file__).parent
 
@@ -167,7 +167,7 @@ def test_preset_and_command_line_resolve_to_one_config():
     assert paper.bm25 == 'terrier' and paper.decoding == pu.settings.AUTHORS_DECODING
     offline = cfg.resolve(paper, {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
     assert offline.decoding == pu.settings.AUTHORS_DECODING.replace(max_new_tokens=32, repetition_penalty=1.2,
-                                                                    stop=BASE_MODEL_STOP)
+                                                                    stop=ONE_LINE_STOP)
     named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
     assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
@@ -227,11 +227,27 @@ def test_no_import_cycle_among_the_package_modules():
 
 
 def test_readers_of_both_kinds_need_their_shared_decoding_given():
-    with pytest.raises(SettingError, match='give --repetition-penalty and --stop'):
+    with pytest.raises(SettingError, match='give --repetition-penalty, --stop and --prompt-format'):
         cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m')})
+    with pytest.raises(SettingError, match='give --repetition-penalty, --stop and --prompt-format'):
+        cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
+                                        'stop': ('STOP',)})
     both = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
-                                           'stop': ('STOP',)})
+                                           'stop': ('STOP',), 'prompt_format': 'plain'})
     assert both.decoding.repetition_penalty == 1.1 and both.readers == ('gemma3-270m', 'openai:m')
+    assert both.prompt_format == 'plain'
+
+
+def test_each_kind_of_reader_gets_its_prompt_format_unless_given():
+    assert cfg.StudyConfig().prompt_format == 'example'
+    named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
+    assert named.prompt_format == 'plain' and named.decoding.repeat_last_n is None
+    assert cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',), 'prompt_format': 'authors'}).prompt_format == \
+        'authors'
+    offline = cfg.resolve(cfg.PRESETS['paper'], {'readers': ('gemma3-270m',)})
+    assert offline.prompt_format == 'example' and offline.decoding.repeat_last_n == 64
+    # The same kind of reader as the base keeps the base's format (the paper's, the authors').
+    assert cfg.resolve(cfg.PRESETS['paper'], {'readers': ('vllm:m',)}).prompt_format == 'authors'
 
 
 def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, monkeypatch, capsys):

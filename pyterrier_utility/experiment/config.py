@@ -14,10 +14,10 @@ from ..errors import SettingError
 from ..settings import (
     AUTHORS_DECODING,
     AUTHORS_DECODING_SOURCES,
-    BASE_MODEL_STOP,
     ENGINE_DECODING,
     ENGINE_OWN_WAY,
     FIELDS,
+    ONE_LINE_STOP,
     STOP,
     Decoding,
     LabelSet,
@@ -43,11 +43,18 @@ from ..vocabulary import (
     SYSTEMS,
 )
 
-#: For the offline base models only, which repeat themselves and ignore "STOP": a repetition
-#: penalty and stop strings for a new "Question:" or "Context" line.
-OFFLINE_CONVENIENCES: Dict[str, Any] = {'repetition_penalty': 1.2, 'stop': BASE_MODEL_STOP}
+#: For the offline base models only, which repeat themselves and ignore "STOP": a repetition penalty
+#: over the last 64 tokens (llama.cpp's window: over every prompt token, the longer the context the
+#: likelier an empty answer), and the answer ended at its line's end, as the worked example of their
+#: prompt format (:data:`OFFLINE_PROMPT_FORMAT`) shows. Chosen by measurement
+#: (``benchmarks/bench_offline_reader.py``; README, Quick start).
+OFFLINE_CONVENIENCES: Dict[str, Any] = {'repetition_penalty': 1.2, 'repeat_last_n': 64, 'stop': ONE_LINE_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
-NAMED_MODEL_DECODING: Dict[str, Any] = {'repetition_penalty': None, 'stop': STOP}
+NAMED_MODEL_DECODING: Dict[str, Any] = {'repetition_penalty': None, 'repeat_last_n': None, 'stop': STOP}
+#: The prompt format of each kind of reader: a worked example first for the offline base models,
+#: which continue a document rather than follow an instruction; this project's plain layout for a
+#: model named by the user.
+OFFLINE_PROMPT_FORMAT, NAMED_MODEL_PROMPT_FORMAT = 'example', 'plain'
 #: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
 BINARY_LABELS = LabelSet(exact=frozenset({1}))
 
@@ -103,9 +110,9 @@ class StudyConfig:
     cosmix_threshold: float = 0.65
     oracle: str = 'sampled'
     oracle_seed: int = 0
-    prompt_format: str = 'plain'
+    prompt_format: str = OFFLINE_PROMPT_FORMAT
     readers: Tuple[str, ...] = ('gemma3-270m',)
-    # 96 new tokens: measured on the main job (README, Quick start), three answers in four end on their own.
+    # 96 new tokens and the offline conveniences: measured on the main job (README, Quick start).
     decoding: Decoding = Decoding(max_new_tokens=96, **OFFLINE_CONVENIENCES)
     samples: int = 5
     seed: int = 0
@@ -334,9 +341,10 @@ class StudyConfig:
 def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
     fields among them. When the readers change between offline models and named ones, the
-    decoding fields not given follow them: the offline conveniences (:data:`OFFLINE_CONVENIENCES`)
-    for offline readers, the study's own stop and no penalty for named models. Readers of both
-    kinds share one decoding, so they need the repetition penalty and stop given explicitly.
+    decoding fields and the prompt format not given follow them: the offline conveniences
+    (:data:`OFFLINE_CONVENIENCES`, :data:`OFFLINE_PROMPT_FORMAT`) for offline readers, the study's own
+    stop, no penalty and the plain format for named models. Readers of both kinds share one decoding
+    and one prompt format, so they need the repetition penalty, stop and prompt format given explicitly.
 
     Example::
 
@@ -347,12 +355,13 @@ def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     readers = given.get('readers', base.readers)
     readers = (readers,) if isinstance(readers, str) else tuple(readers)
     kinds = {engine_of(r) == 'offline' for r in readers}
-    if len(kinds) > 1 and not {'repetition_penalty', 'stop'} <= set(decoding):
+    if len(kinds) > 1 and not ({'repetition_penalty', 'stop'} <= set(decoding) and 'prompt_format' in given):
         raise SettingError(f'the readers {list(readers)} mix offline base models and named models, which share one '
-                           'decoding: give --repetition-penalty and --stop explicitly')
+                           'decoding and prompt: give --repetition-penalty, --stop and --prompt-format explicitly')
     base_decoding = base.decoding
     if len(kinds) == 1 and kinds != {base.offline}:
         base_decoding = base_decoding.replace(**(OFFLINE_CONVENIENCES if kinds == {True} else NAMED_MODEL_DECODING))
+        given.setdefault('prompt_format', OFFLINE_PROMPT_FORMAT if kinds == {True} else NAMED_MODEL_PROMPT_FORMAT)
     return base.replace(decoding=base_decoding.replace(**decoding), **given)
 
 
