@@ -410,6 +410,14 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             with self._lock:
                 for conn in list(self._open):
                     _cut(conn)
+            # Answers put in the queue but not yet taken from it were computed too: they are kept.
+            while True:
+                try:
+                    item = results.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None and item[2] is None:
+                    answers[item[0]] = item[1]
             interrupt.completed = dict(answers)  # type: ignore[attr-defined]  # read by the generation cache
             raise
         if failure is not None:
