@@ -91,6 +91,19 @@ def test_a_response_without_a_text_answer_is_an_error(text):
             backend(server.url).generate(['p'])
 
 
+def test_a_response_with_more_choices_than_asked_for_is_refused_naming_the_endpoint_and_nothing_is_stored(tmp_path):
+    with SimulatedServer(choices=lambda prompt: 2 if prompt == 'b' else 1) as server:
+        cache = pu.GenerationCache(backend(server.url, concurrency=1), tmp_path / 'g.sqlite')
+        with pytest.raises(BackendError) as e:
+            cache.generate(['a', 'b'])
+    assert [body['n'] for body in server.bodies] == [1, 1]
+    assert str(e.value) == (f'{server.url}/completions: the response holds 2 choices where 1 was asked for (n: 1); '
+                            'nothing of it was stored [1 answers of the failed batch and all earlier batches are in '
+                            'the cache; a re-run generates only what is missing]')
+    kept = pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite')
+    assert len(kept) == 1 and kept.generate(['a'])[0].text == simulated_answer('a', 0)
+
+
 def test_requests_go_to_the_endpoint_with_the_fewest_in_flight():
     with SimulatedServer(latency=0.3) as slow, SimulatedServer(latency=0.01) as fast:
         b = backend([slow.url, fast.url], concurrency=2)

@@ -64,6 +64,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
     so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
 
+    A response is an answer only when it holds exactly the one choice asked for (``n: 1``) with a
+    text; anything else stops the call naming the endpoint, and nothing of it is stored.
+
     Each answer is an :class:`~pyterrier_utility.backends.Answer` whose ``truncated`` says the server
     stopped it at ``max_tokens`` (``finish_reason: length``); ``truncated`` on the backend counts
     them over all calls, ``requests`` counts the answered requests. With ``logprobs``, its ``logprob``
@@ -314,11 +317,15 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 hint += '; logprobs was asked for: a server that rejects it needs logprobs=False'
             raise BackendError(f'{where}: HTTP {status}: {reply[:500]}{hint}')
         try:
-            choice = json.loads(data)['choices'][0]
+            choices = json.loads(data)['choices']
+            choice = choices[0]
             text = choice['message']['content'] if self.endpoint == 'chat' else choice['text']
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise BackendError(f'{where}: the response holds no answer text ({type(e).__name__}: '
                                f'{reply[:300]!r})') from None
+        if len(choices) != body['n']:
+            raise BackendError(f"{where}: the response holds {len(choices)} choices where {body['n']} was asked for "
+                               f"(n: {body['n']}); nothing of it was stored")
         if not isinstance(text, str):
             raise BackendError(f'{where}: the answer text is {type(text).__name__}, not a string: {reply[:300]!r}')
         if not encodable(text):
