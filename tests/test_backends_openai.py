@@ -169,6 +169,16 @@ def test_retry_after_of_a_rate_limit_is_honoured():
     assert len(server.bodies) == 2
 
 
+def test_a_wait_a_rate_limit_asks_for_is_said_once_however_many_requests_hit_it(capsys):
+    # Three requests in flight are refused together, wait, are refused together again, then answered.
+    with SimulatedServer(fail=lambda body, n: 429 if n < 6 else None, retry_after='1') as server:
+        b = backend(server.url, concurrency=3, max_retries=3)
+        assert [o.text for o in b.generate(['a', 'b', 'c'])] == [simulated_answer(p, 0) for p in 'abc']
+    assert len(server.bodies) == 9
+    said = f'{server.url}: HTTP 429 (rate limited); waiting 1 s as Retry-After asks'
+    assert capsys.readouterr().err.splitlines() == [said, said]
+
+
 def test_an_endpoint_that_keeps_timing_out_leaves_the_pool_for_a_while(caplog):
     with SimulatedServer(hold=lambda body, n: 5) as hung, SimulatedServer() as alive:
         b = backend([hung.url, alive.url], concurrency=1, timeout=0.3, max_retries=1)

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from .._util import check, check_int, either, encodable
+from .._util import check, check_int, either, encodable, say
 from ..errors import BackendError
 from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ..vocabulary import ENDPOINTS
@@ -37,12 +37,15 @@ logger = logging.getLogger(__name__)
 
 class _Retryable(Exception):
     """A failed attempt worth retrying; ``how`` says how an endpoint failed without answering
-    (which counts towards taking it out of the pool), ``retry_after`` what the server asked."""
+    (which counts towards taking it out of the pool), ``status`` the HTTP status of one that
+    answered, ``retry_after`` what the server asked."""
 
-    def __init__(self, message: str, how: Optional[str] = None, retry_after: float = 0.0):
+    def __init__(self, message: str, how: Optional[str] = None, status: Optional[int] = None,
+                 retry_after: float = 0.0):
         super().__init__(message)
         self.how = how
         self.unanswered = how is not None
+        self.status = status
         self.retry_after = retry_after
 
 
@@ -64,8 +67,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
     so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
 
-    A response is an answer only when it holds exactly the one choice asked for (``n: 1``) with a
-    text; anything else stops the call naming the endpoint, and nothing of it is stored.
+    A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
+    that hit the limit together wait together, said once). A response is an answer only when it
+    holds exactly the one choice asked for (``n: 1``) with a text; anything else stops the call
+    naming the endpoint, and nothing of it is stored.
 
     Each answer is an :class:`~pyterrier_utility.backends.Answer` whose ``truncated`` says the server
     stopped it at ``max_tokens`` (``finish_reason: length``); ``truncated`` on the backend counts
@@ -187,6 +192,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self._in_flight = {u: 0 for u in self.base_urls}
         self._strikes = {u: 0 for u in self.base_urls}
         self._out_until = {u: 0.0 for u in self.base_urls}
+        self._said_until = {u: 0.0 for u in self.base_urls}
         self._turn = itertools.count()
         self._open: Set[http.client.HTTPConnection] = set()
         self._headers = {'Content-Type': 'application/json'}
@@ -198,7 +204,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_turn', '_open', '_headers', '_server_errors'):
+        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_said_until', '_turn', '_open', '_headers',
+                     '_server_errors'):
             state.pop(name, None)
         return state
 
@@ -307,7 +314,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             with self._lock:
                 self._server_errors.append(f'{where}: HTTP {status}: {reply[:500]}')
         if status in RETRY_STATUSES:
-            raise _Retryable(f'{where}: HTTP {status}: {reply[:300]}', retry_after=_retry_after(headers))
+            raise _Retryable(f'{where}: HTTP {status}: {reply[:300]}', status=status, retry_after=_retry_after(headers))
         if status >= 400:
             sent = self._nonstandard()
             named = [f for f in sent if f in reply]
@@ -340,13 +347,17 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
         start = time.monotonic()
         give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
-        failed, last, retry_after = None, '', 0.0
+        failed: Optional[str] = None
+        last: Optional[_Retryable] = None
         for attempt in range(self.max_retries + 1):
-            if attempt:
-                delay = max(retry_after, min(60.0, self.backoff * 2 ** (attempt - 1)))
+            if last is not None:
+                backoff = min(60.0, self.backoff * 2 ** (attempt - 1))
+                delay = max(last.retry_after, backoff)
                 if time.monotonic() + delay >= give_up:
                     raise BackendError(f'{last} (the next retry, in {delay:g} s, would pass the retry deadline of '
                                        f'{self.retry_deadline:g} s; {attempt - 1} retries made)')
+                if last.retry_after > backoff:
+                    self._say_wait(failed, last.status, delay)  # type: ignore[arg-type]  # set with last
                 if cancel.wait(delay):
                     raise BackendError('cancelled')
             url = self._acquire(avoid=failed)
@@ -357,7 +368,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                          else f'the retry deadline of {self.retry_deadline:g} s')
                 answer = self._post(url, body, min(now + self.timeout, give_up), limit)
             except _Retryable as e:
-                failure, failed, last, retry_after = e, url, str(e), e.retry_after
+                failure, failed, last = e, url, e
                 continue
             finally:
                 self._release(url, failure)
@@ -366,6 +377,18 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 self.truncated += bool(answer.truncated)
             return replace(answer, text=cut_at_stop(answer.text, stop))  # type: ignore[call-arg]  # untyped base
         raise BackendError(f'{last} (after {self.max_retries} retries)')
+
+    def _say_wait(self, url: str, status: int, delay: float) -> None:
+        """Says on the console that ``url`` asked to wait ``delay`` seconds (``Retry-After``), once per
+        wait: requests refused together wait together, and a wait that ends within a second of the
+        last one said for the endpoint is not said again."""
+        until = time.monotonic() + delay
+        with self._lock:
+            if until < self._said_until[url] + 1.0:
+                return
+            self._said_until[url] = until
+        why = ' (rate limited)' if status == 429 else ''
+        say(f'{url}: HTTP {status}{why}; waiting {round(delay, 1):g} s as Retry-After asks')
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
