@@ -104,6 +104,36 @@ def test_a_response_with_more_choices_than_asked_for_is_refused_naming_the_endpo
     assert len(kept) == 1 and kept.generate(['a'])[0].text == simulated_answer('a', 0)
 
 
+VLLM_TOO_LONG = {'error': {'message': "This model's maximum context length is 4096 tokens. However, you requested "
+                                      '5000 tokens (4700 in the messages, 300 in the completion). Please reduce the '
+                                      'length of the messages or completion.',
+                           'type': 'BadRequestError', 'param': None, 'code': 400}}
+LLAMACPP_TOO_LONG = {'error': {'code': 400, 'message': 'the request exceeds the available context size, try '
+                                                       'increasing it',
+                               'type': 'exceed_context_size_error', 'n_prompt_tokens': 5000, 'n_ctx': 4096}}
+
+
+@pytest.mark.parametrize('refusal', [VLLM_TOO_LONG, LLAMACPP_TOO_LONG], ids=['vllm', 'llama.cpp'])
+def test_a_prompt_longer_than_the_servers_context_stops_the_call_in_one_line_naming_it_and_what_to_do(
+        tmp_path, refusal):
+    prompt = pu.Reader(backend('http://h/v1')).prompter.build_prompt('what is lift?', ['lift ' * 3000])
+    with SimulatedServer(fail=lambda body, n: 400 if len(body['prompt']) > 1000 else None,
+                         error=lambda status: refusal) as server:
+        cache = pu.GenerationCache(backend(server.url, concurrency=1, max_new_tokens=300), tmp_path / 'g.sqlite')
+        with pytest.raises(BackendError) as e:
+            cache.generate(['short', prompt])
+    assert len(server.bodies) == 2  # a client error is not retried
+    assert str(e.value) == (
+        f"{server.url}/completions: HTTP 400: {refusal['error']['message']}; the prompt (15239 characters, ending "
+        "'lift lift lift lift lift \\nQuestion: what is lift?\\nNow start your answer. Answer:') and max_tokens 300 "
+        "do not fit the server's context: ask for fewer new tokens (--max-new-tokens), start the server with a "
+        "longer context (vLLM's --max-model-len, llama.cpp's --ctx-size), give shorter or fewer documents (-k), or "
+        "give the backend the model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
+        "that the Reader truncates the documents to fit [1 answers of the failed batch and all earlier batches are "
+        "in the cache; a re-run generates only what is missing]")
+    assert len(pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite')) == 1
+
+
 def test_requests_go_to_the_endpoint_with_the_fewest_in_flight():
     with SimulatedServer(latency=0.3) as slow, SimulatedServer(latency=0.01) as fast:
         b = backend([slow.url, fast.url], concurrency=2)

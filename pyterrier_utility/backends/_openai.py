@@ -31,6 +31,10 @@ from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, sp
 VLLM_ENGINE_DEAD = 'EngineCore encountered an issue'
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: Words of a client error (HTTP 400) that refuses a prompt longer than the server's context, as vLLM ("This model's
+#: maximum context length is ...", "... longer than the maximum model length"), SGLang, llama.cpp's server ("the
+#: request exceeds the available context size") and hosted APIs ("context_length_exceeded") word it.
+CONTEXT_EXCEEDED = ('context length', 'context size', 'context_length_exceeded', 'maximum model length')
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +74,13 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
     that hit the limit together wait together, said once). A response is an answer only when it
     holds exactly the one choice asked for (``n: 1``) with a text; anything else stops the call
-    naming the endpoint, and nothing of it is stored.
+    naming the endpoint, and nothing of it is stored. A prompt longer than the server's context (an
+    HTTP 400 in the words of :data:`CONTEXT_EXCEEDED`) is not retried: the call stops naming the
+    endpoint, the server's message, the prompt's length and end (every prompt format puts the
+    question last) and how to make it fit. The backend does not shorten prompts itself: it sees
+    prompts, not documents, and cannot count tokens without the model's tokenizer; given
+    ``tokenizer`` and ``max_input_length`` (the server's context length), the Reader truncates the
+    documents evenly before they are sent.
 
     Each answer is an :class:`~pyterrier_utility.backends.Answer` whose ``truncated`` says the server
     stopped it at ``max_tokens`` (``finish_reason: length``); ``truncated`` on the backend counts
@@ -310,11 +320,21 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 raise _Retryable(f'{where}: no complete answer within {limit}', how='timed out') from e
             raise _Retryable(f'{where}: {type(e).__name__}: {e}', how='could not be reached') from e
         reply = data.decode('utf-8', errors='replace')
+        said = f'{where}: HTTP {status}: {_server_message(reply)}'
         if status >= 400:
             with self._lock:
-                self._server_errors.append(f'{where}: HTTP {status}: {reply[:500]}')
+                self._server_errors.append(said)
         if status in RETRY_STATUSES:
-            raise _Retryable(f'{where}: HTTP {status}: {reply[:300]}', status=status, retry_after=_retry_after(headers))
+            raise _Retryable(said, status=status, retry_after=_retry_after(headers))
+        if status >= 400 and any(words in reply.lower() for words in CONTEXT_EXCEEDED):
+            prompt: str = (body['messages'][0]['content'] if self.endpoint == 'chat'  # type: ignore[index]
+                           else body['prompt'])  # type: ignore[assignment]
+            raise BackendError(f"{said}; the prompt ({len(prompt)} characters, ending {prompt[-80:]!r}) and max_tokens "
+                               f"{body['max_tokens']} do not fit the server's context: ask for fewer new tokens "
+                               "(--max-new-tokens), start the server with a longer context (vLLM's --max-model-len, "
+                               "llama.cpp's --ctx-size), give shorter or fewer documents (-k), or give the backend the "
+                               "model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
+                               "that the Reader truncates the documents to fit")
         if status >= 400:
             sent = self._nonstandard()
             named = [f for f in sent if f in reply]
@@ -322,7 +342,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                     if named else (f'; non-standard fields sent: {sent}' if sent else ''))
             if self.logprobs:
                 hint += '; logprobs was asked for: a server that rejects it needs logprobs=False'
-            raise BackendError(f'{where}: HTTP {status}: {reply[:500]}{hint}')
+            raise BackendError(f'{said}{hint}')
         try:
             choices = json.loads(data)['choices']
             choice = choices[0]
@@ -503,6 +523,18 @@ def _reported_logprobs(choice: dict) -> Optional[Tuple[float, ...]]:
                              for v in values):
         return None
     return tuple(float(v) for v in values)
+
+
+def _server_message(reply: str) -> str:
+    """What a server said in an error response, on one line: the ``error.message`` (or ``error``,
+    ``message``) of a JSON body as vLLM, llama.cpp's server and hosted APIs send it, else the body."""
+    try:
+        said = json.loads(reply)
+        said = said.get('error', said) if isinstance(said, dict) else said
+        said = said.get('message', said) if isinstance(said, dict) else said
+    except ValueError:
+        said = reply
+    return ' '.join(str(said if isinstance(said, str) else reply).split())[:500]
 
 
 def _retry_after(headers) -> float:
