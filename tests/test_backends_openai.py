@@ -91,6 +91,49 @@ def test_a_response_without_a_text_answer_is_an_error(text):
             backend(server.url).generate(['p'])
 
 
+def test_a_response_with_more_choices_than_asked_for_is_refused_naming_the_endpoint_and_nothing_is_stored(tmp_path):
+    with SimulatedServer(choices=lambda prompt: 2 if prompt == 'b' else 1) as server:
+        cache = pu.GenerationCache(backend(server.url, concurrency=1), tmp_path / 'g.sqlite')
+        with pytest.raises(BackendError) as e:
+            cache.generate(['a', 'b'])
+    assert [body['n'] for body in server.bodies] == [1, 1]
+    assert str(e.value) == (f'{server.url}/completions: the response holds 2 choices where 1 was asked for (n: 1); '
+                            'nothing of it was stored [1 answers of the failed batch and all earlier batches are in '
+                            'the cache; a re-run generates only what is missing]')
+    kept = pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite')
+    assert len(kept) == 1 and kept.generate(['a'])[0].text == simulated_answer('a', 0)
+
+
+VLLM_TOO_LONG = {'error': {'message': "This model's maximum context length is 4096 tokens. However, you requested "
+                                      '5000 tokens (4700 in the messages, 300 in the completion). Please reduce the '
+                                      'length of the messages or completion.',
+                           'type': 'BadRequestError', 'param': None, 'code': 400}}
+LLAMACPP_TOO_LONG = {'error': {'code': 400, 'message': 'the request exceeds the available context size, try '
+                                                       'increasing it',
+                               'type': 'exceed_context_size_error', 'n_prompt_tokens': 5000, 'n_ctx': 4096}}
+
+
+@pytest.mark.parametrize('refusal', [VLLM_TOO_LONG, LLAMACPP_TOO_LONG], ids=['vllm', 'llama.cpp'])
+def test_a_prompt_longer_than_the_servers_context_stops_the_call_in_one_line_naming_it_and_what_to_do(
+        tmp_path, refusal):
+    prompt = pu.Reader(backend('http://h/v1')).prompter.build_prompt('what is lift?', ['lift ' * 3000])
+    with SimulatedServer(fail=lambda body, n: 400 if len(body['prompt']) > 1000 else None,
+                         error=lambda status: refusal) as server:
+        cache = pu.GenerationCache(backend(server.url, concurrency=1, max_new_tokens=300), tmp_path / 'g.sqlite')
+        with pytest.raises(BackendError) as e:
+            cache.generate(['short', prompt])
+    assert len(server.bodies) == 2  # a client error is not retried
+    assert str(e.value) == (
+        f"{server.url}/completions: HTTP 400: {refusal['error']['message']}; the prompt (15239 characters, ending "
+        "'lift lift lift lift lift \\nQuestion: what is lift?\\nNow start your answer. Answer:') and max_tokens 300 "
+        "do not fit the server's context: ask for fewer new tokens (--max-new-tokens), start the server with a "
+        "longer context (vLLM's --max-model-len, llama.cpp's --ctx-size), give shorter or fewer documents (-k), or "
+        "give the backend the model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
+        "that the Reader truncates the documents to fit [1 answers of the failed batch and all earlier batches are "
+        "in the cache; a re-run generates only what is missing]")
+    assert len(pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite')) == 1
+
+
 def test_requests_go_to_the_endpoint_with_the_fewest_in_flight():
     with SimulatedServer(latency=0.3) as slow, SimulatedServer(latency=0.01) as fast:
         b = backend([slow.url, fast.url], concurrency=2)
@@ -154,6 +197,16 @@ def test_retry_after_of_a_rate_limit_is_honoured():
         assert [o.text for o in b.generate(['a'])] == [simulated_answer('a', 0)]
         assert 1.0 <= time.monotonic() - start < 2.5
     assert len(server.bodies) == 2
+
+
+def test_a_wait_a_rate_limit_asks_for_is_said_once_however_many_requests_hit_it(capsys):
+    # Three requests in flight are refused together, wait, are refused together again, then answered.
+    with SimulatedServer(fail=lambda body, n: 429 if n < 6 else None, retry_after='1') as server:
+        b = backend(server.url, concurrency=3, max_retries=3)
+        assert [o.text for o in b.generate(['a', 'b', 'c'])] == [simulated_answer(p, 0) for p in 'abc']
+    assert len(server.bodies) == 9
+    said = f'{server.url}: HTTP 429 (rate limited); waiting 1 s as Retry-After asks'
+    assert capsys.readouterr().err.splitlines() == [said, said]
 
 
 def test_an_endpoint_that_keeps_timing_out_leaves_the_pool_for_a_while(caplog):
@@ -222,13 +275,20 @@ def test_a_server_that_rejects_the_request_for_log_probabilities_is_told_to_go_w
 
 
 INTERRUPTED = '''
-import sys
+import atexit, sys, time
 sys.path.insert(0, {tests!r})
 import pyterrier_utility as pu
 from pyterrier_utility.backends import OpenAICompatibleBackend
 b = OpenAICompatibleBackend('sim-model', {url!r}, concurrency=3, timeout=600, max_retries=5)
+# Called once every thread that could hold the process has ended; what follows is the interpreter's
+# own teardown of torch, pandas and PyTerrier.
+atexit.register(lambda: print('exiting at', time.time(), file=sys.stderr, flush=True))
 pu.GenerationCache(b, {path!r}).generate(['quick', 'hang 1', 'hang 2', 'hang 3'])
 '''
+#: Seconds the child may take for what this test does not time: importing torch and PyTerrier before
+#: its first request, and tearing them down after the call has stopped (measured on a 2-core machine
+#: at load averages of 5 to 9: 16-57 s to start, 2-7 s of teardown). Only a hang guard.
+UNTIMED = 300
 
 
 def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answered(tmp_path):
@@ -236,20 +296,22 @@ def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answer
         script = INTERRUPTED.format(tests=str(Path(__file__).parent), url=server.url, path=str(tmp_path / 'g.sqlite'))
         proc = subprocess.Popen([sys.executable, '-c', script], stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 60
-            while len(server.bodies) < 4 and time.monotonic() < deadline and proc.poll() is None:
+            guard = time.monotonic() + UNTIMED
+            # The worker that answered 'quick' sends 'hang 3' after handing the answer over: with four
+            # requests received, the quick answer is in and three requests hang.
+            while len(server.bodies) < 4 and proc.poll() is None and time.monotonic() < guard:
                 time.sleep(0.05)
-            time.sleep(0.3)
-            assert len(server.bodies) == 4  # the quick answer is in; three requests hang
-            start = time.monotonic()
+            assert len(server.bodies) == 4
+            interrupted = time.time()
             proc.send_signal(signal.SIGINT)
-            _, stderr = proc.communicate(timeout=10)
+            _, stderr = proc.communicate(timeout=UNTIMED)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        assert time.monotonic() - start < 5
-    assert 'KeyboardInterrupt' in stderr
+    exiting = [float(line.split()[-1]) for line in stderr.splitlines() if line.startswith('exiting at ')]
+    assert len(exiting) == 1 and exiting[0] - interrupted < 5  # measured under that load: 0.02-0.07 s
+    assert 'KeyboardInterrupt' in stderr and proc.returncode == -signal.SIGINT
     kept = pu.GenerationCache(backend('http://127.0.0.1:9/v1', temperature=0.3), tmp_path / 'g.sqlite')
     assert len(kept) == 1
 

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from .._util import check, check_int, either, encodable
+from .._util import check, check_int, either, encodable, say
 from ..errors import BackendError
 from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ..vocabulary import ENDPOINTS
@@ -31,18 +31,25 @@ from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, sp
 VLLM_ENGINE_DEAD = 'EngineCore encountered an issue'
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: Words of a client error (HTTP 400) that refuses a prompt longer than the server's context, as vLLM ("This model's
+#: maximum context length is ...", "... longer than the maximum model length"), SGLang, llama.cpp's server ("the
+#: request exceeds the available context size") and hosted APIs ("context_length_exceeded") word it.
+CONTEXT_EXCEEDED = ('context length', 'context size', 'context_length_exceeded', 'maximum model length')
 
 logger = logging.getLogger(__name__)
 
 
 class _Retryable(Exception):
     """A failed attempt worth retrying; ``how`` says how an endpoint failed without answering
-    (which counts towards taking it out of the pool), ``retry_after`` what the server asked."""
+    (which counts towards taking it out of the pool), ``status`` the HTTP status of one that
+    answered, ``retry_after`` what the server asked."""
 
-    def __init__(self, message: str, how: Optional[str] = None, retry_after: float = 0.0):
+    def __init__(self, message: str, how: Optional[str] = None, status: Optional[int] = None,
+                 retry_after: float = 0.0):
         super().__init__(message)
         self.how = how
         self.unanswered = how is not None
+        self.status = status
         self.retry_after = retry_after
 
 
@@ -63,6 +70,17 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
     in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
     so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
+
+    A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
+    that hit the limit together wait together, said once). A response is an answer only when it
+    holds exactly the one choice asked for (``n: 1``) with a text; anything else stops the call
+    naming the endpoint, and nothing of it is stored. A prompt longer than the server's context (an
+    HTTP 400 in the words of :data:`CONTEXT_EXCEEDED`) is not retried: the call stops naming the
+    endpoint, the server's message, the prompt's length and end (every prompt format puts the
+    question last) and how to make it fit. The backend does not shorten prompts itself: it sees
+    prompts, not documents, and cannot count tokens without the model's tokenizer; given
+    ``tokenizer`` and ``max_input_length`` (the server's context length), the Reader truncates the
+    documents evenly before they are sent.
 
     Each answer is an :class:`~pyterrier_utility.backends.Answer` whose ``truncated`` says the server
     stopped it at ``max_tokens`` (``finish_reason: length``); ``truncated`` on the backend counts
@@ -184,6 +202,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         self._in_flight = {u: 0 for u in self.base_urls}
         self._strikes = {u: 0 for u in self.base_urls}
         self._out_until = {u: 0.0 for u in self.base_urls}
+        self._said_until = {u: 0.0 for u in self.base_urls}
         self._turn = itertools.count()
         self._open: Set[http.client.HTTPConnection] = set()
         self._headers = {'Content-Type': 'application/json'}
@@ -195,7 +214,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_turn', '_open', '_headers', '_server_errors'):
+        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_said_until', '_turn', '_open', '_headers',
+                     '_server_errors'):
             state.pop(name, None)
         return state
 
@@ -300,11 +320,21 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 raise _Retryable(f'{where}: no complete answer within {limit}', how='timed out') from e
             raise _Retryable(f'{where}: {type(e).__name__}: {e}', how='could not be reached') from e
         reply = data.decode('utf-8', errors='replace')
+        said = f'{where}: HTTP {status}: {_server_message(reply)}'
         if status >= 400:
             with self._lock:
-                self._server_errors.append(f'{where}: HTTP {status}: {reply[:500]}')
+                self._server_errors.append(said)
         if status in RETRY_STATUSES:
-            raise _Retryable(f'{where}: HTTP {status}: {reply[:300]}', retry_after=_retry_after(headers))
+            raise _Retryable(said, status=status, retry_after=_retry_after(headers))
+        if status >= 400 and any(words in reply.lower() for words in CONTEXT_EXCEEDED):
+            prompt: str = (body['messages'][0]['content'] if self.endpoint == 'chat'  # type: ignore[index]
+                           else body['prompt'])  # type: ignore[assignment]
+            raise BackendError(f"{said}; the prompt ({len(prompt)} characters, ending {prompt[-80:]!r}) and max_tokens "
+                               f"{body['max_tokens']} do not fit the server's context: ask for fewer new tokens "
+                               "(--max-new-tokens), start the server with a longer context (vLLM's --max-model-len, "
+                               "llama.cpp's --ctx-size), give shorter or fewer documents (-k), or give the backend the "
+                               "model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
+                               "that the Reader truncates the documents to fit")
         if status >= 400:
             sent = self._nonstandard()
             named = [f for f in sent if f in reply]
@@ -312,13 +342,17 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                     if named else (f'; non-standard fields sent: {sent}' if sent else ''))
             if self.logprobs:
                 hint += '; logprobs was asked for: a server that rejects it needs logprobs=False'
-            raise BackendError(f'{where}: HTTP {status}: {reply[:500]}{hint}')
+            raise BackendError(f'{said}{hint}')
         try:
-            choice = json.loads(data)['choices'][0]
+            choices = json.loads(data)['choices']
+            choice = choices[0]
             text = choice['message']['content'] if self.endpoint == 'chat' else choice['text']
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise BackendError(f'{where}: the response holds no answer text ({type(e).__name__}: '
                                f'{reply[:300]!r})') from None
+        if len(choices) != body['n']:
+            raise BackendError(f"{where}: the response holds {len(choices)} choices where {body['n']} was asked for "
+                               f"(n: {body['n']}); nothing of it was stored")
         if not isinstance(text, str):
             raise BackendError(f'{where}: the answer text is {type(text).__name__}, not a string: {reply[:300]!r}')
         if not encodable(text):
@@ -333,13 +367,17 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
         start = time.monotonic()
         give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
-        failed, last, retry_after = None, '', 0.0
+        failed: Optional[str] = None
+        last: Optional[_Retryable] = None
         for attempt in range(self.max_retries + 1):
-            if attempt:
-                delay = max(retry_after, min(60.0, self.backoff * 2 ** (attempt - 1)))
+            if last is not None:
+                backoff = min(60.0, self.backoff * 2 ** (attempt - 1))
+                delay = max(last.retry_after, backoff)
                 if time.monotonic() + delay >= give_up:
                     raise BackendError(f'{last} (the next retry, in {delay:g} s, would pass the retry deadline of '
                                        f'{self.retry_deadline:g} s; {attempt - 1} retries made)')
+                if last.retry_after > backoff:
+                    self._say_wait(failed, last.status, delay)  # type: ignore[arg-type]  # set with last
                 if cancel.wait(delay):
                     raise BackendError('cancelled')
             url = self._acquire(avoid=failed)
@@ -350,7 +388,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                          else f'the retry deadline of {self.retry_deadline:g} s')
                 answer = self._post(url, body, min(now + self.timeout, give_up), limit)
             except _Retryable as e:
-                failure, failed, last, retry_after = e, url, str(e), e.retry_after
+                failure, failed, last = e, url, e
                 continue
             finally:
                 self._release(url, failure)
@@ -359,6 +397,18 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 self.truncated += bool(answer.truncated)
             return replace(answer, text=cut_at_stop(answer.text, stop))  # type: ignore[call-arg]  # untyped base
         raise BackendError(f'{last} (after {self.max_retries} retries)')
+
+    def _say_wait(self, url: str, status: int, delay: float) -> None:
+        """Says on the console that ``url`` asked to wait ``delay`` seconds (``Retry-After``), once per
+        wait: requests refused together wait together, and a wait that ends within a second of the
+        last one said for the endpoint is not said again."""
+        until = time.monotonic() + delay
+        with self._lock:
+            if until < self._said_until[url] + 1.0:
+                return
+            self._said_until[url] = until
+        why = ' (rate limited)' if status == 429 else ''
+        say(f'{url}: HTTP {status}{why}; waiting {round(delay, 1):g} s as Retry-After asks')
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
@@ -410,6 +460,14 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             with self._lock:
                 for conn in list(self._open):
                     _cut(conn)
+            # Answers put in the queue but not yet taken from it were computed too: they are kept.
+            while True:
+                try:
+                    item = results.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None and item[2] is None:
+                    answers[item[0]] = item[1]
             interrupt.completed = dict(answers)  # type: ignore[attr-defined]  # read by the generation cache
             raise
         if failure is not None:
@@ -465,6 +523,18 @@ def _reported_logprobs(choice: dict) -> Optional[Tuple[float, ...]]:
                              for v in values):
         return None
     return tuple(float(v) for v in values)
+
+
+def _server_message(reply: str) -> str:
+    """What a server said in an error response, on one line: the ``error.message`` (or ``error``,
+    ``message``) of a JSON body as vLLM, llama.cpp's server and hosted APIs send it, else the body."""
+    try:
+        said = json.loads(reply)
+        said = said.get('error', said) if isinstance(said, dict) else said
+        said = said.get('message', said) if isinstance(said, dict) else said
+    except ValueError:
+        said = reply
+    return ' '.join(str(said if isinstance(said, str) else reply).split())[:500]
 
 
 def _retry_after(headers) -> float:

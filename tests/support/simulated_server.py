@@ -3,13 +3,14 @@
 It is a simulation, not a model: each request waits a fixed ``latency`` while holding one of
 ``capacity`` slots (a GPU server's batch), and answers ``"simulated answer <hash of prompt and seed>"``.
 It records every request body, can fail the requests a ``fail`` function picks with an HTTP status
-(with a ``Retry-After`` header when given), hold the requests a ``hold`` function picks for some
-seconds (a hung server; released when the server stops), send its answers one byte every
-``trickle`` seconds, and report a ``finish_reason`` per prompt. With ``logprobs``, a request that asks for
-``logprobs`` gets the log-probability of each word of its answer (word i: -(i + 1) / 8), as completions
-(``token_logprobs``) or chat (``content[i].logprob``) report them; without, the field is ignored. It
-serves at most ``max_requests`` requests (then HTTP 410), so a test or benchmark cannot loop against
-it without bound.
+(with a ``Retry-After`` header when given, and the body ``error`` gives for the status), hold the
+requests a ``hold`` function picks for some seconds (a hung server; released when the server stops),
+send its answers one byte every ``trickle`` seconds, report a ``finish_reason`` per prompt, and
+answer with as many choices as ``choices`` says for a prompt (a server that ignores ``n``). With
+``logprobs``, a request that asks for ``logprobs`` gets the log-probability of each word of its
+answer (word i: -(i + 1) / 8), as completions (``token_logprobs``) or chat (``content[i].logprob``)
+report them; without, the field is ignored. It serves at most ``max_requests`` requests (then HTTP
+410), so a test or benchmark cannot loop against it without bound.
 """
 import hashlib
 import json
@@ -30,7 +31,9 @@ class SimulatedServer:
                  fail: Optional[Callable[[dict, int], Optional[int]]] = None, text: Callable = simulated_answer,
                  retry_after: Optional[str] = None, hold: Optional[Callable[[dict, int], float]] = None,
                  trickle: float = 0.0, finish_reason: Callable[[str], str] = lambda prompt: 'stop',
-                 logprobs: bool = False):
+                 logprobs: bool = False, error: Callable[[int], dict] = lambda status: {
+                     'error': f'simulated failure {status}'},
+                 choices: Callable[[str], int] = lambda prompt: 1):
         self.latency = latency
         self.slots = threading.Semaphore(capacity)
         self.max_requests = max_requests
@@ -41,6 +44,8 @@ class SimulatedServer:
         self.trickle = trickle
         self.finish_reason = finish_reason
         self.logprobs = logprobs
+        self.error = error
+        self.choices = choices
         self.stopped = threading.Event()
         self.bodies: List[dict] = []
         self.headers: List[dict] = []
@@ -84,7 +89,7 @@ class SimulatedServer:
                 status = owner.fail(body, number) if owner.fail else None
                 if status:
                     headers = {'Retry-After': owner.retry_after} if owner.retry_after else {}
-                    return self._reply(status, {'error': f'simulated failure {status}'}, headers)
+                    return self._reply(status, owner.error(status), headers)
                 if owner.hold and owner.stopped.wait(owner.hold(body, number)):
                     self.close_connection = True
                     return
@@ -100,7 +105,8 @@ class SimulatedServer:
                     choice['logprobs'] = ({'content': [{'token': w, 'logprob': v, 'top_logprobs': []}
                                                        for w, v in zip(words, values)]} if 'messages' in body
                                           else {'tokens': words, 'token_logprobs': values, 'top_logprobs': None})
-                self._reply(200, {'choices': [dict(choice, finish_reason=owner.finish_reason(prompt))]})
+                choice['finish_reason'] = owner.finish_reason(prompt)
+                self._reply(200, {'choices': [dict(choice, index=i) for i in range(owner.choices(prompt))]})
 
         self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         self._server.daemon_threads = True
