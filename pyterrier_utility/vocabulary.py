@@ -71,6 +71,11 @@ MIN_N = 5
 #: The correlation methods of ``correlations.csv`` (pandas' and scipy's names), in the order written.
 CORRELATION_METHODS = ('pearson', 'spearman', 'kendall')
 
+# Attribution of utility to the documents of a context.
+#: The estimators of each document's share (:mod:`~pyterrier_utility.methods.attribution.games`):
+#: exact Shapley, Shapley by permutation sampling, leave-one-out, each document alone.
+ATTRIBUTION_METHODS = ('shapley', 'permutation', 'loo', 'single')
+
 # The files of a study folder.
 #: One cell of the study: a system's contexts at k for one query.
 CELL = ('system', 'k', 'qid')
