@@ -75,6 +75,10 @@ CORRELATION_METHODS = ('pearson', 'spearman', 'kendall')
 #: The estimators of each document's share (:mod:`~pyterrier_utility.methods.attribution.games`):
 #: exact Shapley, Shapley by permutation sampling, leave-one-out, each document alone.
 ATTRIBUTION_METHODS = ('shapley', 'permutation', 'loo', 'single')
+#: What :class:`~pyterrier_utility.ContextAttribution` adds to each document of a context: its Shapley
+#: share (or leave-one-out, single) of v(all) - v(empty), the same divided by v(empty) (a share of U),
+#: the method, and the standard error where the method samples.
+ATTRIBUTION_VALUES = ('phi', 'phi_utility', 'method', 'stderr')
 
 # The files of a study folder.
 #: One cell of the study: a system's contexts at k for one query.

@@ -1,13 +1,19 @@
 """Attribution of U to the documents of a context: the estimators against their definitions and the
-Shapley axioms on hand-made games."""
+Shapley axioms on hand-made games, and the transformer on a backend whose answers say which documents
+their prompt held."""
 import itertools
 import math
 
+import ir_measures
 import numpy as np
+import pandas as pd
+import pyterrier as pt
 import pytest
+from support.backends import CountingBackend, EchoBackend
 
+import pyterrier_utility as pu
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.methods.attribution import games
+from pyterrier_utility.methods.attribution import ContextAttribution, games, utility_qrels, write_trec_qrels
 
 METHODS = ('shapley', 'permutation', 'loo', 'single')
 
@@ -151,3 +157,131 @@ def test_bad_settings_are_refused_with_what_to_do():
         games.estimate(interacting, 3, 'loo', budget=10)
     with pytest.raises(SettingError, match="method must be 'shapley' or 'permutation' or 'loo' or 'single'"):
         games.estimate(interacting, 3, 'banzhaf')
+
+
+# The transformer on a backend whose answers name their documents, and a scorer of known values.
+
+#: Per query, the game over document texts; the answer quality is its value plus 0.01 x the seed.
+GAMES = {'q1': lambda s: 0.4 + 0.2 * ('a' in s) + 0.3 * ('a' in s and 'b' in s) - 0.1 * ('c' in s),
+         'q2': lambda s: 0.5 + 0.1 * ('d' in s) + 0.1 * ('e' in s)}
+
+
+class GameScorer:
+    """Scores an echoed answer ('a c #1') by its query's game over the texts in it, plus 0.01 x its seed."""
+    measure, references = 'GAME', 'the games'
+
+    def score_with_reference(self, qids, answers):
+        values = [GAMES[q](frozenset(a.split('#')[0].split())) + 0.01 * int(a.split('#')[1]) for q, a in
+                  zip(qids, answers)]
+        return np.array(values), [None] * len(values)
+
+
+TOPICS = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['what is lift', 'what is drag']})
+#: Out of rank order, as a retriever may give them: the positions follow rank.
+RANKING = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q2', 'q2'], 'query': ['what is lift'] * 3 + ['what is drag'] * 2,
+                        'docno': ['d2', 'd1', 'd3', 'd4', 'd5'], 'text': ['b', 'a', 'c', 'd', 'e'],
+                        'rank': [1, 0, 2, 0, 1], 'score': [2.0, 3.0, 1.0, 2.0, 1.0]})
+QRELS = pd.DataFrame({'qid': ['q1', 'q2'], 'docno': ['d1', 'd4'], 'label': [2, 2]})
+
+
+def reader(backend=None, samples=2):
+    return pu.Reader(backend or EchoBackend(), n_samples=samples)
+
+
+def test_shapley_shares_of_a_known_game_split_the_utility():
+    out = ContextAttribution(reader(), GameScorer())(RANKING)
+    assert out[['qid', 'docno', 'position']].values.tolist() == [['q1', 'd1', 1], ['q1', 'd2', 2], ['q1', 'd3', 3],
+                                                                 ['q2', 'd4', 1], ['q2', 'd5', 2]]
+    p_0 = {'q1': 0.405, 'q2': 0.505}  # the game's empty value, plus 0.01 x the mean seed (0, 1)
+    assert np.allclose(out['phi'], [0.35, 0.15, -0.1, 0.1, 0.1], atol=1e-12)
+    assert np.allclose(out['phi_utility'], out['phi'] / out['qid'].map(p_0), atol=1e-12)
+    assert (out['method'] == 'shapley').all() and out['stderr'].isna().all()
+    for qid, rows in out.groupby('qid'):
+        assert rows['fbert_0shot'].iloc[0] == pytest.approx(p_0[qid], abs=1e-12)
+        assert rows['phi_utility'].sum() == pytest.approx(rows['utility'].iloc[0], abs=1e-9)
+
+
+@pytest.mark.parametrize('method, expected', [('loo', [0.5, 0.3, -0.1, 0.1, 0.1]),
+                                              ('single', [0.2, 0.0, -0.1, 0.1, 0.1])])
+def test_leave_one_out_and_single_on_a_known_game(method, expected):
+    out = ContextAttribution(reader(samples=1), GameScorer(), method=method)(RANKING)
+    assert np.allclose(out['phi'], expected, atol=1e-12)
+
+
+def test_permutation_sampling_in_the_transformer_is_efficient_with_a_standard_error():
+    out = ContextAttribution(reader(samples=1), GameScorer(), method='permutation', budget=12, seed=1)(RANKING)
+    for _, rows in out.groupby('qid'):
+        assert rows['phi'].sum() == pytest.approx(rows['fbert'].iloc[0] - rows['fbert_0shot'].iloc[0], abs=1e-9)
+    assert out['stderr'].notna().all() and (out['method'] == 'permutation').all()
+
+
+def test_every_coalition_of_every_query_goes_to_the_reader_in_one_call(monkeypatch):
+    backend = EchoBackend()
+    r = reader(backend)
+    calls = []
+    real = r.answer
+    monkeypatch.setattr(r, 'answer', lambda prompts: calls.append(list(prompts)) or real(prompts))
+    attribution = ContextAttribution(r, GameScorer())
+    values = attribution.coalition_values(RANKING)
+    # q1: 8 coalitions, q2: 4; the two empty ones are the 0-shot prompts.
+    assert len(calls[0]) == 12 and len(backend.calls) == 24  # 2 samples each
+    assert all(p in calls[0] for later in calls[1:] for p in later)  # later calls find them answered
+    assert values[values['qid'] == 'q1']['coalition'].tolist() == ['', '1', '2', '3', '1 2', '1 3', '2 3', '1 2 3']
+    texts = {'': '', '1': 'a', '2': 'b', '3': 'c', '1 2': 'a b', '1 3': 'a c', '2 3': 'b c', '1 2 3': 'a b c'}
+    expected = [GAMES['q1'](frozenset(texts[c].split())) + 0.005 for c in texts]
+    assert np.allclose(values[values['qid'] == 'q1']['value'], expected, atol=1e-12)
+
+
+def test_the_whole_and_empty_coalitions_are_the_pipelines_p_k_and_p_0(minilm):
+    texts = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
+             'd3': 'The boundary layer separates.', 'd4': 'Hypersonic flow heats the nose.',
+             'd5': 'Heat transfer rises with Mach number.'}
+    ranking = RANKING.assign(text=RANKING['docno'].map(texts))
+    qrels = pd.DataFrame({'qid': ['q1', 'q1', 'q2'], 'docno': ['d1', 'd2', 'd4'], 'label': [2, 2, 2]})
+    r = reader(CountingBackend())
+    scorer = pu.FBertScorer(qrels, texts, model_type=minilm)
+    pipeline = pt.Transformer.from_df(ranking) >> r >> pu.UtilityEvaluator(r, scorer)
+    expected = pipeline(TOPICS).drop_duplicates('qid').set_index('qid')
+    out = ContextAttribution(r, scorer)(ranking).drop_duplicates('qid').set_index('qid')
+    for column in ('fbert', 'fbert_0shot', 'utility'):
+        assert np.allclose(out[column], expected.loc[out.index, column], atol=1e-9, rtol=0)
+
+
+def test_in_pt_experiment_the_shares_sum_to_the_utility_measure_beside_ndcg():
+    r = reader()
+    ranked = pt.Transformer.from_df(RANKING)
+    attributed = ranked >> ContextAttribution(r, GameScorer())
+    evaluated = ranked >> r >> pu.UtilityEvaluator(r, GameScorer())
+    measures = [ir_measures.nDCG @ 3, pu.FBERT, pu.FBERT0, pu.Utility]
+    found = pt.Experiment([attributed, evaluated], TOPICS, QRELS, measures, names=['attributed', 'evaluated'],
+                          perquery=True)
+    wide = found.pivot_table(index=['qid', 'measure'], columns='name', values='value')
+    assert np.allclose(wide['attributed'], wide['evaluated'], atol=1e-9, rtol=0)
+    shares = attributed(TOPICS).groupby('qid')['phi_utility'].sum()
+    utility = found[(found['name'] == 'attributed') & (found['measure'] == 'Utility')].set_index('qid')['value']
+    assert np.allclose(shares[utility.index], utility, atol=1e-9, rtol=0)
+
+
+def test_the_transformer_checks_its_input_and_settings():
+    from pyterrier.validate import InputValidationError
+    with pytest.raises(InputValidationError, match="no column 'text'"):
+        ContextAttribution(reader(samples=1), GameScorer())(RANKING.drop(columns=['text']))
+    with pytest.raises(SettingError, match='needs a budget'):
+        ContextAttribution(reader(samples=1), GameScorer(), method='permutation')
+    with pytest.raises(SettingError, match='must be a pyterrier_utility.Reader'):
+        ContextAttribution(object(), GameScorer())
+    empty = ContextAttribution(reader(samples=1), GameScorer())(RANKING.head(0))
+    assert empty.empty and {'position', 'phi', 'phi_utility', 'method', 'stderr'} <= set(empty.columns)
+
+
+# Utility qrels.
+
+def test_utility_qrels_grade_by_the_mean_share_and_read_back_with_ir_measures(tmp_path):
+    rows = pd.DataFrame({'qid': ['1', '1', '1', '1', '2', '2'], 'docno': ['a', 'b', 'c', 'a', 'd', 'e'],
+                         'phi_utility': [0.3, 0.05, -0.2, 0.1, 0.0, float('nan')]})
+    qrels = utility_qrels(rows)  # a: mean 0.2 -> 2; b: 0.05 -> 1; c, d -> 0; e unknown: left out
+    assert qrels.values.tolist() == [['1', 'a', 2], ['1', 'b', 1], ['1', 'c', 0], ['2', 'd', 0]]
+    write_trec_qrels(qrels, tmp_path / 'utility.qrels')
+    read = [(q.query_id, q.doc_id, q.relevance) for q in ir_measures.read_trec_qrels(str(tmp_path / 'utility.qrels'))]
+    assert read == [('1', 'a', 2), ('1', 'b', 1), ('1', 'c', 0), ('2', 'd', 0)]
+    assert utility_qrels(rows, threshold=0.25)['label'].tolist() == [1, 1, 0, 0]

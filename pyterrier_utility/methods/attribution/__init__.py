@@ -1,13 +1,18 @@
 """Which document carried the utility: per-document attribution of U.
 
 :mod:`.games` holds the games over context positions and their estimators (exact and sampled
-Shapley, leave-one-out, single documents).
+Shapley, leave-one-out, single documents); :class:`ContextAttribution` plays them with the reader
+and the answer-quality scorer; :func:`utility_qrels` grades documents by the utility they carried.
 
 Example::
 
-    from pyterrier_utility.methods.attribution import games
-    games.estimate(lambda s: 0.5 + 0.2 * (1 in s), 2, 'shapley').phi  # array([0.2, 0. ])
+    attribution = ContextAttribution(reader, scorer, method='shapley')
+    shares = (bm25 % 5 >> attribution)(topics)
+    write_trec_qrels(utility_qrels(shares), 'utility.qrels')
 """
 from .games import MAX_EXACT_K, Estimate, coalition_name, coalitions, estimate, parse_coalition
+from .qrels import THRESHOLD, utility_qrels, write_trec_qrels
+from .transformer import ContextAttribution
 
-__all__ = ['Estimate', 'MAX_EXACT_K', 'coalition_name', 'coalitions', 'estimate', 'parse_coalition']
+__all__ = ['ContextAttribution', 'Estimate', 'MAX_EXACT_K', 'THRESHOLD', 'coalition_name', 'coalitions', 'estimate',
+           'parse_coalition', 'utility_qrels', 'write_trec_qrels']
