@@ -122,6 +122,13 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'confidence_correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),  # r(confidence, U)
     'health.csv': (CELL[:2] + HEALTH_COLUMNS, ('k',) + HEALTH_COLUMNS),
 }
+#: The files of the ``attribute`` command: every coalition evaluated, each document's attribution, and the
+#: qrels graded by it (:func:`~pyterrier_utility.methods.attribution.utility_qrels`).
+ATTRIBUTION_FILES = {'coalitions': 'coalitions.csv', 'attribution': 'attribution.csv', 'qrels': 'utility.qrels'}
+#: ``coalitions.csv``: the value of each coalition (positions ascending, space-separated, '' for none).
+COALITION_COLUMNS = ('labels',) + CELL + ('coalition', 'value')
+#: ``attribution.csv``: one row per document of a context.
+ATTRIBUTION_COLUMNS = ('labels',) + CELL + ('position', 'docno') + ATTRIBUTION_VALUES
 #: The frames of a study (:class:`~pyterrier_utility.experiment.StudyResults`' attributes) and the files
 #: they are saved as.
 FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',

@@ -1,7 +1,8 @@
 """Attribution of U to the documents of a context: the estimators against their definitions and the
-Shapley axioms on hand-made games, and the transformer on a backend whose answers say which documents
-their prompt held."""
+Shapley axioms on hand-made games, the transformer on a backend whose answers say which documents
+their prompt held, and the ``attribute`` command's files."""
 import itertools
+import json
 import math
 
 import ir_measures
@@ -285,3 +286,71 @@ def test_utility_qrels_grade_by_the_mean_share_and_read_back_with_ir_measures(tm
     read = [(q.query_id, q.doc_id, q.relevance) for q in ir_measures.read_trec_qrels(str(tmp_path / 'utility.qrels'))]
     assert read == [('1', 'a', 2), ('1', 'b', 1), ('1', 'c', 0), ('2', 'd', 0)]
     assert utility_qrels(rows, threshold=0.25)['label'].tolist() == [1, 1, 0, 0]
+
+
+# The command line.
+
+def shapley_from_coalitions(coalitions):
+    """(labels, system, k, qid) -> the Shapley values by all orders, from coalitions.csv alone."""
+    out = {}
+    for key, rows in coalitions.groupby(['labels', 'system', 'k', 'qid']):
+        table = {games.parse_coalition(c): v for c, v in zip(rows['coalition'], rows['value'])}
+        k = max(len(c) for c in table)
+        out[key] = by_orders(table.__getitem__, k)
+    return out
+
+
+def test_cli_attribute_writes_four_files_that_agree_with_a_brute_force(tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    assert cli.main(['attribute', '--systems', 'Rel', 'NRel', '-k', '2', '3', '--queries', '2', '--samples', '2',
+                     '--labels', '2', '--out', str(tmp_path)]) == 0
+    coalitions = pd.read_csv(tmp_path / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
+                             na_values={'value': ['']})
+    attribution = pd.read_csv(tmp_path / 'attribution.csv', dtype={'qid': str, 'docno': str})
+    assert list(coalitions.columns) == ['labels', 'system', 'k', 'qid', 'coalition', 'value']
+    assert list(attribution.columns) == ['labels', 'system', 'k', 'qid', 'position', 'docno', 'phi', 'phi_utility',
+                                         'method', 'stderr']
+    assert len(coalitions) == 2 * 2 * (4 + 8)  # systems x queries x coalitions at k = 2 and 3
+    exact = shapley_from_coalitions(coalitions)
+    tables = dict(list(coalitions.groupby(['labels', 'system', 'k', 'qid'])))
+    for key, rows in attribution.groupby(['labels', 'system', 'k', 'qid']):
+        assert np.allclose(rows.sort_values('position')['phi'], exact[key], atol=1e-6, rtol=0)
+        gain = tables[key]['value'].iloc[-1] - tables[key]['value'].iloc[0]  # the whole context less the empty one
+        assert rows['phi'].sum() == pytest.approx(gain, abs=1e-9)
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / 'utility.qrels')))
+    assert qrels and {q.relevance for q in qrels} <= {0, 1, 2}
+    settings = json.loads((tmp_path / 'settings.json').read_text())
+    assert settings['command'] == 'attribute' and settings['attribution']['method'] == 'shapley'
+
+
+def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    backends = []
+
+    def build(spec, **kw):
+        backends.append(CountingBackend())
+        return backends[-1]
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    options = ['--systems', 'Rel', '-k', '3', '--queries', '2', '--samples', '2', '--labels', '2',
+               '--out', str(tmp_path)]
+    assert cli.main(['study', '--no-reverse', *options]) == 0
+    study_prompts = set(backends[0].calls)
+    assert cli.main(['attribute', '--method', 'loo', *options]) == 0
+    assert backends[1].calls and not set(backends[1].calls) & study_prompts
+    assert len(set(backends[1].calls)) == 2 * 3  # per query the three contexts less one document
+    per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str}).set_index('qid')
+    coalitions = pd.read_csv(tmp_path / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
+                             na_values={'value': ['']})
+    for qid, rows in coalitions.groupby('qid'):
+        p_0, p_k = rows.set_index('coalition')['value'][['', '1 2 3']]
+        assert p_0 == pytest.approx(per_query.loc[qid, 'fbert_0shot'], abs=1e-6)
+        assert p_k == pytest.approx(per_query.loc[qid, 'fbert'], abs=1e-6)
+        assert (p_k - p_0) / p_0 == pytest.approx(per_query.loc[qid, 'utility'], abs=1e-6)
+
+
+def test_cli_attribute_refuses_a_budget_without_permutation(tmp_path, capsys):
+    from pyterrier_utility import cli
+    with pytest.raises(SystemExit):
+        cli.main(['attribute', '--budget', '10', '--out', str(tmp_path)])
+    assert "a budget applies to method 'permutation' only" in capsys.readouterr().err
