@@ -288,6 +288,18 @@ def test_utility_qrels_grade_by_the_mean_share_and_read_back_with_ir_measures(tm
     assert utility_qrels(rows, threshold=0.25)['label'].tolist() == [1, 1, 0, 0]
 
 
+def test_the_attribution_table_says_where_the_utility_sits():
+    rows = pd.DataFrame({'labels': ['l'] * 5, 'system': ['A', 'A', 'A', 'B', 'B'], 'k': [2, 2, 2, 1, 1],
+                         'qid': ['1', '1', '2', '1', '2'], 'position': [1, 2, 1, 1, 1],
+                         'phi': [0.2, -0.1, 0.4, 0.3, 0.1], 'phi_utility': [0.4, -0.2, 0.8, 0.6, 0.2],
+                         'relevant': ['True', 'False', 'True', 'True', 'False']})
+    table = pu.methods.attribution.attribution_table(rows)
+    expected = pd.DataFrame({'labels': ['l', 'l'], 'system': ['A', 'B'], 'k': [2, 1], 'pos 1': [0.6, 0.4],
+                             'pos 2': [-0.2, float('nan')], 'phi relevant': [0.3, 0.3], 'phi other': [-0.1, 0.1],
+                             'negative': [1 / 3, 0.0]})
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, atol=1e-12)
+
+
 # The command line.
 
 def shapley_from_coalitions(coalitions):
@@ -310,7 +322,9 @@ def test_cli_attribute_writes_four_files_that_agree_with_a_brute_force(tmp_path,
     attribution = pd.read_csv(tmp_path / 'attribution.csv', dtype={'qid': str, 'docno': str})
     assert list(coalitions.columns) == ['labels', 'system', 'k', 'qid', 'coalition', 'value']
     assert list(attribution.columns) == ['labels', 'system', 'k', 'qid', 'position', 'docno', 'phi', 'phi_utility',
-                                         'method', 'stderr']
+                                         'method', 'stderr', 'relevant']
+    # Rel draws documents of label 2 and up, NRel the others: relevant under the label set 2, or not.
+    assert attribution.groupby('system')['relevant'].agg(set).to_dict() == {'NRel': {False}, 'Rel': {True}}
     assert len(coalitions) == 2 * 2 * (4 + 8)  # systems x queries x coalitions at k = 2 and 3
     exact = shapley_from_coalitions(coalitions)
     tables = dict(list(coalitions.groupby(['labels', 'system', 'k', 'qid'])))
@@ -347,6 +361,9 @@ def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_p
         assert p_0 == pytest.approx(per_query.loc[qid, 'fbert_0shot'], abs=1e-6)
         assert p_k == pytest.approx(per_query.loc[qid, 'fbert'], abs=1e-6)
         assert (p_k - p_0) / p_0 == pytest.approx(per_query.loc[qid, 'utility'], abs=1e-6)
+    # The study's page, written again, shows the attribution; the folder reads it back.
+    assert 'id="attribution"' in (tmp_path / 'report.html').read_text()
+    assert len(pu.experiment.read_study(tmp_path).attribution) == 2 * 3
 
 
 def test_cli_attribute_refuses_a_budget_without_permutation(tmp_path, capsys):

@@ -25,9 +25,19 @@ from .._util import say
 from ..errors import SettingError
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import check_method
-from ..vocabulary import ATTRIBUTION_COLUMNS, ATTRIBUTION_FILES, CELL, COALITION_COLUMNS, SETTINGS_FILE
+from ..methods.attribution.summary import attribution_table
+from ..vocabulary import (
+    ATTRIBUTION_COLUMNS,
+    ATTRIBUTION_FILES,
+    CELL,
+    COALITION_COLUMNS,
+    FRAME_FILES,
+    REPORT_FILE,
+    SETTINGS_FILE,
+)
 from .config import StudyConfig
 from .driver import _scorer, announce, build_reader, build_systems, check_out, load_collection, scorer_factory
+from .html import write_report
 from .output import owned
 from .study import study_contexts
 
@@ -78,7 +88,10 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
     for labels in config.label_sets:
         attribution = ContextAttribution(reader, scorer_for(labels), method=method, budget=budget, seed=config.seed)
         found, values = attribution.evaluate(contexts, by=CELL)
-        rows.append(found.assign(labels=str(labels))[list(ATTRIBUTION_COLUMNS)])
+        relevant = {(q, d) for q, docnos in labels.relevant_docnos(qrels).items() for d in docnos}
+        found = found.assign(labels=str(labels), relevant=[pair in relevant for pair in zip(found['qid'],
+                                                                                          found['docno'])])
+        rows.append(found[list(ATTRIBUTION_COLUMNS)])
         coalitions.append(values.assign(labels=str(labels))[list(COALITION_COLUMNS)])
     record['generated'] = reader.backend.generated - before
     attributed = pd.concat(rows, ignore_index=True)
@@ -89,25 +102,18 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
 def save_attribution(found: Attribution, config: StudyConfig) -> List[str]:
     """Writes ``coalitions.csv``, ``attribution.csv``, ``utility.qrels`` and ``settings.json`` into
     ``config.out``; returns the file names. A study's other files there are kept (and a study run
-    later keeps these), but ``settings.json`` is this run's (its ``command`` says ``attribute``)."""
+    later keeps these), but ``settings.json`` is this run's (its ``command`` says ``attribute``); a
+    study's ``report.html`` is written again, with the attribution."""
     out = Path(config.out)
     with owned(out):
         found.coalitions.to_csv(out / ATTRIBUTION_FILES['coalitions'], index=False)
         found.attribution.to_csv(out / ATTRIBUTION_FILES['attribution'], index=False)
         write_trec_qrels(found.qrels, out / ATTRIBUTION_FILES['qrels'])
         (out / SETTINGS_FILE).write_text(json.dumps(found.settings, indent=2, sort_keys=True, default=str) + '\n')
+        if (out / FRAME_FILES['per_query']).is_file():  # a study's folder: its page gains the attribution
+            write_report(out)
+            return sorted(list(ATTRIBUTION_FILES.values()) + [SETTINGS_FILE, REPORT_FILE])
     return sorted(list(ATTRIBUTION_FILES.values()) + [SETTINGS_FILE])
-
-
-def summary(attribution: pd.DataFrame) -> str:
-    """Mean phi_utility by position per (labels, system, k), and the share of documents with
-    negative phi, as text."""
-    means = attribution.pivot_table(index=['labels', *CELL[:2]], columns='position', values='phi_utility',
-                                    aggfunc='mean', sort=False)
-    means.columns = [f'pos {p}' for p in means.columns]
-    share = (attribution['phi'] < 0).mean()
-    return (f'mean phi_utility (share of U) by position:\n{means.round(4).to_string()}\n'
-            f'{share:.0%} of {len(attribution)} attributed documents have negative phi')
 
 
 def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int] = None,
@@ -117,7 +123,9 @@ def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int
     with owned(Path(config.out)):
         found = run_attribution(config, method, budget, argv)
         written = save_attribution(found, config)
-    print(summary(found.attribution))
+    table = attribution_table(found.attribution)
+    print(f'mean share of U (phi_utility) by position, mean phi of the relevant and other documents, share with '
+          f'negative phi:\n{table.round(4).to_string(index=False)}')
     print(f'written to {config.out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{found.settings["generated"]} answers generated')
     return found
