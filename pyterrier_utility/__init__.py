@@ -11,7 +11,8 @@ from ._version import __version__ as __version__
 
 #: Public name -> the module defining it.
 _NAMES = {
-    'BertScore': 'scoring.bertscore', 'Decoding': 'settings', 'ERAGLabeller': 'methods.erag', 'ERAG_Hit': 'measures',
+    'BertScore': 'scoring.bertscore', 'ContextAttribution': 'methods.attribution', 'Decoding': 'settings',
+    'ERAGLabeller': 'methods.erag', 'ERAG_Hit': 'measures',
     'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'scoring.fbert',
     'GenerationCache': 'cache', 'GoldAnswerScorer': 'scoring.gold', 'GridWindow': 'contexts.order',
     'LLMRetEval': 'methods.reteval', 'LabelSet': 'settings', 'LostInTheMiddle': 'contexts.order',
@@ -20,6 +21,7 @@ _NAMES = {
     'RetEval': 'measures', 'ReverseOrder': 'contexts.order', 'RunFile': 'contexts.runs', 'Utility': 'measures',
     'UtilityEvaluator': 'scoring.utility', 'Window': 'contexts.order', 'erag_measure': 'measures',
     'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
+    'utility_qrels': 'methods.attribution',
 }
 _MODULES = ('backends', 'cache', 'contexts', 'datasets', 'errors', 'experiment', 'generation', 'interop', 'measures',
             'methods', 'models', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings', 'vocabulary')

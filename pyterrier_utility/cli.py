@@ -1,5 +1,6 @@
 """The ``pyterrier-utility`` command: ``study`` (the k-sweep of the paper), ``experiment`` (one k in
-pt.Experiment) and ``report`` (tables and figures again from saved results).
+pt.Experiment), ``attribute`` (each context document's share of U) and ``report`` (tables and figures
+again from saved results).
 
 The command line only parses: what is given explicitly, over ``--preset`` or the command's
 defaults, becomes a :class:`~pyterrier_utility.experiment.config.StudyConfig` (validated once,
@@ -15,6 +16,7 @@ from .experiment import config as cfg
 from .settings import FIELDS, LabelSet
 from .vocabulary import (
     AGGREGATIONS,
+    ATTRIBUTION_METHODS,
     BM25_ENGINES,
     CORRECTIONS,
     ENDPOINTS,
@@ -195,7 +197,15 @@ def _shown(value) -> str:
     return str(value)
 
 
-def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: bool = False) -> None:
+#: The study's options that a command does not take.
+LEFT_OUT = {'study': (),
+            'experiment': ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction', 'min_n',
+                           'title'),
+            'attribute': ('figure_ks', 'orderings', 'no_reverse', 'windows', 'window_grid', 'fig4_k', 'ndcg_order',
+                          'correction', 'min_n', 'title')}
+
+
+def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, command: str) -> None:
     """The options of a running command, in groups, each default taken from ``base``."""
     parser.add_argument('--preset', choices=sorted(cfg.PRESETS),
                         help='every setting of the paper at once (datasets, BM25, reader, decoding, samples, scorer, '
@@ -203,8 +213,7 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, one_k: 
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
-            if one_k and field in ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction',
-                                   'min_n', 'title'):
+            if field in LEFT_OUT[command]:
                 continue
             default, paper = (getattr(c.decoding if field in FIELDS else c, field, None) for c in (base, cfg.PAPER))
             shown = f' (default: {_shown(default)}; --preset paper: {_shown(paper)})' \
@@ -258,10 +267,19 @@ def parser() -> argparse.ArgumentParser:
     for name, base, text in (('study', cfg.StudyConfig(), 'the k-sweep: Table 1 with significance marks, '
                                                           'Figures 3-5, per-query CSV'),
                              ('experiment', cfg.EXPERIMENT, 'nDCG@k, FBERT and Utility of the systems at one k '
-                                                            'in pt.Experiment')):
+                                                            'in pt.Experiment'),
+                             ('attribute', cfg.ATTRIBUTE, "each context document's share of U (Shapley values of the "
+                                                          'answer quality over the coalitions of the context)')):
         command = sub.add_parser(name, help=text, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-        _add_options(command, base, one_k=name == 'experiment')
+        _add_options(command, base, name)
         command.set_defaults(base=base)
+    attribution = sub.choices['attribute'].add_argument_group('attribution')
+    attribution.add_argument('--method', choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0],
+                             help='exact Shapley (2^k coalitions, k <= 10), Shapley by permutation sampling (with '
+                                  '--budget; orders drawn with --seed), leave-one-out, or each document alone')
+    attribution.add_argument('--budget', type=_number(int, 2), metavar='N',
+                             help='permutation: coalition evaluations per context (v(empty), v(all), then k - 1 per '
+                                  'sampled order)')
     rep = sub.add_parser('report',
                          help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
     rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
@@ -290,6 +308,9 @@ def main(argv=None) -> int:
         config = config_of(args, args.base)
         if args.command == 'study':
             driver.study(config, argv=sys.argv[1:] if argv is None else list(argv))
+        elif args.command == 'attribute':
+            from .experiment import attribution
+            attribution.attribute(config, args.method, args.budget, argv=sys.argv[1:] if argv is None else list(argv))
         else:
             driver.one_k(config, argv=sys.argv[1:] if argv is None else list(argv))
         return 0

@@ -71,6 +71,15 @@ MIN_N = 5
 #: The correlation methods of ``correlations.csv`` (pandas' and scipy's names), in the order written.
 CORRELATION_METHODS = ('pearson', 'spearman', 'kendall')
 
+# Attribution of utility to the documents of a context.
+#: The estimators of each document's share (:mod:`~pyterrier_utility.methods.attribution.games`):
+#: exact Shapley, Shapley by permutation sampling, leave-one-out, each document alone.
+ATTRIBUTION_METHODS = ('shapley', 'permutation', 'loo', 'single')
+#: What :class:`~pyterrier_utility.ContextAttribution` adds to each document of a context: its Shapley
+#: share (or leave-one-out, single) of v(all) - v(empty), the same divided by v(empty) (a share of U),
+#: the method, and the standard error where the method samples.
+ATTRIBUTION_VALUES = ('phi', 'phi_utility', 'method', 'stderr')
+
 # The files of a study folder.
 #: One cell of the study: a system's contexts at k for one query.
 CELL = ('system', 'k', 'qid')
@@ -101,6 +110,13 @@ CORRELATION_COLUMNS = ('labels',) + CELL[:2] + CORRELATION_FIELDS
 #: ``health.csv``'s values per (dataset, reader,) system and k (:mod:`~pyterrier_utility.experiment.health`):
 #: the answers, the shares empty, cut at max_new_tokens and copied from a document, and the mean tokens.
 HEALTH_COLUMNS = ('answers', 'empty', 'cut', 'copied', 'mean_tokens')
+#: The files of the ``attribute`` command: every coalition evaluated, each document's attribution, and the
+#: qrels graded by it (:func:`~pyterrier_utility.methods.attribution.utility_qrels`).
+ATTRIBUTION_FILES = {'coalitions': 'coalitions.csv', 'attribution': 'attribution.csv', 'qrels': 'utility.qrels'}
+#: ``coalitions.csv``: the value of each coalition (positions ascending, space-separated, '' for none).
+COALITION_COLUMNS = ('labels',) + CELL + ('coalition', 'value')
+#: ``attribution.csv``: one row per document of a context, and whether it is relevant under the row's label set.
+ATTRIBUTION_COLUMNS = ('labels',) + CELL + ('position', 'docno') + ATTRIBUTION_VALUES + ('relevant',)
 #: Per CSV file of a study: its columns (after ``dataset``, ``reader`` where named) and those of them
 #: holding numbers (the rest are text).
 CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
@@ -112,6 +128,8 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),
     'confidence_correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),  # r(confidence, U)
     'health.csv': (CELL[:2] + HEALTH_COLUMNS, ('k',) + HEALTH_COLUMNS),
+    ATTRIBUTION_FILES['coalitions']: (COALITION_COLUMNS, ('k', 'value')),
+    ATTRIBUTION_FILES['attribution']: (ATTRIBUTION_COLUMNS, ('k', 'position', 'phi', 'phi_utility', 'stderr')),
 }
 #: The frames of a study (:class:`~pyterrier_utility.experiment.StudyResults`' attributes) and the files
 #: they are saved as.

@@ -27,7 +27,7 @@ def transformers(cranfield, minilm, tmp_path_factory):
         'Reader': reader, 'ReverseOrder': pu.ReverseOrder(), 'OracleSampler': pu.OracleSampler(QRELS, cranfield.texts),
         'FBertScorer': scorer, 'UtilityEvaluator': pu.UtilityEvaluator(reader, scorer),
         'GoldAnswerScorer': pu.GoldAnswerScorer({'1': ['lift']}, 'bertscore-gold', model_type=minilm),
-        'ERAGLabeller': pu.ERAGLabeller(reader, scorer),
+        'ERAGLabeller': pu.ERAGLabeller(reader, scorer), 'ContextAttribution': pu.ContextAttribution(reader, scorer),
         'LLMRetEval': pu.LLMRetEval(reader, QRELS, cranfield.texts, bertscore=minilm, gold_reader=gold),
         'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.backend,
         'PisaBM25': cranfield.bm25(num_results=5)[0], 'RunFile': pu.RunFile(run, cranfield.texts),
@@ -49,13 +49,15 @@ def inputs(cranfield):
 #: The input each transformer is run on (the generation cache is a backend: it is given prompts).
 INPUT = {'Reader': 'results', 'ReverseOrder': 'results', 'OracleSampler': 'topics', 'FBertScorer': 'answered',
          'GoldAnswerScorer': 'answered', 'UtilityEvaluator': 'answered', 'ERAGLabeller': 'results',
+         'ContextAttribution': 'results',
          'LLMRetEval': 'answered', 'TextLoader': 'docnos', 'PisaBM25': 'topics', 'RunFile': 'topics',
          'DenseRetriever': 'topics', 'HybridRetriever': 'topics', 'COSMix': 'topics'}
 
 
 @pytest.mark.parametrize('name', ['Reader', 'ReverseOrder', 'OracleSampler', 'FBertScorer', 'GoldAnswerScorer',
                                   'UtilityEvaluator',
-                                  'ERAGLabeller', 'LLMRetEval', 'TextLoader', 'GenerationCache', 'PisaBM25', 'RunFile',
+                                  'ERAGLabeller', 'ContextAttribution',
+                                  'LLMRetEval', 'TextLoader', 'GenerationCache', 'PisaBM25', 'RunFile',
                                   'DenseRetriever', 'HybridRetriever', 'COSMix'])
 def test_every_public_transformer_has_inspectable_attributes_a_telling_repr_and_pickles(name, transformers, inputs):
     transformer = transformers[name]

@@ -23,9 +23,10 @@ _NAMES = {
     'StudyResults': 'results', 'write_tables': 'results', 'run_study': 'study', 'system_names': 'study',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'config', 'default_systems': 'systems',
     'one_k': 'driver', 'report': 'driver', 'run': 'driver', 'save': 'driver',
+    'run_attribution': 'attribution', 'save_attribution': 'attribution', 'study_contexts': 'study',
 }
 # ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.
-_MODULES = ('config', 'driver', 'figures', 'folder', 'html', 'rendering', 'results', 'stats', 'study',
+_MODULES = ('attribution', 'config', 'driver', 'figures', 'folder', 'html', 'rendering', 'results', 'stats', 'study',
             'systems', 'viewer')
 
 __all__ = sorted([*_NAMES, *_MODULES])

@@ -391,3 +391,6 @@ DECODING_SOURCES: Dict[str, Dict[str, str]] = {'paper': AUTHORS_DECODING_SOURCES
 #: The defaults of the one-k ``experiment`` command.
 EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
                          decoding=StudyConfig.decoding.replace(max_new_tokens=40), out='results/experiment')
+#: The defaults of the ``attribute`` command: the study's decoding and label sets (so a study with the same
+#: options shares its answers), few queries, one k and two systems (2^k coalitions per context).
+ATTRIBUTE = StudyConfig(queries=2, ks=(4,), systems=('BM25', 'Rel'), samples=2, out='results/attribution')

@@ -13,7 +13,12 @@ The study writes (``dataset`` first only in a study over several collections):
 - ``health.csv``: system, k, answers, empty, cut, copied, mean_tokens (:mod:`.health`);
 - ``correlations.csv`` and, when the answers carry log-probabilities, ``confidence_correlations.csv``:
   (labels, system, k, method, r, p, n);
-- ``settings.json``, ``table1_paper.md`` and the figures ``fig*.png``.
+- ``settings.json``, ``table1_paper.md`` and the figures ``fig*.png``;
+
+and, from the ``attribute`` command (one dataset, so no ``dataset`` column whatever the study's):
+
+- ``coalitions.csv``: labels, system, k, qid, coalition, value;
+- ``attribution.csv``: labels, system, k, qid, position, docno, phi, phi_utility, method, stderr, relevant.
 """
 import json
 from dataclasses import dataclass, field
@@ -23,7 +28,7 @@ from typing import Dict, Mapping, Optional, Union
 import pandas as pd
 
 from ..errors import FrameError, SettingError
-from ..vocabulary import ANSWER_INFO, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
+from ..vocabulary import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
 from .validate import read_per_query
 
 #: Per file: columns read when present (studies before them lack them), as ``'number'`` (NaN where
@@ -38,8 +43,9 @@ class StudyFolder:
 
     Attributes:
         path: the folder.
-        per_query, answers, scores, contexts, queries, correlations, confidence_correlations, health: the CSV
-            files as frames, each with a ``dataset`` column ('' for a study over one collection).
+        per_query, answers, scores, contexts, queries, correlations, confidence_correlations, health,
+            coalitions, attribution: the CSV files as frames, each with a ``dataset`` column ('' for a
+            study over one collection, and for the attribute command's files).
         settings: ``settings.json``.
         table1: ``table1_paper.md``.
         figures: file name -> PNG bytes of each ``fig*.png``.
@@ -54,6 +60,8 @@ class StudyFolder:
     correlations: Optional[pd.DataFrame] = None
     confidence_correlations: Optional[pd.DataFrame] = None
     health: Optional[pd.DataFrame] = None
+    coalitions: Optional[pd.DataFrame] = None
+    attribution: Optional[pd.DataFrame] = None
     settings: Optional[dict] = None
     table1: Optional[str] = None
     figures: Dict[str, bytes] = field(default_factory=dict)
@@ -149,7 +157,8 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
     study = StudyFolder(path, read_csv(per_query), named_datasets=has_dataset)
     for file in CSV_COLUMNS:
         if file != per_query.name and (path / file).is_file():
-            setattr(study, file.removesuffix('.csv'), read_csv(path / file, has_dataset))
+            own = file not in ATTRIBUTION_FILES.values()  # attribute's files never name their dataset
+            setattr(study, file.removesuffix('.csv'), read_csv(path / file, has_dataset if own else None))
     if (path / SETTINGS_FILE).is_file():
         try:
             study.settings = json.loads((path / SETTINGS_FILE).read_text())

@@ -1,5 +1,6 @@
 """A study as one self-contained HTML page: the overview (what was studied, Table 1, mean U with
-confidence intervals, figures, correlations with U, then the settings folded) and a per-query
+confidence intervals, figures, correlations with U, the attribution of U to the documents where the
+folder has one, then the settings folded) and a per-query
 explorer of every query's contexts, answers and scores (one query inline in Jupyter is
 :func:`~pyterrier_utility.experiment.viewer.query_view`).
 
@@ -18,6 +19,7 @@ from typing import Dict, List, Optional, Union
 
 import pandas as pd
 
+from ..methods.attribution.summary import attribution_table
 from ..vocabulary import PER_QUERY_VALUES
 from . import health as answer_health, stats
 from .folder import StudyFolder, read_study
@@ -239,6 +241,22 @@ def _health_html(study: StudyFolder) -> str:
             + f'<p class="note">{html.escape(legend)}</p>')
 
 
+def _attribution_html(study: StudyFolder) -> str:
+    """attribution.csv summed up (:func:`~pyterrier_utility.methods.attribution.summary.attribution_table`):
+    per label set, system and k, the mean share of U at each position, the mean phi of the relevant
+    and the other documents, and the share of documents with negative phi."""
+    assert study.attribution is not None
+    table = attribution_table(study.attribution.drop(columns='dataset'))
+    values = [c for c in table.columns if c.startswith(('pos ', 'phi '))]
+    rows = [[html.escape(str(r[c])) for c in table.columns[:3]] + [_number(r[c]) for c in values]
+            + [f'{r["negative"]:.0%}'] for _, r in table.iterrows()]
+    method = ', '.join(sorted(set(study.attribution['method'])))
+    return (f'<p class="note">Each document\'s share of U ({html.escape(method)}; attribution.csv): phi_utility by '
+            'context position (Context 1 first), the mean phi of the relevant documents and of the others, and the '
+            'share of documents whose phi is negative (they lowered the answer quality).</p>'
+            + _table(list(table.columns[:3]) + values + ['negative phi'], rows, ' class="attribution"'))
+
+
 def _overview_html(study: StudyFolder) -> str:
     """The overview: what was studied, Table 1, mean U with intervals, the figures, the correlations,
     then the settings folded; an absent file leaves a note in place of its section."""
@@ -259,6 +277,8 @@ def _overview_html(study: StudyFolder) -> str:
         section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study), 'intervals'),
         section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png'), 'figures'),
         section('Correlation with U across queries', _correlations_html(study), 'correlations'),
+        *([section('Which document carried the utility', _attribution_html(study), 'attribution')]
+          if study.attribution is not None else []),
         f'<details id="settings"><summary>Settings of the run (settings.json)</summary>\n{settings}</details>',
     ])
 
@@ -402,6 +422,7 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
     health (health.csv: the shares empty, cut and copied per system and k, unhealthy cells marked), mean U
     per system and k with a 95% bootstrap interval over queries (seeded, 1000 resamples), the
     figures, r(nDCG@k, U) (correlations.csv) beside r(confidence, U) (confidence_correlations.csv),
+    which document carried the utility (attribution.csv of the attribute command, when present),
     then settings.json folded. The explorer lists per_query.csv (sortable, filtered by dataset,
     label set, system and k, searched by query text) and opens a query's contexts (contexts.csv),
     answers (answers.csv: with their mean log-probability, and marked where cut at max_new_tokens,

@@ -343,3 +343,18 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
     named = {column: value for column, value in named.items() if value is not None}
     frames = {name: f.assign(**named)[list(named) + list(f.columns)] for name, f in frames.items()}
     return StudyResults(**frames, **options)
+
+
+def study_contexts(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, pt.Transformer],
+                   ks: Sequence[int], label_sets: Sequence[LabelsLike] = (2,), verbose: bool = True) -> pd.DataFrame:
+    """Every context :func:`run_study` gives the reader for ``systems`` at ``ks`` in their original
+    orderings, checked as it checks them: one frame with ``system``, ``k``, ``qid``, ``query``,
+    ``docno``, ``text``, ``rank`` (a row without a docno for a query a system found nothing for, warned).
+
+    Example::
+
+        contexts = study_contexts(topics, qrels, {'BM25': bm25}, ks=[4])
+        ContextAttribution(reader, scorer).evaluate(contexts, by=['system', 'k', 'qid'])
+    """
+    topics, qrels, ks, _ = _checked(topics, qrels, systems, ks, label_sets, (), 'context', DEFAULT_ORDERINGS, (), 1)
+    return _all_contexts(topics, systems, ks, (), qrels, 'context', verbose)[0]

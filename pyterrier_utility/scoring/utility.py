@@ -84,7 +84,8 @@ class UtilityEvaluator(pt.Transformer):
         pipeline; ``('system', 'k', 'qid')`` in a study, where one frame holds every context):
         per group ``fbert`` (P_k, the mean over samples), ``fbert_0shot`` (P_0 of its query, from
         the reader's 0-shot answers) and ``utility``; and the per-answer scores of the 0-shot and
-        k-shot answers (0-shot rows with ``system`` '0-shot' and ``k`` 0 when those are in ``by``)."""
+        k-shot answers (0-shot rows with ``system`` '0-shot' and ``k`` 0 when those are in ``by``, and
+        any other column of ``by`` but ``qid`` empty)."""
         by = list(by)
         self._check_own(frame if 'sample' in frame.columns else frame.assign(sample=0), by)
         zero_frame = self.reader.zero_shot(frame[['qid', 'query']])
@@ -96,7 +97,7 @@ class UtilityEvaluator(pt.Transformer):
         warn_qids(f'utility is NaN because the 0-shot {self.scorer.measure} is 0 ({self.scorer.references})',
                   p_0.index[p_0 == 0])
         zero = zero.assign(**{c: v for c, v in (('system', '0-shot'), ('k', 0)) if c in by})
-        return groups, pd.concat([zero[k_shot.columns], k_shot], ignore_index=True)
+        return groups, pd.concat([zero.reindex(columns=k_shot.columns), k_shot], ignore_index=True)
 
     def _check_own(self, frame: pd.DataFrame, by: Sequence[str]) -> None:
         """P_0 comes from this evaluator's reader, so P_k must too: the same samples, one answer each."""

@@ -40,3 +40,21 @@ class CountingBackend(Backend):
             else:
                 outs.append(BackendOutput(text=text))
         return outs
+
+
+class EchoBackend(Backend):
+    """Answers with the texts of its prompt's contexts, in order, and the seed: ``'a c #1'`` for
+    Contexts 'a' and 'c' and seed 1 (``'#0'`` alone for a 0-shot prompt), so an answer says which
+    documents its prompt held. ``calls`` holds every prompt generated."""
+    supports_seeds = True
+
+    def __init__(self):
+        super().__init__('echo')
+        self.calls: List[str] = []
+
+    def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
+        seeds = seeds or [0] * len(inps)
+        self.calls.extend(inps)
+        return [BackendOutput(text=' '.join([line.split(': ', 1)[1] for line in p.splitlines()
+                                             if line.startswith('Context ')] + [f'#{s}']))
+                for p, s in zip(inps, seeds)]

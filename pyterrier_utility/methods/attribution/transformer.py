@@ -1,0 +1,153 @@
+"""Which document carried the utility: each context document's share of v(all) - v(empty), where
+v(S) is the answer quality P the reader reaches from the documents of S alone."""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+
+from ..._util import normalise_frame, validate_columns, warn_qids
+from ...protocols import AnswerScorer
+from ...reader import Reader
+from ...scoring.utility import UtilityEvaluator, utility
+from ...vocabulary import ATTRIBUTION_VALUES, PER_QUERY_MAY_BE_EMPTY
+from . import games
+
+
+class ContextAttribution(pt.Transformer):
+    """Adds each context document's attribution: how much of the context's gain in answer quality
+    it carried.
+
+    Placed after a ranking cut to k (``bm25 % 5 >> ContextAttribution(reader, scorer)``), it plays,
+    for each query, the game whose value v(S) is the answer quality P (mean over the reader's
+    samples, exactly as :class:`~pyterrier_utility.UtilityEvaluator` computes P_k) of the reader's
+    answer when the prompt holds the documents at the positions S only, in their original relative
+    order; v(empty) is P_0, from the 0-shot prompt, and v(all) is P_k. The ``method``
+    (:mod:`~pyterrier_utility.methods.attribution.games`) splits v(all) - v(empty) among the
+    positions: ``'shapley'`` exactly (2^k coalitions, k <= 10), ``'permutation'`` by sampling
+    orders of the documents within a ``budget`` of coalition evaluations, ``'loo'`` (leave one
+    out) and ``'single'`` (each document alone, as eRAG). The prompts of every coalition of every
+    query go to the reader in one call, so the generation cache and batching serve them all. The
+    whole context (the pipeline's own k-shot prompt) and the empty one (its 0-shot prompt) are
+    evaluated for every method, so P_k and P_0 are always known and a study's answers are reused.
+
+    Output: the input rows (a document given twice for a query is kept once, at its first rank, as
+    the reader gives it; a query without documents is left out; both warned), in rank order, with
+    ``position`` (1-based, Context 1 first), ``phi``, ``phi_utility`` (phi / v(empty), NaN where
+    v(empty) is 0), ``method`` and ``stderr`` (permutation's standard error of phi; NaN for the
+    other methods), and the query's ``fbert`` (v(all) = P_k), ``fbert_0shot`` (v(empty) = P_0) and
+    ``utility`` (U), so :data:`~pyterrier_utility.FBERT` and :data:`~pyterrier_utility.Utility`
+    evaluate it in ``pt.Experiment`` beside nDCG@k. For ``shapley`` and ``permutation`` the
+    ``phi_utility`` of a query sum to its U; for ``loo`` and ``single`` only when the documents do
+    not interact.
+
+    Args:
+        reader: the :class:`~pyterrier_utility.Reader` (its backend, samples and seed).
+        scorer: the answer-quality scorer, as for :class:`~pyterrier_utility.UtilityEvaluator`
+            (:class:`~pyterrier_utility.FBertScorer`: the paper's FBERT).
+        method: one of :data:`~pyterrier_utility.vocabulary.ATTRIBUTION_METHODS`.
+        budget: ``'permutation'``'s coalition evaluations per query (v(empty), v(all), then k - 1
+            per sampled order); only for that method.
+        seed: the seed of ``'permutation'``'s orders (the same orders for every query).
+
+    Example::
+
+        attribution = ContextAttribution(reader, FBertScorer(qrels, dataset.texts, model_type='minilm'))
+        shares = (dataset.bm25() % 5 >> attribution)(topics)
+        shares.groupby('position')['phi_utility'].mean()
+    """
+
+    def __init__(self, reader: Reader, scorer: AnswerScorer, method: str = 'shapley', budget: Optional[int] = None,
+                 seed: int = 0):
+        games.check_method(method, budget)
+        self.evaluator = UtilityEvaluator(reader, scorer)  # refuses a reader that is not ours
+        self.reader = reader
+        self.scorer = scorer
+        self.method = method
+        self.budget = budget
+        self.seed = seed
+
+    def _contexts(self, inp: pd.DataFrame, by: List[str]) -> pd.DataFrame:
+        """The documents of each context, in rank order, each once, with their ``position``."""
+        validate_columns(self, inp, ['qid', 'query', 'docno', 'text'] + by)
+        frame = normalise_frame(repr(self), inp, missing_docno_ok=True)
+        nothing = frame[frame['docno'].isna()]
+        warn_qids(f'{self!r}: no document retrieved; nothing to attribute', nothing['qid'])
+        frame = frame[frame['docno'].notna()]
+        keys = ['_context'] + (['rank'] if 'rank' in frame.columns else [])
+        frame = frame.assign(_context=frame.groupby(by, sort=False).ngroup()).sort_values(keys, kind='stable')
+        twice = frame.duplicated(['_context', 'docno'])
+        warn_qids(f'{self!r}: duplicate docno in the ranking, attributed once at its first rank',
+                  frame.loc[twice, 'qid'])
+        frame = frame[~twice]
+        return frame.assign(position=frame.groupby('_context').cumcount() + 1).reset_index(drop=True)
+
+    def _coalition_frame(self, contexts: pd.DataFrame) -> Tuple[pd.DataFrame, Dict[int, int]]:
+        """The rows of every non-empty coalition each context's estimator reads, and the whole context
+        (P_k, whatever the method; a ``coalition`` column names each), and the k of each context."""
+        sizes: Dict[int, int] = {}
+        rows, names = [], []
+        for context, docs in contexts.groupby('_context', sort=False):
+            k = sizes[context] = len(docs)
+            needed = games.coalitions(k, self.method, self.budget, self.seed)
+            for coalition in dict.fromkeys([*needed, games.everyone(k)]):
+                if coalition:
+                    rows.extend(docs.index[[p - 1 for p in sorted(coalition)]])
+                    names.extend([games.coalition_name(coalition)] * len(coalition))
+        return contexts.loc[rows].assign(coalition=names), sizes
+
+    def evaluate(self, inp: pd.DataFrame, by: Sequence[str] = ('qid',)) -> Tuple[pd.DataFrame, pd.DataFrame]:
+        """The attribution of the contexts of ``inp``, each context the rows of one group of ``by``
+        (``('qid',)`` in a pipeline; ``('system', 'k', 'qid')`` when one frame holds every context
+        of a study): the documents with ``position``, the attribution and the context's P_k, P_0 and
+        U (as :meth:`transform`), and the value of every coalition evaluated (``by``,
+        ``coalition`` (:func:`~.games.coalition_name`), ``value``; the empty one first, then as
+        :func:`~.games.coalitions` orders them, then the whole context where the method reads it not)."""
+        by = list(by)
+        contexts = self._contexts(inp, by)
+        if contexts.empty:
+            added = {c: pd.Series(dtype=object if c == 'method' else float)
+                     for c in ATTRIBUTION_VALUES + PER_QUERY_MAY_BE_EMPTY}
+            return (contexts.drop(columns='_context').assign(**added),
+                    pd.DataFrame({c: pd.Series(dtype=float if c == 'value' else object)
+                                  for c in by + ['coalition', 'value']}))
+        frame, sizes = self._coalition_frame(contexts)
+        key = by + ['coalition']
+        zero = contexts.drop_duplicates('_context')[by + ['query']].assign(coalition='')
+        # The 0-shot prompts with the others, in one call: the evaluator then finds them answered.
+        _, answered = self.reader.answer_frames([zero, frame.drop(columns='_context')], by=key)
+        groups = self.evaluator.evaluate(answered, by=key)[0]
+        context_of = contexts.drop_duplicates('_context').set_index(by)['_context']
+        groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
+                                                           if len(by) > 1 else groups[by[0]]).values)
+        empty = groups.drop_duplicates('_context').assign(coalition='', fbert=lambda g: g['fbert_0shot'])
+        values = pd.concat([empty, groups], ignore_index=True).sort_values('_context', kind='stable')
+        estimates = {}
+        for context, own in values.groupby('_context', sort=False):
+            v = {games.parse_coalition(c): float(x) for c, x in zip(own['coalition'], own['fbert'])}
+            k = sizes[context]
+            estimates[context] = (games.estimate(v.__getitem__, k, self.method, self.budget, self.seed),
+                                  v[frozenset()], v[games.everyone(k)])
+        index = contexts['position'] - 1
+        phi = np.array([estimates[c][0].phi[i] for c, i in zip(contexts['_context'], index)])
+        p_0 = contexts['_context'].map({c: e[1] for c, e in estimates.items()}).astype(float)
+        p_k = contexts['_context'].map({c: e[2] for c, e in estimates.items()}).astype(float)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            share = np.where(p_0 == 0, np.nan, phi / p_0.to_numpy())
+        rows = contexts.assign(phi=phi, phi_utility=share, method=self.method,
+                               stderr=[estimates[c][0].stderr[i] for c, i in zip(contexts['_context'], index)],
+                               fbert=p_k, fbert_0shot=p_0, utility=utility(p_k, p_0))
+        coalitions = values[by + ['coalition', 'fbert']].rename(columns={'fbert': 'value'}).reset_index(drop=True)
+        return rows.drop(columns='_context'), coalitions
+
+    def coalition_values(self, inp: pd.DataFrame) -> pd.DataFrame:
+        """The value of every coalition evaluated for each query of ``inp``: ``qid``, ``coalition``
+        (positions ascending, space-separated; '' for the empty one, v(empty) = P_0), ``value``."""
+        return self.evaluate(inp)[1]
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        return self.evaluate(inp)[0]
+
+    def __repr__(self):
+        budget = '' if self.budget is None else f', budget={self.budget}, seed={self.seed}'
+        return f'ContextAttribution({self.reader!r}, {self.scorer!r}, method={self.method!r}{budget})'

@@ -1,0 +1,373 @@
+"""Attribution of U to the documents of a context: the estimators against their definitions and the
+Shapley axioms on hand-made games, the transformer on a backend whose answers say which documents
+their prompt held, and the ``attribute`` command's files."""
+import itertools
+import json
+import math
+
+import ir_measures
+import numpy as np
+import pandas as pd
+import pyterrier as pt
+import pytest
+from support.backends import CountingBackend, EchoBackend
+
+import pyterrier_utility as pu
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.methods.attribution import ContextAttribution, games, utility_qrels, write_trec_qrels
+
+METHODS = ('shapley', 'permutation', 'loo', 'single')
+
+
+def interacting(s):
+    """Positions 1 and 2 help only together (0.3), 3 helps alone (0.1), 4 hurts (-0.05), 5 does nothing."""
+    return 0.5 + 0.3 * (1 in s and 2 in s) + 0.1 * (3 in s) - 0.05 * (4 in s)
+
+
+def random_game(k, seed):
+    rng = np.random.default_rng(seed)
+    table = {frozenset(c): float(rng.normal())
+             for n in range(k + 1) for c in itertools.combinations(range(1, k + 1), n)}
+    return table.__getitem__
+
+
+def by_orders(v, k):
+    """The Shapley value by its definition: each player's marginal contribution averaged over all k! orders."""
+    phi = np.zeros(k)
+    for order in itertools.permutations(range(1, k + 1)):
+        before = set()
+        for i in order:
+            phi[i - 1] += v(frozenset(before | {i})) - v(frozenset(before))
+            before.add(i)
+    return phi / math.factorial(k)
+
+
+def run(v, k, method, **kw):
+    if method == 'permutation':
+        kw.setdefault('budget', 2 + 50 * (k - 1))
+    return games.estimate(v, k, method, **kw)
+
+
+# The estimators on hand-made games.
+
+@pytest.mark.parametrize('k', [1, 2, 3, 4, 5])
+def test_exact_shapley_is_the_average_over_all_orders(k):
+    for seed in range(3):
+        v = random_game(k, seed)
+        assert np.allclose(games.shapley(v, k).phi, by_orders(v, k), atol=1e-12, rtol=0)
+
+
+def test_the_interacting_game_has_its_known_values():
+    assert np.allclose(games.shapley(interacting, 5).phi, [0.15, 0.15, 0.1, -0.05, 0], atol=1e-12)
+    assert np.allclose(games.loo(interacting, 5).phi, [0.3, 0.3, 0.1, -0.05, 0], atol=1e-12)
+    assert np.allclose(games.single(interacting, 5).phi, [0, 0, 0.1, -0.05, 0], atol=1e-12)
+
+
+@pytest.mark.parametrize('method', ['shapley', 'permutation'])
+def test_shapley_values_exact_or_sampled_are_efficient_on_any_game(method):
+    for k in (1, 2, 4, 6):
+        for seed in range(3):
+            v = random_game(k, seed)
+            phi = run(v, k, method, seed=seed).phi
+            assert abs(phi.sum() - (v(games.everyone(k)) - v(frozenset()))) < 1e-9
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_every_method_is_efficient_on_an_additive_game(method):
+    weights = [0.2, -0.1, 0.05, 0.0]
+    additive = lambda s: 0.4 + sum(weights[i - 1] for i in s)  # noqa: E731
+    phi = run(additive, 4, method).phi
+    assert np.allclose(phi, weights, atol=1e-12) and abs(phi.sum() - sum(weights)) < 1e-9
+
+
+def test_leave_one_out_and_single_are_not_efficient_when_documents_interact():
+    gain = interacting(games.everyone(5)) - interacting(frozenset())  # 0.35
+    assert games.loo(interacting, 5).phi.sum() == pytest.approx(0.65)
+    assert games.single(interacting, 5).phi.sum() == pytest.approx(0.05)
+    assert games.shapley(interacting, 5).phi.sum() == pytest.approx(gain, abs=1e-12)
+
+
+def test_symmetric_players_get_the_same_value():
+    phi = games.shapley(interacting, 5).phi
+    assert phi[0] == pytest.approx(phi[1], abs=1e-15)
+    swapped = lambda s: interacting(frozenset({1: 2, 2: 1}.get(i, i) for i in s))  # noqa: E731
+    assert np.allclose(games.shapley(swapped, 5).phi, phi, atol=1e-15)
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_a_null_player_gets_zero(method):
+    assert run(interacting, 5, method).phi[4] == 0
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_the_value_of_a_sum_of_games_is_the_sum_of_their_values(method):
+    v, w = random_game(4, 1), random_game(4, 2)
+    both = lambda s: v(s) + w(s)  # noqa: E731
+    # Permutation sampling with one seed draws the same orders for every game: linear too.
+    assert np.allclose(run(both, 4, method, seed=3).phi, run(v, 4, method, seed=3).phi + run(w, 4, method, seed=3).phi,
+                       atol=1e-12)
+
+
+def test_leave_one_out_and_single_are_their_definitions():
+    v, k = random_game(4, 5), 4
+    full = frozenset({1, 2, 3, 4})
+    assert games.loo(v, k).phi.tolist() == [v(full) - v(full - {i}) for i in range(1, 5)]
+    assert games.single(v, k).phi.tolist() == [v(frozenset({i})) - v(frozenset()) for i in range(1, 5)]
+
+
+def test_permutation_sampling_converges_to_the_exact_values():
+    v, k = random_game(5, 7), 5
+    exact = games.shapley(v, k).phi
+    errors = {}
+    for budget in (2 + 4 * 4, 2 + 4 * 4000):  # 4 orders, 4000 orders
+        found = games.permutation(v, k, budget, seed=11)
+        errors[budget] = np.abs(found.phi - exact).max()
+        assert (np.abs(found.phi - exact) < 5 * found.stderr + 1e-12).all()
+    assert errors[16002] < errors[18] / 10
+    assert errors[16002] < 0.05
+
+
+def test_the_budget_pays_for_whole_orders():
+    assert games.permutations_for(40, 4) == 12  # v(empty), v(all), then 3 prefixes per order
+    assert games.permutations_for(2, 1) == 1
+    with pytest.raises(SettingError, match='less than one order'):
+        games.permutations_for(4, 4)
+    assert games.permutation(interacting, 1, 2).stderr.tolist() == [0.0]
+    assert np.isnan(games.permutation(interacting, 3, 4).stderr).all()  # one order: no spread
+
+
+def test_coalitions_are_those_the_estimator_reads():
+    assert games.coalitions(2, 'shapley') == [frozenset(), frozenset({1}), frozenset({2}), frozenset({1, 2})]
+    assert games.coalitions(3, 'loo') == [frozenset({1, 2}), frozenset({1, 3}), frozenset({2, 3}),
+                                         frozenset({1, 2, 3})]
+    assert games.coalitions(2, 'single') == [frozenset(), frozenset({1}), frozenset({2})]
+    sampled = games.coalitions(4, 'permutation', budget=20, seed=0)
+    assert frozenset() in sampled and frozenset({1, 2, 3, 4}) in sampled and len(sampled) <= 20
+    table = {c: 1.0 for c in sampled}
+    games.estimate(table.__getitem__, 4, 'permutation', budget=20, seed=0)  # reads nothing else
+    assert [games.coalition_name(c) for c in games.coalitions(2, 'shapley')] == ['', '1', '2', '1 2']
+    assert games.parse_coalition('1 3') == frozenset({1, 3}) and games.parse_coalition(float('nan')) == frozenset()
+
+
+def test_bad_settings_are_refused_with_what_to_do():
+    with pytest.raises(SettingError, match="k=11.*method='permutation'"):
+        games.estimate(interacting, 11, 'shapley')
+    with pytest.raises(SettingError, match="'permutation' needs a budget"):
+        games.estimate(interacting, 3, 'permutation')
+    with pytest.raises(SettingError, match="budget applies to method 'permutation' only"):
+        games.estimate(interacting, 3, 'loo', budget=10)
+    with pytest.raises(SettingError, match="method must be 'shapley' or 'permutation' or 'loo' or 'single'"):
+        games.estimate(interacting, 3, 'banzhaf')
+
+
+# The transformer on a backend whose answers name their documents, and a scorer of known values.
+
+#: Per query, the game over document texts; the answer quality is its value plus 0.01 x the seed.
+GAMES = {'q1': lambda s: 0.4 + 0.2 * ('a' in s) + 0.3 * ('a' in s and 'b' in s) - 0.1 * ('c' in s),
+         'q2': lambda s: 0.5 + 0.1 * ('d' in s) + 0.1 * ('e' in s)}
+
+
+class GameScorer:
+    """Scores an echoed answer ('a c #1') by its query's game over the texts in it, plus 0.01 x its seed."""
+    measure, references = 'GAME', 'the games'
+
+    def score_with_reference(self, qids, answers):
+        values = [GAMES[q](frozenset(a.split('#')[0].split())) + 0.01 * int(a.split('#')[1]) for q, a in
+                  zip(qids, answers)]
+        return np.array(values), [None] * len(values)
+
+
+TOPICS = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['what is lift', 'what is drag']})
+#: Out of rank order, as a retriever may give them: the positions follow rank.
+RANKING = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q2', 'q2'], 'query': ['what is lift'] * 3 + ['what is drag'] * 2,
+                        'docno': ['d2', 'd1', 'd3', 'd4', 'd5'], 'text': ['b', 'a', 'c', 'd', 'e'],
+                        'rank': [1, 0, 2, 0, 1], 'score': [2.0, 3.0, 1.0, 2.0, 1.0]})
+QRELS = pd.DataFrame({'qid': ['q1', 'q2'], 'docno': ['d1', 'd4'], 'label': [2, 2]})
+
+
+def reader(backend=None, samples=2):
+    return pu.Reader(backend or EchoBackend(), n_samples=samples)
+
+
+def test_shapley_shares_of_a_known_game_split_the_utility():
+    out = ContextAttribution(reader(), GameScorer())(RANKING)
+    assert out[['qid', 'docno', 'position']].values.tolist() == [['q1', 'd1', 1], ['q1', 'd2', 2], ['q1', 'd3', 3],
+                                                                 ['q2', 'd4', 1], ['q2', 'd5', 2]]
+    p_0 = {'q1': 0.405, 'q2': 0.505}  # the game's empty value, plus 0.01 x the mean seed (0, 1)
+    assert np.allclose(out['phi'], [0.35, 0.15, -0.1, 0.1, 0.1], atol=1e-12)
+    assert np.allclose(out['phi_utility'], out['phi'] / out['qid'].map(p_0), atol=1e-12)
+    assert (out['method'] == 'shapley').all() and out['stderr'].isna().all()
+    for qid, rows in out.groupby('qid'):
+        assert rows['fbert_0shot'].iloc[0] == pytest.approx(p_0[qid], abs=1e-12)
+        assert rows['phi_utility'].sum() == pytest.approx(rows['utility'].iloc[0], abs=1e-9)
+
+
+@pytest.mark.parametrize('method, expected', [('loo', [0.5, 0.3, -0.1, 0.1, 0.1]),
+                                              ('single', [0.2, 0.0, -0.1, 0.1, 0.1])])
+def test_leave_one_out_and_single_on_a_known_game(method, expected):
+    out = ContextAttribution(reader(samples=1), GameScorer(), method=method)(RANKING)
+    assert np.allclose(out['phi'], expected, atol=1e-12)
+
+
+def test_permutation_sampling_in_the_transformer_is_efficient_with_a_standard_error():
+    out = ContextAttribution(reader(samples=1), GameScorer(), method='permutation', budget=12, seed=1)(RANKING)
+    for _, rows in out.groupby('qid'):
+        assert rows['phi'].sum() == pytest.approx(rows['fbert'].iloc[0] - rows['fbert_0shot'].iloc[0], abs=1e-9)
+    assert out['stderr'].notna().all() and (out['method'] == 'permutation').all()
+
+
+def test_every_coalition_of_every_query_goes_to_the_reader_in_one_call(monkeypatch):
+    backend = EchoBackend()
+    r = reader(backend)
+    calls = []
+    real = r.answer
+    monkeypatch.setattr(r, 'answer', lambda prompts: calls.append(list(prompts)) or real(prompts))
+    attribution = ContextAttribution(r, GameScorer())
+    values = attribution.coalition_values(RANKING)
+    # q1: 8 coalitions, q2: 4; the two empty ones are the 0-shot prompts.
+    assert len(calls[0]) == 12 and len(backend.calls) == 24  # 2 samples each
+    assert all(p in calls[0] for later in calls[1:] for p in later)  # later calls find them answered
+    assert values[values['qid'] == 'q1']['coalition'].tolist() == ['', '1', '2', '3', '1 2', '1 3', '2 3', '1 2 3']
+    texts = {'': '', '1': 'a', '2': 'b', '3': 'c', '1 2': 'a b', '1 3': 'a c', '2 3': 'b c', '1 2 3': 'a b c'}
+    expected = [GAMES['q1'](frozenset(texts[c].split())) + 0.005 for c in texts]
+    assert np.allclose(values[values['qid'] == 'q1']['value'], expected, atol=1e-12)
+
+
+def test_the_whole_and_empty_coalitions_are_the_pipelines_p_k_and_p_0(minilm):
+    texts = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
+             'd3': 'The boundary layer separates.', 'd4': 'Hypersonic flow heats the nose.',
+             'd5': 'Heat transfer rises with Mach number.'}
+    ranking = RANKING.assign(text=RANKING['docno'].map(texts))
+    qrels = pd.DataFrame({'qid': ['q1', 'q1', 'q2'], 'docno': ['d1', 'd2', 'd4'], 'label': [2, 2, 2]})
+    r = reader(CountingBackend())
+    scorer = pu.FBertScorer(qrels, texts, model_type=minilm)
+    pipeline = pt.Transformer.from_df(ranking) >> r >> pu.UtilityEvaluator(r, scorer)
+    expected = pipeline(TOPICS).drop_duplicates('qid').set_index('qid')
+    out = ContextAttribution(r, scorer)(ranking).drop_duplicates('qid').set_index('qid')
+    for column in ('fbert', 'fbert_0shot', 'utility'):
+        assert np.allclose(out[column], expected.loc[out.index, column], atol=1e-9, rtol=0)
+
+
+def test_in_pt_experiment_the_shares_sum_to_the_utility_measure_beside_ndcg():
+    r = reader()
+    ranked = pt.Transformer.from_df(RANKING)
+    attributed = ranked >> ContextAttribution(r, GameScorer())
+    evaluated = ranked >> r >> pu.UtilityEvaluator(r, GameScorer())
+    measures = [ir_measures.nDCG @ 3, pu.FBERT, pu.FBERT0, pu.Utility]
+    found = pt.Experiment([attributed, evaluated], TOPICS, QRELS, measures, names=['attributed', 'evaluated'],
+                          perquery=True)
+    wide = found.pivot_table(index=['qid', 'measure'], columns='name', values='value')
+    assert np.allclose(wide['attributed'], wide['evaluated'], atol=1e-9, rtol=0)
+    shares = attributed(TOPICS).groupby('qid')['phi_utility'].sum()
+    utility = found[(found['name'] == 'attributed') & (found['measure'] == 'Utility')].set_index('qid')['value']
+    assert np.allclose(shares[utility.index], utility, atol=1e-9, rtol=0)
+
+
+def test_the_transformer_checks_its_input_and_settings():
+    from pyterrier.validate import InputValidationError
+    with pytest.raises(InputValidationError, match="no column 'text'"):
+        ContextAttribution(reader(samples=1), GameScorer())(RANKING.drop(columns=['text']))
+    with pytest.raises(SettingError, match='needs a budget'):
+        ContextAttribution(reader(samples=1), GameScorer(), method='permutation')
+    with pytest.raises(SettingError, match='must be a pyterrier_utility.Reader'):
+        ContextAttribution(object(), GameScorer())
+    empty = ContextAttribution(reader(samples=1), GameScorer())(RANKING.head(0))
+    assert empty.empty and {'position', 'phi', 'phi_utility', 'method', 'stderr'} <= set(empty.columns)
+
+
+# Utility qrels.
+
+def test_utility_qrels_grade_by_the_mean_share_and_read_back_with_ir_measures(tmp_path):
+    rows = pd.DataFrame({'qid': ['1', '1', '1', '1', '2', '2'], 'docno': ['a', 'b', 'c', 'a', 'd', 'e'],
+                         'phi_utility': [0.3, 0.05, -0.2, 0.1, 0.0, float('nan')]})
+    qrels = utility_qrels(rows)  # a: mean 0.2 -> 2; b: 0.05 -> 1; c, d -> 0; e unknown: left out
+    assert qrels.values.tolist() == [['1', 'a', 2], ['1', 'b', 1], ['1', 'c', 0], ['2', 'd', 0]]
+    write_trec_qrels(qrels, tmp_path / 'utility.qrels')
+    read = [(q.query_id, q.doc_id, q.relevance) for q in ir_measures.read_trec_qrels(str(tmp_path / 'utility.qrels'))]
+    assert read == [('1', 'a', 2), ('1', 'b', 1), ('1', 'c', 0), ('2', 'd', 0)]
+    assert utility_qrels(rows, threshold=0.25)['label'].tolist() == [1, 1, 0, 0]
+
+
+def test_the_attribution_table_says_where_the_utility_sits():
+    rows = pd.DataFrame({'labels': ['l'] * 5, 'system': ['A', 'A', 'A', 'B', 'B'], 'k': [2, 2, 2, 1, 1],
+                         'qid': ['1', '1', '2', '1', '2'], 'position': [1, 2, 1, 1, 1],
+                         'phi': [0.2, -0.1, 0.4, 0.3, 0.1], 'phi_utility': [0.4, -0.2, 0.8, 0.6, 0.2],
+                         'relevant': ['True', 'False', 'True', 'True', 'False']})
+    table = pu.methods.attribution.attribution_table(rows)
+    expected = pd.DataFrame({'labels': ['l', 'l'], 'system': ['A', 'B'], 'k': [2, 1], 'pos 1': [0.6, 0.4],
+                             'pos 2': [-0.2, float('nan')], 'phi relevant': [0.3, 0.3], 'phi other': [-0.1, 0.1],
+                             'negative': [1 / 3, 0.0]})
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, atol=1e-12)
+
+
+# The command line.
+
+def shapley_from_coalitions(coalitions):
+    """(labels, system, k, qid) -> the Shapley values by all orders, from coalitions.csv alone."""
+    out = {}
+    for key, rows in coalitions.groupby(['labels', 'system', 'k', 'qid']):
+        table = {games.parse_coalition(c): v for c, v in zip(rows['coalition'], rows['value'])}
+        k = max(len(c) for c in table)
+        out[key] = by_orders(table.__getitem__, k)
+    return out
+
+
+def test_cli_attribute_writes_four_files_that_agree_with_a_brute_force(tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    assert cli.main(['attribute', '--systems', 'Rel', 'NRel', '-k', '2', '3', '--queries', '2', '--samples', '2',
+                     '--labels', '2', '--out', str(tmp_path)]) == 0
+    coalitions = pd.read_csv(tmp_path / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
+                             na_values={'value': ['']})
+    attribution = pd.read_csv(tmp_path / 'attribution.csv', dtype={'qid': str, 'docno': str})
+    assert list(coalitions.columns) == ['labels', 'system', 'k', 'qid', 'coalition', 'value']
+    assert list(attribution.columns) == ['labels', 'system', 'k', 'qid', 'position', 'docno', 'phi', 'phi_utility',
+                                         'method', 'stderr', 'relevant']
+    # Rel draws documents of label 2 and up, NRel the others: relevant under the label set 2, or not.
+    assert attribution.groupby('system')['relevant'].agg(set).to_dict() == {'NRel': {False}, 'Rel': {True}}
+    assert len(coalitions) == 2 * 2 * (4 + 8)  # systems x queries x coalitions at k = 2 and 3
+    exact = shapley_from_coalitions(coalitions)
+    tables = dict(list(coalitions.groupby(['labels', 'system', 'k', 'qid'])))
+    for key, rows in attribution.groupby(['labels', 'system', 'k', 'qid']):
+        assert np.allclose(rows.sort_values('position')['phi'], exact[key], atol=1e-6, rtol=0)
+        gain = tables[key]['value'].iloc[-1] - tables[key]['value'].iloc[0]  # the whole context less the empty one
+        assert rows['phi'].sum() == pytest.approx(gain, abs=1e-9)
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / 'utility.qrels')))
+    assert qrels and {q.relevance for q in qrels} <= {0, 1, 2}
+    settings = json.loads((tmp_path / 'settings.json').read_text())
+    assert settings['command'] == 'attribute' and settings['attribution']['method'] == 'shapley'
+
+
+def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    backends = []
+
+    def build(spec, **kw):
+        backends.append(CountingBackend())
+        return backends[-1]
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    options = ['--systems', 'Rel', '-k', '3', '--queries', '2', '--samples', '2', '--labels', '2',
+               '--out', str(tmp_path)]
+    assert cli.main(['study', '--no-reverse', *options]) == 0
+    study_prompts = set(backends[0].calls)
+    assert cli.main(['attribute', '--method', 'loo', *options]) == 0
+    assert backends[1].calls and not set(backends[1].calls) & study_prompts
+    assert len(set(backends[1].calls)) == 2 * 3  # per query the three contexts less one document
+    per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str}).set_index('qid')
+    coalitions = pd.read_csv(tmp_path / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
+                             na_values={'value': ['']})
+    for qid, rows in coalitions.groupby('qid'):
+        p_0, p_k = rows.set_index('coalition')['value'][['', '1 2 3']]
+        assert p_0 == pytest.approx(per_query.loc[qid, 'fbert_0shot'], abs=1e-6)
+        assert p_k == pytest.approx(per_query.loc[qid, 'fbert'], abs=1e-6)
+        assert (p_k - p_0) / p_0 == pytest.approx(per_query.loc[qid, 'utility'], abs=1e-6)
+    # The study's page, written again, shows the attribution; the folder reads it back.
+    assert 'id="attribution"' in (tmp_path / 'report.html').read_text()
+    assert len(pu.experiment.read_study(tmp_path).attribution) == 2 * 3
+
+
+def test_cli_attribute_refuses_a_budget_without_permutation(tmp_path, capsys):
+    from pyterrier_utility import cli
+    with pytest.raises(SystemExit):
+        cli.main(['attribute', '--budget', '10', '--out', str(tmp_path)])
+    assert "a budget applies to method 'permutation' only" in capsys.readouterr().err
