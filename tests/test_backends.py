@@ -338,7 +338,11 @@ def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeyp
         backend = sampler(gemma, batch_size=9, max_new_tokens=12)
         outputs[policy] = [(o.text, o.logprob, o.truncated) for o in backend.generate(prompts, seeds=seeds,
                                                                                      stop_sequences=['.'])]
-    assert outputs[0] == outputs[float('inf')]
+    dropped, kept = outputs[0], outputs[float('inf')]
+    assert [(t, c) for t, _, c in dropped] == [(t, c) for t, _, c in kept]
+    # The log-probabilities are sums over products of another batch shape once rows leave: on CPUs
+    # without AMX (seen on AVX512-BF16 machines) their rounding differs in the 6th digit, never the tokens.
+    assert [lp for _, lp, _ in dropped] == pytest.approx([lp for _, lp, _ in kept], rel=1e-5)
     # rows end at different steps
     assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])
 

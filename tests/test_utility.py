@@ -67,8 +67,8 @@ def test_single_sample_keeps_plain_answer(counting_backend, results):
     table = {'first doc (seed 0, 3 contexts)': 0.6, 'drag doc (seed 0, 1 contexts)': 0.3,
              'no context (seed 0, 0 contexts)': 0.3}
     out = UtilityEvaluator(reader, TableScorer(table))(reader(results))
-    assert list(out.columns) == list(results.columns) + ['qanswer', 'logprob', 'mean_logprob', 'truncated', 'fbert',
-                                                        'fbert_0shot', 'utility']
+    assert list(out.columns) == list(results.columns) + ['qanswer', 'logprob', 'mean_logprob', 'tokens', 'truncated',
+                                                        'fbert', 'fbert_0shot', 'utility']
     assert out[out.qid == 'q1']['qanswer'].iloc[0] == 'first doc (seed 0, 3 contexts)'
     assert out[out.qid == 'q1']['utility'].iloc[0] == pytest.approx(1.0)
 

@@ -127,7 +127,7 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
             if isinstance(x, tuple):
                 return number(x[0]) + (x[1] if number(x[0]) else '')
             return '' if not np.isfinite(x) else f'{x:.{digits}f}'
-        legend = ' '.join([legend, *notes])
+        legend = ' '.join([legend + '.', *notes]) if notes else legend
         lead = _lead_columns(rows)
         header = lead + [f'{lab}, {c}' for lab in label_sets for c in ['0-shot'] + [f'k={k}' for k in ks]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
