@@ -184,7 +184,7 @@ def control_notes(control: pd.DataFrame, health: Optional[pd.DataFrame] = None) 
         cells = health[health['system'].isin(ORACLES) & health['k'].isin(ks)]
         if len(cells):
             notes.append('Answer health of those cells: ' + '; '.join(
-                f'{r.system} k={r.k}: {r.empty:.0%} empty, {_share(r.cut)} cut, {_share(r.copied)} copied'
+                f'{r.system} k={r.k:g}: {r.empty:.0%} empty, {_share(r.cut)} cut, {_share(r.copied)} copied'
                 for r in cells.itertuples(index=False)) + ' (health.csv).')
     return tuple(notes)
 
@@ -233,4 +233,4 @@ def summary(health: pd.DataFrame) -> str:
         return (line + f"; no cell past Table 1's bars (empty > {UNHEALTHY['empty']:.0%}, "
                 f"cut > {UNHEALTHY['cut']:.0%}).")
     return (line + f'.\n{len(bad)} of {len(health)} cells marked {HEALTH_MARK} in Table 1: '
-            + ', '.join(f'{r.system} k={r.k}' for r in bad.itertuples(index=False)) + ' (health.csv).')
+            + ', '.join(f'{r.system} k={r.k:g}' for r in bad.itertuples(index=False)) + ' (health.csv).')
