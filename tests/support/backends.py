@@ -8,7 +8,8 @@ class CountingBackend(Backend):
     """Deterministic answers derived from the prompt (and seed), counting every prompt generated.
     With ``logprobs``, each is an ``Answer`` of as many tokens as words, each of log-probability
     -0.5 per context of its prompt minus 0.25, truncated for an odd seed. ``calls`` holds every
-    prompt generated, ``stops`` the stop sequences of every call."""
+    prompt generated, ``stops`` the stop sequences of every call. A prompt's worked example (the
+    ``'example'`` format's) is not read: the answer is derived from the query's own part."""
     supports_seeds = True
 
     def __init__(self, seeded: bool = True, logprobs: bool = False):
@@ -28,7 +29,9 @@ class CountingBackend(Backend):
         self.calls.extend(inps)
         self.stops.append(tuple(stop_sequences or ()))
         outs = []
+        from pyterrier_utility.prompts import EXAMPLE
         for p, s in zip(inps, seeds):
+            p = p.split(f'{EXAMPLE["answer"]} STOP\n\n')[-1]
             contexts = p.count('Context ')
             first = p.split('Context 1: ')[1].split('\n')[0] if 'Context 1: ' in p else 'no context'
             text = f'{first} (seed {s if self.seeded else "-"}, {contexts} contexts)'
