@@ -122,7 +122,7 @@ def test_the_offline_default_reader_gives_answers_that_exist(tmp_path):
     answers = pd.read_csv(tmp_path / 'answers.csv', keep_default_na=False)
     assert len(answers) == 3 * (1 + 3 * 2) * 2
     empty = answers['qanswer'].str.strip().eq('')
-    cut = answers['truncated'].eq('True')
+    cut = answers['truncated'].astype(str).eq('True')
     assert empty.sum() <= 1, answers.loc[empty, ['system', 'k', 'qid', 'sample']]
     assert cut.mean() <= 0.2
     found = pd.read_csv(tmp_path / 'health.csv')
