@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
-from support.servers import VLLMServer, vllm_python
+from support.servers import VLLM_CPU_FLAGS, VLLMServer, vllm_python
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
@@ -75,7 +75,7 @@ def test_the_readme_command_in_process_is_reproducible_on_fresh_engines(tmp_path
 
 def test_a_server_left_with_chunked_prefill_stops_the_study_with_its_first_error_and_the_flag(tmp_path, cranfield):
     # vllm-cpu's defaults otherwise: chunked prefill on, a step's budget of 4096 tokens
-    flags = ('--max-model-len', '8192', '--dtype', 'bfloat16', '--enforce-eager')
+    flags = ('--max-model-len', '8192', '--dtype', VLLM_CPU_FLAGS[3], '--enforce-eager')
     server = VLLMServer(pu.backends.gemma3_270m_path(), tmp_path / 'server.log', flags=flags).start()
     try:
         server.wait_ready()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from pyterrier_utility.backends.hf.dtype import cpu_has_fast_bf16
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -70,8 +72,8 @@ VLLM_VENV = Path(__file__).resolve().parents[2] / '.venv-vllm'
 #: The flags a vLLM CPU server needs here (the README's command): chunked prefill off, so that a seeded
 #: prompt is never prefilled in chunks (it kills the CPU engine), a step holding a whole prompt, and
 #: eager mode (torch.compile adds about 100 s to every start on 2 cores and is not what is tested).
-VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', 'bfloat16', '--no-enable-chunked-prefill',
-                  '--max-num-batched-tokens', '4096', '--enforce-eager')
+VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', 'bfloat16' if cpu_has_fast_bf16() else 'float32',
+                  '--no-enable-chunked-prefill', '--max-num-batched-tokens', '4096', '--enforce-eager')
 
 
 def built(path: Path, target: str) -> Path:
