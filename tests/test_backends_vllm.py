@@ -130,9 +130,10 @@ def test_on_a_cpu_the_backend_turns_chunked_prefill_off_and_reproducible_compute
         'enable_prefix_caching': True}
     assert engine_settings('o', cpu=True, reproducible=False, prefix_caching=True, llm_kwargs={}) == {
         'enable_prefix_caching': True, 'enable_chunked_prefill': False, 'max_model_len': 8192,
-        'max_num_batched_tokens': 8192}
+        'max_num_batched_tokens': 8192, 'enforce_eager': True}
     assert engine_settings('o', cpu=True, reproducible=True, prefix_caching=True,
-                           llm_kwargs={'max_model_len': 2048, 'max_num_batched_tokens': 4096}) == {
+                           llm_kwargs={'max_model_len': 2048, 'max_num_batched_tokens': 4096,
+                                       'enforce_eager': False}) == {
         'enable_prefix_caching': False, 'enable_chunked_prefill': False, 'max_model_len': 2048,
         'max_num_batched_tokens': 4096, 'max_num_seqs': 1}
     with pytest.raises(pu.errors.SettingError, match='CPU Generator does not use offset'):

@@ -88,13 +88,13 @@ def test_two_studies_against_one_warm_server_give_the_same_answers(llamacpp, cra
     reader = f'llamacpp:{MODEL}'
     config = ex.StudyConfig(
         readers=(reader,), base_urls=(llamacpp.url,), concurrency=2, queries=2, ks=(1, 3), samples=2, seed=3,
-        systems=('BM25', 'Rel'), orderings=('original',), label_sets=(2,), prompt_format='plain',
+        systems=('Rel',), orderings=('original',), label_sets=(2,), prompt_format='plain',
         decoding=Decoding(temperature=0.8, top_k=50, max_new_tokens=16, repetition_penalty=1.2, stop=BASE_MODEL_STOP))
     first, _ = ex.run(config.replace(out=str(tmp_path / 'first')))
     serve_something_else(llamacpp, cranfield)
     second, _ = ex.run(config.replace(out=str(tmp_path / 'second')))
-    assert first.generated == second.generated >= 10
-    assert first.answers['qanswer'].nunique() > 10
+    assert first.generated == second.generated == 12
+    assert first.answers['qanswer'].nunique() >= 10
     assert_frame_equal(first.answers, second.answers)
     engine = first.settings['engines'][reader]
     assert engine['reproducibility'].startswith('fresh generation reproducible: every server has one slot')

@@ -19,7 +19,7 @@ from pyterrier_utility.errors import BackendError
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 #: A small study's options, for the command line in vLLM's virtualenv and for servers alike.
-SMALL = ['--queries', '2', '-k', '1', '3', '--samples', '2', '--systems', 'BM25', 'Rel', '--labels', '2',
+SMALL = ['--queries', '2', '-k', '1', '3', '--samples', '2', '--systems', 'Rel', '--labels', '2',
          '--temperature', '0.8', '--max-new-tokens', '12', '--seed', '3']
 
 
@@ -70,7 +70,7 @@ def test_the_readme_command_in_process_is_reproducible_on_fresh_engines(tmp_path
     engine = settings['engines'][f'vllm:{model}']
     assert settings['reproducible'] is True and engine['reproducibility'].startswith('fresh generation reproducible')
     assert engine['settings']['max_num_seqs'] == 1 and engine['settings']['enable_chunked_prefill'] is False
-    assert engine['settings']['enable_prefix_caching'] is False
+    assert engine['settings']['enable_prefix_caching'] is False and engine['settings']['enforce_eager'] is True
 
 
 def test_a_server_left_with_chunked_prefill_stops_the_study_with_its_first_error_and_the_flag(tmp_path, cranfield):
@@ -133,7 +133,7 @@ def small_study(reader, cranfield):
     topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, 2).head(2)
     systems = {'Rel': pu.OracleSampler(qrels, cranfield.texts, labels=2),
                'NRel': pu.OracleSampler(qrels, cranfield.texts, relevant=False, fill_unjudged=True)}
-    return ex.run_study(topics, qrels, systems, reader, cranfield.texts, ks=[1, 3], label_sets=[2],
+    return ex.run_study(topics, qrels, systems, reader, cranfield.texts, ks=[1], label_sets=[2],
                         bertscore='minilm', verbose=False)
 
 

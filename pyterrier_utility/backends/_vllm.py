@@ -158,8 +158,10 @@ def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: b
                     llm_kwargs: Dict[str, Any]) -> Dict[str, object]:
     """The ``vllm.LLM`` arguments the backend sets: prefix caching; on a CPU platform chunked prefill
     off (seeded requests prefilled in chunks crash vLLM's CPU engine) with a step budget of a whole
-    prompt; one sequence at a time and no prefix caching when ``reproducible``. A user's explicit
-    ``enable_chunked_prefill=True`` on a CPU is refused, naming the crash."""
+    prompt, and eager mode unless ``enforce_eager`` is given (compiling the model doubles a start on
+    a small CPU machine, where studies are small); one sequence at a time and no prefix caching when
+    ``reproducible``. A user's explicit ``enable_chunked_prefill=True`` on a CPU is refused, naming
+    the crash."""
     settings: Dict[str, object] = {'enable_prefix_caching': prefix_caching and not reproducible}
     if cpu:
         if llm_kwargs.get('enable_chunked_prefill'):
@@ -169,6 +171,8 @@ def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: b
         length = llm_kwargs.get('max_model_len') or CPU_MAX_MODEL_LEN
         settings.update(enable_chunked_prefill=False, max_model_len=length,
                         max_num_batched_tokens=max(int(llm_kwargs.get('max_num_batched_tokens') or 0), length))
+        if 'enforce_eager' not in llm_kwargs:  # torch.compile: about 100 s more per start on 2 cores
+            settings['enforce_eager'] = True
     if reproducible:
         settings['max_num_seqs'] = 1
     return settings
