@@ -4,10 +4,12 @@ PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdona
 eRAG and LLM-retEval.
 
 Names are imported when first used (PEP 562), so ``pyterrier-utility --help`` does not wait for
-PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual.
+PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual. The package's
+own warnings print as one plain line (:class:`~pyterrier_utility.errors.UtilityWarning`).
 """
 from ._lazy import lazy_module
 from ._version import __version__ as __version__
+from .errors import plain_warnings
 
 #: Public name -> the module defining it.
 _NAMES = {
@@ -28,3 +30,4 @@ _MODULES = ('backends', 'cache', 'contexts', 'datasets', 'errors', 'experiment',
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
+plain_warnings()
