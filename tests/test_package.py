@@ -88,3 +88,12 @@ assert sys.meta_path == before
 
 def test_no_module_of_the_package_mentions_the_meta_path():
     assert [p.name for p in (ROOT / 'pyterrier_utility').rglob('*.py') if 'meta_path' in p.read_text()] == []
+
+
+def test_every_public_name_has_an_entry_in_the_api_reference():
+    import re
+    text = (ROOT / 'pyterrier_utility' / 'pt_docs' / 'reference.rst').read_text()
+    documented = set(re.findall(r'^\.\. auto\w+:: pyterrier_utility\.([\w.]+)$', text, flags=re.M))
+    missing = [name for name in pu.__all__
+               if name not in documented and f'{pu._NAMES.get(name)}.{name}' not in documented]
+    assert missing == []
