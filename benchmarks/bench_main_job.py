@@ -1,6 +1,6 @@
 """The main job (``pyterrier-utility study`` with its defaults): wall time and peak memory.
 
-Runs the README's main-job command in a child process with a fresh output folder (nothing
+Runs the main-job command (README, Setting up) in a child process with a fresh output folder (nothing
 generated yet; converted models and indices are reused from the cache folder when present) and
 reports its wall time against the 10-minute target and its peak resident memory.
 

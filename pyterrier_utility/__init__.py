@@ -4,10 +4,12 @@ PyTerrier transformers and measures for context utility (Tian, Ganguly & Macdona
 eRAG and LLM-retEval.
 
 Names are imported when first used (PEP 562), so ``pyterrier-utility --help`` does not wait for
-PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual.
+PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usual. The package's
+own warnings print as one plain line (:class:`~pyterrier_utility.errors.UtilityWarning`).
 """
-from ._lazy import install_moved, lazy_module
+from ._lazy import lazy_module
 from ._version import __version__ as __version__
+from .errors import plain_warnings
 
 #: Public name -> the module defining it.
 _NAMES = {
@@ -25,13 +27,7 @@ _NAMES = {
 }
 _MODULES = ('backends', 'cache', 'contexts', 'datasets', 'errors', 'experiment', 'generation', 'interop', 'measures',
             'methods', 'models', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings', 'vocabulary')
-#: Modules that moved into the subpackages, by their earlier names: ``pu.reteval`` and
-#: ``import pyterrier_utility.bertscore`` still give them.
-_MOVED = {name: f'{room}.{name}'
-          for room, names in (('scoring', ('bertscore', 'correlation', 'fbert', 'gold', 'utility')),
-                              ('contexts', ('oracle', 'order', 'runs')), ('methods', ('cosmix', 'erag', 'reteval')))
-          for name in names}
 
 __all__ = sorted([*_NAMES, *_MODULES])
-__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES, _MOVED)
-install_moved(__name__, _MOVED)
+__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
+plain_warnings()

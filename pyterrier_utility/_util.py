@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import pandas as pd
 
-from .errors import FrameError, SettingError
+from .errors import FrameError, SettingError, UtilityWarning
 from .settings import is_int
 
 
@@ -157,12 +157,18 @@ def user_stacklevel() -> int:
     return level
 
 
+def warn(message: str) -> None:
+    """Says ``message`` to the user as a :class:`~pyterrier_utility.errors.UtilityWarning` (one plain
+    line), attributed to the user's line, so that Python's filters show it once there."""
+    warnings.warn(message, UtilityWarning, stacklevel=user_stacklevel())
+
+
 def warn_qids(message: str, qids: Iterable) -> None:
     """Warns once for a group of queries, naming them, at the user's line."""
     qids = sorted({str(q) for q in qids})
     if qids:
         shown = ', '.join(qids[:20]) + (f' ... ({len(qids)} in all)' if len(qids) > 20 else '')
-        warnings.warn(f'{message}: qid {shown}', stacklevel=user_stacklevel())
+        warn(f'{message}: qid {shown}')
 
 
 def validate_columns(owner, frame, includes: Iterable[str]) -> None:

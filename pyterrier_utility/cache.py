@@ -8,13 +8,12 @@ checks what the backend returns before anything is stored.
 import json
 import sqlite3
 import threading
-import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Union
 
 from pyterrier_rag.backend import Backend
 
-from ._util import stable_hash
+from ._util import stable_hash, warn
 from .backends._base import Answer
 from .errors import CacheError
 from .generation import generate_batches
@@ -345,6 +344,6 @@ class GenerationCache(Backend):
 def warn_unseeded(backend: Backend, n_samples: int) -> None:
     """Warns when several samples are asked of a sampling backend that takes no seeds."""
     if n_samples > 1 and not supports_seeds(backend) and not deterministic(backend):
-        warnings.warn(f'{backend!r} takes no seeds: its {n_samples} samples per prompt are seeded through torch '
-                      'only, which does not reach remote servers or vLLM; use pyterrier_utility.backends.'
-                      'OpenAICompatibleBackend or VLLMBackend for reproducible samples', stacklevel=3)
+        warn(f'{backend!r} takes no seeds: its {n_samples} samples per prompt are seeded through torch '
+             'only, which does not reach remote servers or vLLM; use pyterrier_utility.backends.'
+             'OpenAICompatibleBackend or VLLMBackend for reproducible samples')

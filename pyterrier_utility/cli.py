@@ -16,10 +16,14 @@ from .experiment import config as cfg
 from .settings import FIELDS
 from .vocabulary import ATTRIBUTION_METHODS, CORRECTIONS, NDCG_ORDERS
 
-EXAMPLE = """example:
+#: Read as reStructuredText by the documentation's page of the command (each line of a command at
+#: the same indent), and as it is by ``--help``.
+EXAMPLE = """examples:
+
   pyterrier-utility study --queries 3 -k 1 3 --samples 2 --out results/small
+
   pyterrier-utility study --preset paper --reader openai:meta-llama/Meta-Llama-3-8B-Instruct \\
-      --base-url http://gpu1:8000/v1 --bm25 pisa"""
+  --base-url http://gpu1:8000/v1 --bm25 pisa"""
 
 
 def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, command: str) -> None:

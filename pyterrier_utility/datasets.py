@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import warnings
 from collections import OrderedDict
 from collections.abc import Mapping as MappingABC
 from functools import cached_property
@@ -26,8 +25,8 @@ from ._util import (
     encodable,
     native_output_silenced,
     stable_hash,
-    user_stacklevel,
     validate_columns,
+    warn,
     warn_qids,
 )
 from .errors import SettingError
@@ -533,8 +532,8 @@ class LocalDataset(Dataset):
                                'docnos match?')
         if absent.any():
             pairs = [f'qid {q} docno {d}' for q, d in zip(qrels.loc[absent, 'qid'], qrels.loc[absent, 'docno'])]
-            warnings.warn(f'{self.qrels_path}: {len(pairs)} judgement{"s" * (len(pairs) != 1)} of documents not in '
-                          f'{self.docs_path} dropped: {_some(pairs)}', stacklevel=user_stacklevel())
+            warn(f'{self.qrels_path}: {len(pairs)} judgement{"s" * (len(pairs) != 1)} of documents not in '
+                 f'{self.docs_path} dropped: {_some(pairs)}')
         return qrels[~absent].reset_index(drop=True)
 
     def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:

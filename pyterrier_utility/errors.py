@@ -1,4 +1,6 @@
-"""The project's own errors: each names the setting, frame, backend, endpoint or file at fault."""
+"""The project's own errors, each naming the setting, frame, backend, endpoint or file at fault, and
+its warnings, each printed as one plain line."""
+import warnings
 
 
 class UtilityError(Exception):
@@ -29,3 +31,28 @@ class BackendError(UtilityError, RuntimeError):
 
 class CacheError(UtilityError, RuntimeError):
     """A cache file that cannot be opened or written; the message names the file."""
+
+
+class UtilityWarning(UserWarning):
+    """A message of this package to its user (answers cut at the length limit, queries left out):
+    printed as one line, ``pyterrier-utility: <message>``, without a file, line number or source line."""
+
+
+#: The program's name at the start of its warnings' lines.
+PROGRAM = 'pyterrier-utility'
+
+
+def plain_warnings() -> None:
+    """Makes :func:`warnings.formatwarning` print a :class:`UtilityWarning` as one plain line, in a
+    terminal and in a notebook alike; every other warning is formatted as it was (once installed,
+    a second call changes nothing)."""
+    previous = warnings.formatwarning
+    if getattr(previous, 'plain_for', None) is UtilityWarning:
+        return
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        if isinstance(category, type) and issubclass(category, UtilityWarning):
+            return f'{PROGRAM}: {message}\n'
+        return previous(message, category, filename, lineno, line)
+    formatwarning.plain_for = UtilityWarning  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning

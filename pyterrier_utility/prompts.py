@@ -45,7 +45,7 @@ class PromptFormat:
         stop: the stop sequences the format's text asks for (``None``: it asks for none): a reader
             with this format always stops at them.
         backend_stops: whether the backend's own stop sequences apply as well (a base model's
-            ``'\nQuestion:'``, see :data:`~pyterrier_utility.settings.BASE_MODEL_STOP`); ``False``:
+            ``'\\nQuestion:'``, see :data:`~pyterrier_utility.settings.BASE_MODEL_STOP`); ``False``:
             the format's alone, as the authors' short answers stop at ``</answer>`` only.
         answer_tags: ``(open, close)``: the answer is the text between them (the prompt may end
             with ``open``; the text after ``close`` is dropped).

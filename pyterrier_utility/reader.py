@@ -65,7 +65,7 @@ class Reader(pt.Transformer):
             and for pyterrier-rag's their ``max_new_tokens``, passed on every call).
         stop: stop sequences, removed from the answer (``None``: those the prompt format's text asks
             for, then the backend's decoding's where the format takes them (a base model's
-            ``'\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
+            ``'\\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
         prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
             :class:`~pyterrier_utility.prompts.PromptFormat`.
         prompt: the k-shot template, with ``{contexts}`` and ``{query}`` (``None``: the format's).

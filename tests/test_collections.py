@@ -213,7 +213,8 @@ def test_the_paper_presets_dev_small_path_on_a_binary_collection(binary, tmp_pat
     assert 'irds:msmarco-passage/dev/small' in ex.PRESETS['paper'].datasets
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     out = tmp_path / 'dev'
-    # As the README runs dev_small: Table 1's k for the figures too (the paper draws no dev_small figure).
+    # As the docs run dev_small (Reproducing the paper): Table 1's k for the figures too (the paper
+    # draws no dev_small figure).
     assert cli.main(['study', '--preset', 'paper', '--dataset', binary, '--bm25', 'pisa', '--neural', 'dense',
                      '--scorer', 'minilm', '--figure-k', '2', '5', '10', '15', '--out', str(out)]) == 0
     printed = capsys.readouterr()

@@ -1,5 +1,5 @@
 """llama.cpp's server for real (``make llamacpp``) on the GGUF this package ships, started as the
-README says: the decoding under its names, limits, stops and log-probabilities as the server reports
+docs say: the decoding under its names, limits, stops and log-probabilities as the server reports
 them, and fresh answers that do not depend on what the server served before. One server, with one
 slot, is shared by the session's tests."""
 import httpx

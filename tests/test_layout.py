@@ -1,5 +1,5 @@
-"""The README's layout is the package's: every module is in one room, and at import time a module
-imports only its own room and the rooms listed above it."""
+"""The documented layout (pyterrier_utility/pt_docs/layout.md) is the package's: every module is in
+one room, and at import time a module imports only its own room and the rooms listed above it."""
 import ast
 import re
 from pathlib import Path
@@ -11,9 +11,9 @@ PACKAGE = ROOT / 'pyterrier_utility'
 
 
 def rooms():
-    """The README's rooms, bottom first: each a set of file and folder names."""
-    text = (ROOT / 'README.md').read_text()
-    block = text.split('### The layout', 1)[1].split('```', 2)[1]
+    """The documented rooms, bottom first: each a set of file and folder names."""
+    text = (PACKAGE / 'pt_docs' / 'layout.md').read_text()
+    block = text.split('# The layout', 1)[1].split('```', 2)[1]
     found = []
     for line in block.strip().splitlines():
         names = re.split(r'\s{2,}', line.strip(), maxsplit=1)[0]
@@ -29,7 +29,7 @@ def room_of(module: str, listed) -> int:
     for i, names in enumerate(listed):
         if head in names or head.removesuffix('.py') in {n.removesuffix('.py') for n in names}:
             return i
-    raise AssertionError(f'{module} is in no room of the README\'s layout')
+    raise AssertionError(f'{module} is in no room of the documented layout')
 
 
 def modules():

@@ -42,7 +42,7 @@ def test_every_public_name_resolves_to_its_module_object():
 
 
 def test_every_public_submodule_is_an_attribute_of_the_package_in_a_fresh_interpreter():
-    # As the README and the notebook use them (pu.reteval.failure_cases) without importing the module first.
+    # As the docs and the notebook use them (pu.methods.reteval.failure_cases) without importing the module first.
     modules = sorted(p.stem if p.is_file() else p.name for p in (ROOT / 'pyterrier_utility').iterdir()
                      if not p.name.startswith('_') and p.stem != 'cli'
                      and (p.suffix == '.py' or (p / '__init__.py').exists()))
@@ -66,20 +66,34 @@ def test_the_command_line_parses_its_help_before_any_model_library_loads():
                       'pyterrier_utility.reader': False}
 
 
-def test_modules_moved_into_subpackages_keep_their_earlier_paths():
+def test_a_module_has_one_path_and_nothing_touches_the_import_system():
     probe = '''
-import importlib, pickle, sys
+import importlib, sys
+before = list(sys.meta_path)
 import pyterrier_utility as pu
-import pyterrier_utility.bertscore as old
-from pyterrier_utility.cosmix.partition import SparsePartition
-from pyterrier_utility.scoring import bertscore
-from pyterrier_utility.methods.cosmix import partition
-assert old is bertscore and old.__spec__.name == 'pyterrier_utility.scoring.bertscore', old.__spec__
-assert SparsePartition is partition.SparsePartition
-assert sys.modules['pyterrier_utility.cosmix.partition'] is partition
-assert pu.reteval is pu.methods.reteval and pu.order.ReverseOrder is pu.ReverseOrder
-assert 'reteval' not in dir(pu) and 'methods' in dir(pu)
-assert pickle.loads(pickle.dumps(pu.ReverseOrder())).__class__ is pu.contexts.order.ReverseOrder
+for old in ('bertscore', 'cosmix', 'reteval', 'order'):
+    try:
+        importlib.import_module('pyterrier_utility.' + old)
+    except ModuleNotFoundError:
+        pass
+    else:
+        raise AssertionError(old + ' still imports')
+    assert not hasattr(pu, old), old
+assert 'reteval' in dir(pu.methods) and 'bertscore' in dir(pu.scoring)
+assert sys.meta_path == before
 '''
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, '-c', probe], env=env, cwd=ROOT, check=True)
+
+
+def test_no_module_of_the_package_mentions_the_meta_path():
+    assert [p.name for p in (ROOT / 'pyterrier_utility').rglob('*.py') if 'meta_path' in p.read_text()] == []
+
+
+def test_every_public_name_has_an_entry_in_the_api_reference():
+    import re
+    text = (ROOT / 'pyterrier_utility' / 'pt_docs' / 'reference.rst').read_text()
+    documented = set(re.findall(r'^\.\. auto\w+:: pyterrier_utility\.([\w.]+)$', text, flags=re.M))
+    missing = [name for name in pu.__all__
+               if name not in documented and f'{pu._NAMES.get(name)}.{name}' not in documented]
+    assert missing == []

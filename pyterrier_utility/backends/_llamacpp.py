@@ -90,8 +90,8 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
         sampler_order: the order of the samplers, all five names: :data:`SAMPLER_ORDER` (Hugging
             Face's, the default) or :data:`LLAMACPP_ORDER` (llama.cpp's own, the authors' engine's);
             part of the cache key.
-        Every other keyword (``concurrency``, ``reproducible``, ``decoding`` or single decoding fields,
-        ``logprobs``, retries, ...): as :class:`OpenAICompatibleBackend`.
+        **kwargs: every other keyword (``concurrency``, ``reproducible``, ``decoding`` or single
+            decoding fields, ``logprobs``, retries, ...), as :class:`OpenAICompatibleBackend` takes it.
 
     Example::
 

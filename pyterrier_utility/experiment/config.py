@@ -47,7 +47,7 @@ from ..vocabulary import (
 #: over the last 64 tokens (llama.cpp's window: over every prompt token, the longer the context the
 #: likelier an empty answer), and the answer ended at its line's end, as the worked example of their
 #: prompt format (:data:`OFFLINE_PROMPT_FORMAT`) shows. Chosen by measurement
-#: (``benchmarks/bench_offline_reader.py``; README, Quick start).
+#: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader).
 OFFLINE_CONVENIENCES: Dict[str, Any] = {'repetition_penalty': 1.2, 'repeat_last_n': 64, 'stop': ONE_LINE_STOP}
 #: What a model named by the user gets instead: the study's own stop and no penalty.
 NAMED_MODEL_DECODING: Dict[str, Any] = {'repetition_penalty': None, 'repeat_last_n': None, 'stop': STOP}
@@ -112,7 +112,7 @@ class StudyConfig:
     oracle_seed: int = 0
     prompt_format: str = OFFLINE_PROMPT_FORMAT
     readers: Tuple[str, ...] = ('gemma3-270m',)
-    # 96 new tokens and the offline conveniences: measured on the main job (README, Quick start).
+    # 96 new tokens and the offline conveniences: measured on the main job (the docs' Getting started).
     decoding: Decoding = Decoding(max_new_tokens=96, **OFFLINE_CONVENIENCES)
     samples: int = 5
     seed: int = 0

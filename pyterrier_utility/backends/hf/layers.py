@@ -36,7 +36,7 @@ def weight_major(model):
     """``model`` with its bias-free bfloat16 linear layers computing ``w @ x.T`` for up to
     ``WEIGHT_MAJOR_ROWS`` rows: the same values as ``linear`` (bit for bit there, tested), faster on
     CPUs for the few rows of a decode step, where ``linear`` streams the weights well below the
-    machine's bandwidth (measured in ``benchmarks/`` and the README's Performance section). A structural
+    machine's bandwidth (measured in ``benchmarks/`` and the docs' Performance page). A structural
     copy: the caller's model is left as it is; the weights are shared."""
     tensors = [*model.parameters(), *model.buffers()]
     model = copy.deepcopy(model, {id(t): t for t in tensors})

@@ -118,7 +118,7 @@ class Penalty:
     a token in a row's history has its score divided by the penalty when positive, multiplied when
     negative. Hugging Face pads every row of the scores by one column first (for ids past the
     vocabulary), an unaligned copy of the whole (rows, vocabulary) tensor; here the scores are
-    scattered into once (the saving is measured in the README's Performance section); only a history
+    scattered into once (the saving is measured in the docs' Performance page); only a history
     with ids past the vocabulary goes to Hugging Face's processor.
 
     With ``last_n``, only a row's last ``last_n`` tokens of prompt and answer count, as llama.cpp's
