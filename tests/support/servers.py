@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from pyterrier_utility.backends.hf.dtype import cpu_has_fast_bf16
+from pyterrier_utility.backends._vllm import cpu_dtype
 
 
 def free_port() -> int:
@@ -72,7 +72,7 @@ VLLM_VENV = Path(__file__).resolve().parents[2] / '.venv-vllm'
 #: The flags a vLLM CPU server needs here (the docs' command, Engines): chunked prefill off, so that a seeded
 #: prompt is never prefilled in chunks (it kills the CPU engine), a step holding a whole prompt, and
 #: eager mode (torch.compile adds about 100 s to every start on 2 cores and is not what is tested).
-VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', 'bfloat16' if cpu_has_fast_bf16() else 'float32',
+VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', cpu_dtype(),
                   '--no-enable-chunked-prefill', '--max-num-batched-tokens', '4096', '--enforce-eager')
 
 
