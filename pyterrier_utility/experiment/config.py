@@ -94,7 +94,9 @@ class StudyConfig:
                                  base_urls=('http://gpu1:8000/v1',))
     """
     datasets: Tuple[str, ...] = ('cranfield',)
-    queries: int = 10
+    # 20 queries, 3 samples: the smallest design measured whose positive control held on every
+    # sampling (benchmarks/bench_study_size.py; the docs' Getting started).
+    queries: int = 20
     ks: Tuple[int, ...] = (1, 3, 5)
     figure_ks: Tuple[int, ...] = ()
     label_sets: Tuple[LabelSet, ...] = (LabelSet(minimum=2), LabelSet(minimum=3))
@@ -114,7 +116,7 @@ class StudyConfig:
     readers: Tuple[str, ...] = ('gemma3-270m',)
     # 96 new tokens and the offline conveniences: measured on the main job (the docs' Getting started).
     decoding: Decoding = Decoding(max_new_tokens=96, **OFFLINE_CONVENIENCES)
-    samples: int = 5
+    samples: int = 3
     seed: int = 0
     base_urls: Tuple[str, ...] = ()
     concurrency: int = 8
