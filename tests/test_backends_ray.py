@@ -2,6 +2,7 @@
 equal to the in-process backend's, and a worker raising or killed with SIGKILL ending with every
 answer already returned kept and a re-run generating exactly the rest."""
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ ray = pytest.importorskip('ray')
 from support.scripted import ScriptedBackend  # noqa: E402
 
 import pyterrier_utility as pu  # noqa: E402
+from pyterrier_utility import cli  # noqa: E402
 from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
 from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
 
@@ -163,3 +165,40 @@ def test_the_offline_reader_on_ray_gives_the_in_process_answers_bit_for_bit(clus
         assert pu.GenerationCache(backend, tmp_path / 'here.sqlite').answer(offline_prompts, SEEDS) == expected
     reread = pu.GenerationCache(local, tmp_path / 'there.sqlite')
     assert reread.answer(offline_prompts, SEEDS) == expected and reread.generated == 0
+
+
+def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_path):
+    with pytest.raises(SystemExit):
+        cli.main(['study', '--replicas', '2', '--out', str(tmp_path)])
+    args = cli.parser().parse_args(['study', '--ray', 'auto', '--replicas', '2'])
+    assert cli.placement(args) == {'ray': 'auto', 'replicas': 2}
+    assert 'ray' not in cli.given(args) and 'replicas' not in cli.given(args)
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['study', '--ray', 'somewhere'])
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['experiment', '--ray', 'auto'])
+
+
+@pytest.mark.slow
+def test_a_study_on_ray_gives_the_tables_of_the_study_in_process(cluster, tmp_path):
+    """The offline reader's study through ``--ray``, then in process (one torch thread, as each actor
+    has): the same answers, per-query scores and Table 1, byte for byte; settings.json says where."""
+    import torch
+    options = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '2',
+               '--max-new-tokens', '8', '--labels', '2']
+    assert cli.main([*options, '--out', str(tmp_path / 'ray'), '--ray', 'auto', '--replicas', '2']) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert cli.main([*options, '--out', str(tmp_path / 'here')]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    for name in ('answers.csv', 'per_query.csv', 'table1.csv'):
+        assert (tmp_path / 'ray' / name).read_bytes() == (tmp_path / 'here' / name).read_bytes(), name
+    engine = json.loads((tmp_path / 'ray' / 'settings.json').read_text())['engines']['gemma3-270m']
+    assert engine['placement']['runner'] == 'ray' and engine['placement']['replicas'] == 2
+    assert len({a['node_id'] for a in engine['placement']['actors']}) == 2
+    assert all(a['device'].startswith('CPU ') for a in engine['placement']['actors'])
+    assert 'on Ray' in engine['reproducibility'] and 'generation cache are reproducible, always' in \
+        engine['reproducibility']
+    assert 'placement' not in json.loads((tmp_path / 'here' / 'settings.json').read_text())['engines']['gemma3-270m']
