@@ -85,8 +85,9 @@ def test_a_backend_that_cannot_be_built_is_named_with_its_node(cluster):
 
 def test_a_worker_raising_on_one_prompt_stops_the_run_naming_its_query_and_node(cluster, tmp_path):
     path = tmp_path / 'answers.sqlite'
-    # Two prompts per batch: 'question 7' shares its batch with another, and is still the one named.
-    with pu.backends.RayBackend(functools.partial(ScriptedBackend, fail_on='question 7'), replicas=2) as backend:
+    # Two prompts per batch: 'question 7' shares its batch with 'question 6', and is still the one named.
+    raising = functools.partial(ScriptedBackend, fail_on='question 7', batch_size=4)
+    with pu.backends.RayBackend(raising, replicas=2) as backend:
         cache = pu.GenerationCache(backend, path)
         with pytest.raises(BackendError) as raised:
             cache.answer(PROMPTS, SEEDS)

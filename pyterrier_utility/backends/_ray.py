@@ -363,10 +363,13 @@ class RayBackend(Backend):
                                                       else f'{self!r}: {type(e.cause).__name__}: {e.cause}')
                     continue
                 except ray.exceptions.RayActorError:
+                    # Which of the batches it held was being answered is not known: all are named.
+                    held = sorted([i] + [j for j, a in pending.values() if a == actor])
+                    prompts = [p for j in held for p in batches[j][0]]
                     failure = failure or BackendError(
                         f'{self!r}: the actor on {self._where(actor)} died (its process killed, out of memory, or its '
-                        f'node lost) answering a batch of {len(batches[i][0])} prompts (queries '
-                        f'{_queries(batches[i][0])}), restarted {self.max_restarts} times before (max_restarts)')
+                        f'node lost) holding {len(held)} batch{"es" * (len(held) > 1)} of {len(prompts)} prompts '
+                        f'(queries {_queries(prompts)}), restarted {self.max_restarts} times before (max_restarts)')
                     continue
                 yield i, result
                 if failure is None:
