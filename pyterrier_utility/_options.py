@@ -4,7 +4,7 @@ config fields."""
 import argparse
 from typing import Any, Dict, List, Tuple
 
-from .errors import UtilityError
+from .errors import SettingError, UtilityError
 from .settings import FIELDS, LabelSet
 from .vocabulary import (
     AGGREGATIONS,
@@ -16,6 +16,7 @@ from .vocabulary import (
     ORDERING_NAMES,
     PROMPT_FORMAT_NAMES,
     QUALITIES,
+    RAY_ADDRESSES,
     RERANKERS,
     SUBMEASURES,
     SYSTEMS,
@@ -53,6 +54,14 @@ def or_none(parse):
     def parse_or_none(text: str):
         return NOT_SENT if text.lower() == 'none' else parse(text)
     return parse_or_none
+
+
+def ray_address(text: str) -> str:
+    """A Ray cluster: one of :data:`~pyterrier_utility.vocabulary.RAY_ADDRESSES` or ``[ray://]HOST:PORT``."""
+    if text not in RAY_ADDRESSES and ':' not in text:
+        raise argparse.ArgumentTypeError(f"a Ray cluster is {' or '.join(map(repr, RAY_ADDRESSES))} or HOST:PORT, "
+                                         f'got {text!r}')
+    return text
 
 
 def _run(text: str):
@@ -155,6 +164,15 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          'vllm, openai and llamacpp readers: compute every answer alone (one sequence or request at a time per '
          'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),
     ],
+    'ray': [
+        (('--ray',), 'ray', dict(type=ray_address, metavar='ADDRESS'),
+         "generate on a Ray cluster: 'auto' (the one this machine is a node of, started with ray start), 'local' (a "
+         'new one here, on 127.0.0.1) or HOST:PORT; the same answers and tables as in process (default: in process)'),
+        (('--replicas',), 'replicas', dict(type=number(int, 1), metavar='N'),
+         "with --ray: copies of the reader, each in a Ray actor of its own (default: 1)"),
+        (('--replica-gpus',), 'replica_gpus', dict(type=number(float, 0), metavar='N'),
+         'with --ray: GPUs per copy (default: 0; vllm: readers, --tensor-parallel-size)'),
+    ],
     'scoring and output': [
         (('--quality',), 'quality', dict(choices=QUALITIES),
          "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
@@ -184,17 +202,21 @@ def shown(value) -> str:
     return str(value)
 
 
+#: Options that say where the reader runs, not what is computed (a study gives the same answers and
+#: tables in process and on Ray): the command hands them to the driver (:func:`placement`), not to the
+#: config.
+PLACEMENT = ('ray', 'replicas', 'replica_gpus')
 #: The study's options that a command does not take.
 LEFT_OUT = {'study': (),
             'experiment': ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction', 'min_n',
-                           'title'),
+                           'title') + PLACEMENT,
             'attribute': ('figure_ks', 'orderings', 'no_reverse', 'windows', 'window_grid', 'fig4_k', 'ndcg_order',
-                          'correction', 'min_n', 'title')}
+                          'correction', 'min_n', 'title') + PLACEMENT}
 
 
 def given(args: argparse.Namespace) -> dict:
     """The settings given explicitly on the command line, as config fields."""
-    fields = {field for options in OPTIONS.values() for _, field, _, _ in options}
+    fields = {field for options in OPTIONS.values() for _, field, _, _ in options} - set(PLACEMENT)
     out = {name: value for name, value in vars(args).items() if name in fields and value is not None}
     out.update({name: None for name in FIELDS if out.get(name) == NOT_SENT})
     if out.pop('no_reverse', None):
@@ -204,3 +226,14 @@ def given(args: argparse.Namespace) -> dict:
         if name in out:
             out[name] = tuple(out[name])
     return out
+
+
+def placement(args: argparse.Namespace) -> dict:
+    """Where the reader runs, as the driver's keywords: ``{}`` in process, else the Ray cluster
+    (``ray``), its ``replicas`` and their ``replica_gpus``; a :class:`SettingError` for --replicas or
+    --replica-gpus without --ray."""
+    given_here = {name: getattr(args, name, None) for name in PLACEMENT}
+    given_here = {name: value for name, value in given_here.items() if value is not None}
+    if given_here and 'ray' not in given_here:
+        raise SettingError(f"{', '.join('--' + n.replace('_', '-') for n in given_here)} needs --ray")
+    return given_here

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._options import LEFT_OUT, OPTIONS, given, number, shown
+from ._options import LEFT_OUT, OPTIONS, PLACEMENT, given, number, placement, shown
 from .errors import UtilityError
 from .experiment import config as cfg
 from .settings import FIELDS
@@ -38,7 +38,7 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, command
                 continue
             default, paper = (getattr(c.decoding if field in FIELDS else c, field, None) for c in (base, cfg.PAPER))
             note = f' (default: {shown(default)}; --preset paper: {shown(paper)})' \
-                if field not in ('runs', 'no_reverse', 'verbose', 'out', 'title') else ''
+                if field not in ('runs', 'no_reverse', 'verbose', 'out', 'title') + PLACEMENT else ''
             group.add_argument(*flags, dest=field, help=text + note, **kwargs)
 
 
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             return report(args)
         config = config_of(args, args.base)
         if args.command == 'study':
-            driver.study(config, argv=sys.argv[1:] if argv is None else list(argv))
+            driver.study(config, argv=sys.argv[1:] if argv is None else list(argv), **placement(args))
         elif args.command == 'attribute':
             from .experiment import attribution
             attribution.attribute(config, args.method, args.budget, argv=sys.argv[1:] if argv is None else list(argv))

@@ -4,10 +4,14 @@ What is to be generated is grouped into the backend's batches (:func:`~pyterrier
 _base.work_batches`, every seed of a prompt in one call), each prompt answered with its own seed
 (:func:`generate_seeded`), and what the backend returns is checked (one string per prompt, not an
 error marker, encodable as UTF-8) before anything is kept. When a backend fails part-way (a server
-going away, or Ctrl-C), the answers it completed are kept before the error goes on.
-:class:`~pyterrier_utility.GenerationCache` hands it what it lacks and stores what comes back.
+going away, or Ctrl-C), the answers it completed are kept before the error goes on. A backend with
+workers of its own (:class:`~pyterrier_utility.protocols.StreamingBackend`, such as
+:class:`~pyterrier_utility.backends.RayBackend`) is given the same batches at once, each answered
+whole by :func:`generate_seeded` on a worker, and hands each back as it completes: it is checked and
+kept here, as it arrives. :class:`~pyterrier_utility.GenerationCache` hands it what it lacks and stores what comes back.
 """
 from dataclasses import replace
+from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence
 
 import pyterrier as pt
@@ -17,7 +21,7 @@ from pyterrier_rag.backend import Backend
 from ._util import encodable
 from .backends._base import Answer, cut_at_stop, work_batches
 from .errors import BackendError
-from .protocols import supports_seeds
+from .protocols import StreamingBackend, supports_seeds
 
 #: Texts that third-party backends return in place of an answer when a request failed
 #: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
@@ -89,17 +93,31 @@ def generate_batches(backend: Backend, todo: Dict[str, Dict[str, int]], max_new_
                      verbose: bool = False) -> Dict[str, Answer]:
     """Generates ``todo`` (prompt -> key -> seed) in the backend's batches and returns key -> answer;
     each batch's answers go to ``keep`` as the batch completes (with a progress bar counting answers
-    when ``verbose``).
+    when ``verbose``). A :class:`~pyterrier_utility.protocols.StreamingBackend` is given every batch
+    at once and answers them on its workers with :func:`generate_seeded`, in any order.
 
     On a :class:`~pyterrier_utility.errors.BackendError` or a Ctrl-C, the answers the failed batch
     completed (those a backend attaches to the error as ``completed``, checked as any other) go to
     ``keep`` before the error goes on; a ``BackendError`` then says how many were kept."""
     prompts = list(todo)
+    chunks = [[(k, prompts[i], s) for i in group for k, s in todo[prompts[i]].items()]
+              for group in work_batches(backend, prompts, [len(todo[p]) for p in prompts])]
     found: Dict[str, Answer] = {}
     total = sum(len(t) for t in todo.values())
     with pt.tqdm(total=total, desc='answers', unit='answer', disable=not verbose or not total) as progress:
-        for group in work_batches(backend, prompts, [len(todo[p]) for p in prompts]):
-            chunk = [(k, prompts[i], s) for i in group for k, s in todo[prompts[i]].items()]
+        if isinstance(backend, StreamingBackend):
+            call = partial(generate_seeded, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences)
+            try:
+                for i, outs in backend.stream(call, [([p for _, p, _ in c], [s for _, _, s in c]) for c in chunks]):
+                    new = {k: a for (k, _, _), a in zip(chunks[i], checked_answers(backend, outs, len(chunks[i])))}
+                    keep(new)
+                    found.update(new)
+                    progress.update(len(new))
+            except BackendError as e:
+                raise BackendError(f'{e} [{len(found)} answers of the batches completed are in the cache; a re-run '
+                                   'generates only what is missing]') from e
+            return found
+        for chunk in chunks:
             try:
                 answers = generate_seeded(backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
                                           max_new_tokens, stop_sequences)

@@ -8,7 +8,20 @@ code asks ``isinstance(backend, KeyedBackend)`` (or the accessors below) and not
 Every ability is optional: any :class:`pyterrier_rag.backend.Backend` drives the Reader, with
 defaults that are always correct (one prompt order, no seeds, no prompt fitting).
 """
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    runtime_checkable,
+)
 
 import numpy as np
 
@@ -46,6 +59,17 @@ class OrderedBackend(Protocol):
     """Answers best in its own prompt order (a sort key: prompts sharing a prefix together)."""
 
     def prompt_order(self, prompt: str): ...
+
+
+@runtime_checkable
+class StreamingBackend(Protocol):
+    """Answers many batches at once on workers of its own, each holding a copy of a backend
+    (:class:`~pyterrier_utility.backends.RayBackend`): ``call(backend, prompts, seeds)`` runs for each
+    batch, whole, on one worker, and ``(index, result)`` comes back as each completes, in any order.
+    The generation cache stays the one writer: it stores each batch's answers as they arrive."""
+
+    def stream(self, call: Callable[[Any, List[str], List[int]], list],
+               batches: Sequence[Tuple[List[str], List[int]]]) -> Iterator[Tuple[int, list]]: ...
 
 
 @runtime_checkable

@@ -23,6 +23,9 @@ ENGINES = ('huggingface', 'openai', 'vllm', 'llamacpp')
 SERVER_ENGINES = ('openai', 'llamacpp')
 #: How a server is asked: the raw prompt (``/v1/completions``) or a chat message (``/v1/chat/completions``).
 ENDPOINTS = ('completions', 'chat')
+#: The Ray clusters ``--ray`` names without an address: the one this machine is a node of (``ray start``),
+#: or a new one started by the command, every node on 127.0.0.1 (:func:`~pyterrier_utility.backends._ray.connect`).
+RAY_ADDRESSES = ('auto', 'local')
 
 # Systems and the contexts they give.
 #: The systems a study can run (besides saved runs), in the order they are reported.

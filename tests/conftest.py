@@ -57,6 +57,7 @@ def pytest_configure(config):
             ('server', 'starts a real OpenAI-compatible server process'),
             ('browser', 'drives headless Chromium'),
             ('slow', 'runs a study or generates with a real model: more than a few seconds'),
+            ('ray', 'starts a two-node Ray cluster on 127.0.0.1: skipped where ray is not installed'),
             ('gpu', 'needs a GPU: skipped without one')):
         config.addinivalue_line('markers', f'{marker}: {meaning}')
 

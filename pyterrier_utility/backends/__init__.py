@@ -4,6 +4,7 @@
 - :class:`OpenAICompatibleBackend`: any OpenAI-compatible server, or a pool of them.
 - :class:`VLLMBackend`: vLLM in this process, on one GPU node or with vLLM's CPU build.
 - :class:`LlamaCppServerBackend`: llama.cpp's server, the decoding under its field names.
+- :class:`RayBackend`: any of these as a pool of Ray actors, past one machine.
 - :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
 
 Any other :class:`pyterrier_rag.backend.Backend` drives the Reader too.
@@ -18,6 +19,7 @@ from ._base import Answer, cut_at_stop
 from ._llamacpp import LlamaCppServerBackend
 from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
+from ._ray import RayBackend
 from ._vllm import VLLMBackend
 from .hf import CausalLMBackend
 
@@ -74,5 +76,5 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
 
 
 __all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'LlamaCppServerBackend', 'OFFLINE_READERS',
-           'OpenAICompatibleBackend', 'VLLMBackend', 'check_reader', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf',
-           'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m']
+           'OpenAICompatibleBackend', 'RayBackend', 'VLLMBackend', 'check_reader', 'cut_at_stop', 'gemma3_270m',
+           'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m']

@@ -120,6 +120,14 @@ def cut_at_stop(text: str, stop_sequences: Optional[Sequence[str]]) -> str:
     return text.strip()
 
 
+def query_of(prompt: str) -> str:
+    """A prompt's question, for messages: what follows its last ``Question:`` (every prompt format puts
+    the question last), to the end of that line; without one, the prompt's last 80 characters."""
+    _, found, rest = prompt.rpartition('Question:')
+    lines = rest.strip().splitlines()
+    return repr(lines[0].strip().strip('"')[:200]) if found and lines else f'(the prompt ending {prompt[-80:]!r})'
+
+
 def work_batches(backend: Backend, prompts: Sequence[str], answers: Sequence[int]) -> List[List[int]]:
     """The indices of ``prompts`` in the order and groups a backend answers them best: ordered by its
     ``prompt_order`` (:class:`~pyterrier_utility.protocols.OrderedBackend`: prompts sharing a prefix

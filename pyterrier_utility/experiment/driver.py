@@ -80,10 +80,15 @@ def load_collection(name: str, config: StudyConfig):
     return dataset, qrels, topics, config
 
 
-def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None) -> Reader:
+def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None, ray: Optional[str] = None,
+                 replicas: int = 1, replica_gpus: float = 0) -> Reader:
     """The reader ``name`` of the config: its backend (every decoding setting in it) behind a
-    generation cache (one file for every reader: keys hold the model)."""
-    backend = backends.get_backend(name, **config.backend_options(name))
+    generation cache (one file for every reader: keys hold the model); with ``ray`` (a cluster's
+    address), the backend in ``replicas`` Ray actors of ``replica_gpus`` GPUs each
+    (:class:`~pyterrier_utility.backends.RayBackend`), its answers and cache keys the same."""
+    options = config.backend_options(name)
+    backend = (backends.RayBackend(name, replicas, num_gpus=replica_gpus, address=ray, **options) if ray
+               else backends.get_backend(name, **options))
     return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
                   prompt_format=config.prompt_format, verbose=True)
 
@@ -147,16 +152,23 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     for name, engine in engines.items():
         say(f'{name}: {engine["reproducibility"]}'
             + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
+        if engine.get('placement'):
+            actors = engine['placement']['actors']
+            say(f'{name}: on Ray, {len(actors)} replicas: ' + '; '.join(
+                f"node {a['node_id'][:12]} ({a['ip']}): {a['device']}" for a in actors))
     return record
 
 
 def engine_record(backend) -> dict:
-    """What a run records of its engine: whether fresh generation is reproducible, and the engine
-    settings the backend chose (e.g. vLLM's CPU build without chunked prefill)."""
+    """What a run records of its engine: whether fresh generation is reproducible, the engine
+    settings the backend chose (e.g. vLLM's CPU build without chunked prefill) and, on Ray, where it
+    ran (the replicas, each one's node and device)."""
     record = {'reproducibility': getattr(backend, 'reproducibility', None)
               or 'not stated by the backend: answers reproducible from the generation cache only'}
     if getattr(backend, 'engine_settings', None):
         record['settings'] = dict(backend.engine_settings)
+    if getattr(backend, 'placement', None):
+        record['placement'] = dict(backend.placement)
     return record
 
 
@@ -172,15 +184,16 @@ def decoding_sources(config: StudyConfig) -> Dict[str, str]:
             else f'this run (the preset has {getattr(preset, name)!r})' for name in FIELDS}
 
 
-def run(config: StudyConfig, argv: Optional[list] = None) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
+def run(config: StudyConfig, argv: Optional[list] = None, **placement) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
     """Runs the study of ``config`` (its generation cache in ``config.out``); returns the results
     (their ``settings`` what ``settings.json`` will hold) and, when COS-Mix is a system, its branch
-    per query and k."""
+    per query and k. ``placement``: where the readers run (:func:`build_reader`'s ``ray``,
+    ``replicas``, ``replica_gpus``; none: in process)."""
     out = Path(config.out)
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
-    readers = {r: build_reader(config, r, out / 'generations.sqlite') for r in config.readers}
+    readers = {r: build_reader(config, r, out / 'generations.sqlite', **placement) for r in config.readers}
     record = announce('study', config, readers, out, argv)
     record['studied_as'] = {name: {'label_sets': [str(x) for x in c.label_sets], 'systems': list(c.systems)}
                             for name, (_, _, _, c) in collections.items() if c != config}
@@ -246,11 +259,12 @@ def _scorer(name: str) -> BertScore:
         raise SettingError(f'--scorer {name!r} cannot be loaded ({type(e).__name__}: {e})') from None
 
 
-def study(config: StudyConfig, argv: Optional[list] = None) -> StudyResults:
-    """The ``study`` command: runs, saves and prints Table 1 in the paper's layout."""
+def study(config: StudyConfig, argv: Optional[list] = None, **placement) -> StudyResults:
+    """The ``study`` command: runs (in process, or where ``placement`` says: see :func:`run`), saves
+    and prints Table 1 in the paper's layout."""
     start = time.time()
     with owned(Path(config.out)):
-        results, branches = run(config, argv)
+        results, branches = run(config, argv, **placement)
         written = save(results, config, branches)
     if branches is not None:
         share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())

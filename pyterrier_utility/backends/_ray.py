@@ -1,0 +1,411 @@
+"""Generation past one machine: a pool of Ray actors, each holding one of this package's backends.
+
+This process (the driver) forms the batches the backend would form in process
+(:func:`~pyterrier_utility.backends._base.work_batches`), sends each whole to one actor, and hands
+each batch's answers to the generation cache, the one writer, as it completes: actors never touch
+the cache file, and a driver or actor that dies loses at most the batches in flight. Each actor
+builds its backend once and keeps it for the life of the :class:`RayBackend`.
+
+Ray's actors, not Ray Data's ``map_batches``: a Ray Data actor pool lives for one execution of a
+dataset (measured with Ray 2.60: a second ``map_batches`` started new actors), so every call of the
+reader (a study makes several, a notebook many) would load the model again on every actor; and Ray
+Data hands a block to whichever actor is free, while prompts sharing a prefix should reach the actor
+that holds its KV cache. Nothing else is needed: ``ray.wait`` streams the results in the order they
+complete, and an actor's ``max_restarts`` and ``max_task_retries`` bound its restarts.
+"""
+import copy
+import functools
+import inspect
+import os
+import platform
+import sys
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from pyterrier_rag.backend import Backend
+
+from .._util import check, check_int
+from ..errors import BackendError, SettingError
+from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
+from ..settings import Decoding, engine_of
+from ._base import query_of, work_batches
+
+#: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
+#: (Ray reads it once, when imported; by default a node advertises the machine's network address).
+LOOPBACK = 'RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'
+#: Batches sent ahead to each actor: one being answered and one waiting, so that no actor idles
+#: between two batches; at most these are lost when the driver dies.
+AHEAD = 2
+#: The environment of a quiet actor (``verbose=False``): transformers' progress bars and notices off,
+#: as the command line has them in its own process.
+QUIET = {'HF_HUB_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error'}
+
+
+def connect(address: Optional[str] = None):
+    """The ``ray`` module, connected: ``address`` ``'auto'`` joins the cluster this machine is a node
+    of (``ray start``), ``'local'`` starts one in this process with every node on 127.0.0.1, and
+    ``'HOST:PORT'`` or ``'ray://HOST:PORT'`` names one; ``None`` keeps the cluster this process is
+    connected to, else leaves the choice to Ray (``$RAY_ADDRESS``, a cluster started on this machine,
+    else a new one). A process connected already stays on its cluster."""
+    if address == 'local' and 'ray' not in sys.modules:
+        os.environ.setdefault(LOOPBACK, '0')
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("RayBackend needs Ray: pip install 'pyterrier-utility[ray]'") from e
+    if not ray.is_initialized():
+        if address == 'local':
+            ray.init(address=address, include_dashboard=False)
+        else:
+            ray.init(address=address)
+    return ray
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the driver knows of the actors' backend: what determines its answers (``generation_key``,
+    ``decoding``) and how it orders, batches and fits prompts, as the actor that built it reports."""
+    name: str
+    model_id: str
+    generation_key: Dict[str, object]
+    decoding: Decoding
+    decoding_fields: frozenset
+    batch_size: Optional[int]
+    order: Optional[Callable[[str], Any]]
+    tokenizer: Any
+    max_input_length: int
+    reproducibility: Optional[str]
+    engine_settings: Optional[Dict[str, object]]
+
+
+def _built(spec: str, **kwargs) -> Backend:
+    """The backend named ``spec`` (on an actor)."""
+    from . import get_backend
+    return get_backend(spec, **kwargs)
+
+
+def _answered(backend: Backend, prompts: List[str], seeds: List[int], max_new_tokens: Optional[int],
+              stop_sequences: Optional[List[str]]) -> list:
+    """One batch answered by an actor's backend, for :meth:`RayBackend.generate`."""
+    return backend.generate(prompts, seeds=seeds, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences)
+
+
+def _device() -> str:
+    """The device an actor computes on: the GPUs Ray gave it, else the CPU and torch's threads."""
+    import ray
+    import torch
+    if ray.get_gpu_ids() and torch.cuda.is_available():
+        return 'GPU ' + ', '.join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    try:
+        with open('/proc/cpuinfo') as info:
+            cpu = next(line.split(':', 1)[1].strip() for line in info if line.startswith('model name'))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or platform.machine()
+    return f'CPU {cpu}, {torch.get_num_threads()} torch threads'
+
+
+def _queries(prompts: Sequence[str]) -> str:
+    """The queries of a batch's prompts, for messages (the first three)."""
+    distinct = list(dict.fromkeys(prompts))
+    more = f' and {len(distinct) - 3} more' if len(distinct) > 3 else ''
+    return ', '.join(query_of(p) for p in distinct[:3]) + more
+
+
+class Replica:
+    """One actor of a :class:`RayBackend`: builds the backend once (the copies with other decoding
+    settings when first asked for) and answers whole batches. A failure to build is reported when
+    the driver first asks, naming the node."""
+
+    def __init__(self, factory: Callable[..., Backend], kwargs: Dict[str, Any]):
+        import ray
+        self.node = {'node_id': ray.get_runtime_context().get_node_id(), 'ip': ray.util.get_node_ip_address(),
+                     'device': _device()}
+        self.where = f"node {self.node['node_id'][:12]} ({self.node['ip']})"
+        self.variants: Dict[tuple, Backend] = {}
+        self.failure: Optional[str] = None
+        try:
+            backend = factory(**kwargs)
+            check(isinstance(backend, DecodingBackend), 'RayBackend',
+                  f'runs the backends of this package (a Decoding and a generation key), not {backend!r}')
+            self.variants[()] = backend
+        except Exception as e:
+            self.failure = f'on {self.where}: the backend could not be built: {type(e).__name__}: {e}'
+
+    def _backend(self, changes: Dict[str, Any]) -> Backend:
+        if self.failure is not None:
+            raise BackendError(self.failure)
+        key = tuple(sorted(changes.items()))
+        if key not in self.variants:
+            self.variants[key] = self.variants[()].with_settings(**changes)  # type: ignore[attr-defined]
+        return self.variants[key]
+
+    def describe(self, changes: Dict[str, Any]) -> Tuple[Profile, Dict[str, str]]:
+        """The profile of the backend with ``changes`` to its decoding, and this actor's node."""
+        backend = self._backend(changes)
+        order = None
+        if isinstance(backend, OrderedBackend):
+            order = inspect.getattr_static(type(backend), 'prompt_order')
+            check(isinstance(order, staticmethod), 'RayBackend',
+                  f'{backend!r} orders prompts with a method of the instance; the driver needs a staticmethod')
+            order = type(backend).prompt_order
+        return Profile(name=repr(backend), model_id=backend.model_id, generation_key=backend.generation_key,
+                       decoding=backend.decoding, decoding_fields=frozenset(backend.DECODING_FIELDS),
+                       batch_size=backend.batch_size if isinstance(backend, BatchedBackend) else None, order=order,
+                       tokenizer=getattr(backend, 'tokenizer', None), max_input_length=backend.max_input_length,
+                       reproducibility=getattr(backend, 'reproducibility', None),
+                       engine_settings=getattr(backend, 'engine_settings', None)), self.node
+
+    def run(self, changes: Dict[str, Any], call: Callable, prompts: List[str], seeds: List[int]) -> list:
+        """``call(backend, prompts, seeds)``; a failure as one line naming the node and the query."""
+        backend = self._backend(changes)
+        try:
+            return call(backend, prompts, seeds)
+        except Exception as e:
+            raise BackendError(self._failed(backend, call, prompts, seeds, e)) from None
+
+    def _failed(self, backend: Backend, call: Callable, prompts: List[str], seeds: List[int], error: Exception) -> str:
+        """What failed, on one line. In a batch of several prompts, an error that does not come from the
+        backend's own checks (a BackendError says what failed) is found by answering each prompt alone,
+        the answers discarded; the first that fails is named."""
+        distinct = list(dict.fromkeys(prompts))
+        culprit = distinct[0] if len(distinct) == 1 else None
+        if culprit is None and not isinstance(error, BackendError):
+            for prompt in distinct:
+                rows = [i for i, p in enumerate(prompts) if p == prompt]
+                try:
+                    call(backend, [prompt] * len(rows), [seeds[i] for i in rows])
+                except Exception:
+                    culprit = prompt
+                    break
+        what = (f'the prompt of the query {query_of(culprit)}' if culprit is not None
+                else f'a batch of {len(distinct)} prompts (queries {_queries(prompts)})')
+        said = ' '.join(f'{type(error).__name__}: {error}'.split())
+        return f'on {self.where}, answering {what}: {said}'
+
+
+class RayBackend(Backend):
+    """One of this package's backends as a pool of Ray actors (replicas), on one machine or a cluster.
+
+    Each actor builds the backend once (``get_backend(backend, **backend_kwargs)``, or the function
+    given) and answers whole batches. Behind a :class:`~pyterrier_utility.GenerationCache` the
+    batches are those the backend forms in process, prompts sharing a prefix together (the k-sweep of
+    one system and query): consecutive batches go to the same actor, so its prefix cache serves them,
+    and an actor done with its own takes the last batches of the busiest. The driver stores each
+    batch's answers as it arrives. Its ``generation_key`` and ``decoding`` are the backend's, so one
+    cache file serves a run in process and on Ray alike, and a study resumes on either.
+
+    Failures: an actor whose process dies (killed, out of memory, its node lost) is restarted up to
+    ``max_restarts`` times and the batches it held are sent to it again; past that, or when the backend
+    raises on a prompt, nothing more is sent, the batches in flight finish and are stored, and a
+    :class:`~pyterrier_utility.errors.BackendError` names the node and the prompt's query (a batch's
+    prompts are tried one at a time to find it). A re-run generates only what is missing.
+
+    Args:
+        backend: a reader name (``'gemma3-270m'``, ``'vllm:MODEL'``, ``'openai:MODEL'``, ...), or a
+            picklable function building a backend of this package from ``backend_kwargs``.
+        replicas: the actors, each with its own copy of the backend (and model).
+        num_gpus: GPUs per actor (vLLM's ``tensor_parallel_size`` of them for ``vllm:``).
+        num_cpus: CPUs per actor; Ray gives an actor's torch that many threads.
+        address: the cluster: ``'auto'`` (this machine's, started with ``ray start``), ``'local'`` (a new
+            one here, on 127.0.0.1), ``'HOST:PORT'``; ``None``: the one this process is connected to, else
+            Ray's choice (see :func:`connect`).
+        max_restarts: restarts of an actor whose process died, each resending the batches it held.
+        verbose: the actors' transformers progress bars and notices shown (off: as the command line
+            has them).
+        **backend_kwargs: the backend's settings (``temperature``, ``max_new_tokens``, ``batch_size``,
+            ``base_urls``, ...), given to it on every actor.
+
+    Example::
+
+        backend = RayBackend('gemma3-270m', replicas=2, address='auto', max_new_tokens=48)
+        reader = pyterrier_utility.Reader(pyterrier_utility.GenerationCache(backend, 'answers.sqlite'))
+    """
+    supports_seeds = True
+
+    def __init__(self, backend: Union[str, Callable[..., Backend]], replicas: int = 1, *, num_gpus: float = 0,
+                 num_cpus: float = 1, address: Optional[str] = None, max_restarts: int = 2, verbose: bool = False,
+                 **backend_kwargs):
+        check_int('RayBackend', 'replicas', replicas, 1)
+        check_int('RayBackend', 'max_restarts', max_restarts, 0)
+        check(num_cpus > 0 and num_gpus >= 0, 'RayBackend', f'num_cpus must be > 0 and num_gpus >= 0, got '
+                                                            f'{num_cpus} and {num_gpus}')
+        if isinstance(backend, str):
+            engine_of(backend)
+            factory: Callable[..., Backend] = functools.partial(_built, backend)
+        elif callable(backend) and not isinstance(backend, Backend):
+            factory = backend
+        else:
+            raise SettingError(f'RayBackend: backend must be a reader name or a function building a backend on each '
+                               f'actor, got {backend!r}')
+        ray = connect(address)
+        total = ray.cluster_resources()
+        short = [f'{replicas * need:g} {name}s' for name, need in (('CPU', num_cpus), ('GPU', num_gpus))
+                 if replicas * need > total.get(name, 0)]
+        check(not short, 'RayBackend', f'{replicas} replicas of {num_cpus:g} CPUs and {num_gpus:g} GPUs each need '
+                                       f'{" and ".join(short)}; the cluster has {total.get("CPU", 0):g} CPUs and '
+                                       f'{total.get("GPU", 0):g} GPUs')
+        self.num_cpus, self.num_gpus, self.max_restarts = num_cpus, num_gpus, max_restarts
+        actor = ray.remote(Replica).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=max_restarts,
+                                            max_task_retries=max_restarts,
+                                            runtime_env=None if verbose else {'env_vars': QUIET})
+        self._actors = [actor.remote(factory, backend_kwargs) for _ in range(replicas)]
+        self._changes: Dict[str, Any] = {}
+        try:
+            described = [ray.get(a.describe.remote({})) for a in self._actors]
+        except ray.exceptions.RayTaskError as e:
+            self.close()
+            raise BackendError(f'RayBackend({backend!r}) {e.cause}') from None
+        #: Each actor's node: its id, address and device (``settings.json`` records them).
+        self.nodes = [node for _, node in described]
+        profile = described[0][0]
+        other = next((i for i, (p, _) in enumerate(described) if p.generation_key != profile.generation_key), None)
+        if other is not None:
+            self.close()
+            raise SettingError(f'RayBackend: the backends built on {self._where(0)} and {self._where(other)} differ in '
+                               f'what determines their answers ({profile.generation_key} and '
+                               f'{described[other][0].generation_key}): fix what differs (e.g. dtype=) or use alike '
+                               'nodes')
+        super().__init__(profile.model_id, max_input_length=profile.max_input_length,
+                         max_new_tokens=profile.decoding.max_new_tokens, verbose=verbose)
+        self._apply(profile)
+
+    def _apply(self, profile: Profile) -> None:
+        self.profile = profile
+        self.decoding = profile.decoding
+        self.DECODING_FIELDS = profile.decoding_fields
+        self.max_new_tokens = profile.decoding.max_new_tokens
+        if profile.batch_size is not None:
+            self.batch_size = profile.batch_size
+        if profile.tokenizer is not None:
+            self.tokenizer = profile.tokenizer
+        if profile.engine_settings:
+            self.engine_settings = profile.engine_settings
+
+    @property
+    def generation_key(self) -> Dict[str, object]:
+        """The backend's: answers generated in process and on Ray share a cache."""
+        return self.profile.generation_key
+
+    def prompt_order(self, prompt: str):
+        """The backend's prompt order (by length when it has none, as in process)."""
+        return self.profile.order(prompt) if self.profile.order is not None else len(prompt)
+
+    def with_settings(self, **changes) -> 'RayBackend':
+        """A copy answering with other decoding settings, on the same actors (each makes its backend's
+        ``with_settings`` copy, the model shared, when first asked).
+
+        Example::
+
+            greedy = backend.with_settings(temperature=0)
+        """
+        import ray
+        clone = copy.copy(self)
+        clone._changes = dict(self._changes, **changes)
+        clone._apply(ray.get(self._actors[0].describe.remote(clone._changes))[0])
+        return clone
+
+    @property
+    def reproducibility(self) -> str:
+        """What generating the same prompts with the same seeds again gives, in one sentence."""
+        return (f'{self.profile.reproducibility or "not stated by the backend"}; on Ray, each batch is the one the '
+                f'backend forms in process and is answered whole by one actor (torch with {self.num_cpus:g} threads '
+                'per CPU actor), so fresh answers equal an in-process run\'s on the same device and torch build; '
+                'across nodes with other devices they are not promised; answers in the generation cache are '
+                'reproducible, always')
+
+    @property
+    def placement(self) -> Dict[str, object]:
+        """Where answers are computed, for ``settings.json``: Ray, the replicas and each one's node and device."""
+        return {'runner': 'ray', 'replicas': len(self.nodes), 'num_cpus': self.num_cpus, 'num_gpus': self.num_gpus,
+                'max_restarts': self.max_restarts, 'actors': list(self.nodes)}
+
+    def _where(self, actor: int) -> str:
+        node = self.nodes[actor]
+        return f"node {node['node_id'][:12]} ({node['ip']})"
+
+    def stream(self, call: Callable[[Backend, List[str], List[int]], list],
+               batches: Sequence[Tuple[List[str], List[int]]]) -> Iterator[Tuple[int, list]]:
+        """Runs ``call(backend, prompts, seeds)`` for each batch on the actors, each batch whole on one,
+        and yields ``(index, result)`` as each completes.
+
+        Batch i of n goes first to actor ``i * replicas // n``; an actor done with its own takes the last
+        batch of the actor with the most left. On a failure nothing more is sent, the batches in flight
+        finish and are yielded, then a :class:`~pyterrier_utility.errors.BackendError` names the node and
+        what failed. Closing the generator (an error in the caller, Ctrl-C) cancels the batches not
+        yet begun."""
+        import ray
+        count = len(self._actors)
+        queues: List[Deque[int]] = [deque(range(a * len(batches) // count, (a + 1) * len(batches) // count))
+                                    for a in range(count)]
+        pending: Dict[Any, Tuple[int, int]] = {}
+        failure: Optional[BackendError] = None
+
+        def send(actor: int) -> None:
+            while sum(a == actor for _, a in pending.values()) < AHEAD:
+                queue = queues[actor] or max(queues, key=len)
+                if not queue:
+                    return
+                i = queue.popleft() if queue is queues[actor] else queue.pop()
+                prompts, seeds = batches[i]
+                pending[self._actors[actor].run.remote(self._changes, call, prompts, seeds)] = (i, actor)
+
+        try:
+            for actor in range(count):
+                send(actor)
+            while pending:
+                [ref], _ = ray.wait(list(pending), num_returns=1)
+                i, actor = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:
+                    failure = failure or BackendError(f'{self!r} {e.cause}' if isinstance(e.cause, BackendError)
+                                                      else f'{self!r}: {type(e.cause).__name__}: {e.cause}')
+                    continue
+                except ray.exceptions.RayActorError:
+                    # Which of the batches it held was being answered is not known: all are named.
+                    held = sorted([i] + [j for j, a in pending.values() if a == actor])
+                    prompts = [p for j in held for p in batches[j][0]]
+                    failure = failure or BackendError(
+                        f'{self!r}: the actor on {self._where(actor)} died (its process killed, out of memory, or its '
+                        f'node lost) holding {len(held)} batch{"es" * (len(held) > 1)} of {len(prompts)} prompts '
+                        f'(queries {_queries(prompts)}), restarted {self.max_restarts} times before (max_restarts)')
+                    continue
+                yield i, result
+                if failure is None:
+                    send(actor)
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+        if failure is not None:
+            raise failure
+
+    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None, return_logprobs: bool = False,
+                 max_new_tokens: Optional[int] = None, stop_sequences: Optional[List[str]] = None,
+                 num_responses: int = 1) -> list:
+        """Answers ``inps``, one seed each, in the backend's batches on the actors."""
+        if return_logprobs or num_responses != 1:
+            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
+        seeds = list(seeds) if seeds is not None else [0] * len(inps)
+        groups = work_batches(self, inps, [1] * len(inps))
+        call = functools.partial(_answered, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences)
+        answers: Dict[int, Any] = {}
+        for i, outs in self.stream(call, [([inps[j] for j in g], [seeds[j] for j in g]) for g in groups]):
+            answers.update(zip(groups[i], outs))
+        return [answers[j] for j in range(len(inps))]
+
+    def close(self) -> None:
+        """Ends the actors, freeing their resources (copies made by :meth:`with_settings` share them)."""
+        import ray
+        for actor in self._actors:
+            ray.kill(actor)
+        self._actors = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f'RayBackend({self.profile.name if hasattr(self, "profile") else "..."}, replicas={len(self._actors)})'

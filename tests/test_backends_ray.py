@@ -1,0 +1,205 @@
+"""RayBackend on a two-node Ray cluster on 127.0.0.1: one actor per node, the offline reader's answers
+equal to the in-process backend's, and a worker raising or killed with SIGKILL ending with every
+answer already returned kept and a re-run generating exactly the rest."""
+import functools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+# Read by Ray once, when imported: every node of the test cluster on the loopback.
+os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
+ray = pytest.importorskip('ray')
+
+from support.scripted import ScriptedBackend  # noqa: E402
+
+import pyterrier_utility as pu  # noqa: E402
+from pyterrier_utility import cli  # noqa: E402
+from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
+from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
+
+pytestmark = pytest.mark.ray
+TESTS = Path(__file__).resolve().parent
+#: The scripted prompts: ten questions, one context each; two seeds each.
+PROMPTS = [PROMPT_FORMATS['plain'].build(f'question {i}', [f'document {i}']) for i in range(10)]
+SEEDS = [0, 1]
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    """A head node and one more, one CPU each; the workers import the package and tests/support."""
+    from ray.cluster_utils import Cluster
+    before = os.environ.get('PYTHONPATH')
+    os.environ['PYTHONPATH'] = os.pathsep.join([str(TESTS.parent), str(TESTS)] + ([before] if before else []))
+    nodes = Cluster(initialize_head=True, head_node_args={'num_cpus': 1, 'include_dashboard': False})
+    nodes.add_node(num_cpus=1)
+    ray.init(address=nodes.address)
+    yield nodes
+    ray.shutdown()
+    nodes.shutdown()
+    if before is None:
+        del os.environ['PYTHONPATH']
+    else:
+        os.environ['PYTHONPATH'] = before
+
+
+def answered(cache):
+    """Every scripted prompt's answers through ``cache``, as texts; and how many it generated."""
+    before = cache.generated
+    texts = [[a.text for a in row] for row in cache.answer(PROMPTS, SEEDS)]
+    return texts, cache.generated - before
+
+
+def stored(path) -> int:
+    return len(pu.GenerationCache(ScriptedBackend(), path))
+
+
+EXPECTED = [[f"'question {i}' #{s}" for s in SEEDS] for i in range(10)]
+
+
+def test_one_actor_on_each_of_two_nodes_on_the_loopback(cluster):
+    assert {n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']} == {'127.0.0.1'}
+    with pu.backends.RayBackend(ScriptedBackend, replicas=2) as backend:
+        assert len({a['node_id'] for a in backend.nodes}) == 2
+        assert {a['node_id'] for a in backend.nodes} == {n['NodeID'] for n in ray.nodes() if n['Alive']}
+        assert all(a['ip'] == '127.0.0.1' and a['device'].startswith('CPU ') for a in backend.nodes)
+        assert backend.generation_key == ScriptedBackend().generation_key
+        assert backend.placement['replicas'] == 2 and backend.placement['actors'] == backend.nodes
+        assert answered(pu.GenerationCache(backend)) == (EXPECTED, 20)
+        greedy = backend.with_settings(temperature=0)
+        assert greedy.generation_key == ScriptedBackend(temperature=0).generation_key
+        assert greedy.generate(PROMPTS[:3], seeds=[5, 6, 7]) == ScriptedBackend().generate(PROMPTS[:3], seeds=[5, 6, 7])
+
+
+def test_more_replicas_than_the_cluster_holds_is_refused_naming_its_resources(cluster):
+    with pytest.raises(SettingError, match='3 replicas of 1 CPUs and 0 GPUs each need 3 CPUs; the cluster has 2 CPUs'):
+        pu.backends.RayBackend(ScriptedBackend, replicas=3)
+
+
+def test_a_backend_that_cannot_be_built_is_named_with_its_node(cluster):
+    with pytest.raises(BackendError, match=r'on node \w+ \(127\.0\.0\.1\): the backend could not be built: '
+                                           r'SettingError: .*base_urls must be'):
+        pu.backends.RayBackend('openai:m', replicas=1, base_urls=['ftp://127.0.0.1'])
+
+
+def test_a_worker_raising_on_one_prompt_stops_the_run_naming_its_query_and_node(cluster, tmp_path):
+    path = tmp_path / 'answers.sqlite'
+    # Two prompts per batch: 'question 7' shares its batch with 'question 6', and is still the one named.
+    raising = functools.partial(ScriptedBackend, fail_on='question 7', batch_size=4)
+    with pu.backends.RayBackend(raising, replicas=2) as backend:
+        cache = pu.GenerationCache(backend, path)
+        with pytest.raises(BackendError) as raised:
+            cache.answer(PROMPTS, SEEDS)
+    message = str(raised.value)
+    assert '\n' not in message
+    assert "answering the prompt of the query 'question 7': ValueError: scripted failure" in message
+    assert any(f"node {a['node_id'][:12]} (127.0.0.1)" in message for a in backend.nodes)
+    kept = cache.generated
+    assert 0 < kept < 20 and stored(path) == kept
+    assert f'[{kept} answers of the batches completed are in the cache' in message
+    with pu.backends.RayBackend(ScriptedBackend, replicas=2) as backend:
+        assert answered(pu.GenerationCache(backend, path)) == (EXPECTED, 20 - kept)
+
+
+def killing(tmp_path):
+    """The scripted backend whose actor SIGKILLs itself on the batch of 'question 8', once (a file says
+    it has): each actor answers two batches (four answers) before it is sent that one."""
+    return functools.partial(ScriptedBackend, kill_on='question 8', marker=str(tmp_path / 'killed'))
+
+
+def test_a_worker_killed_mid_run_without_restarts_stops_it_and_a_rerun_generates_the_rest(cluster, tmp_path):
+    path = tmp_path / 'answers.sqlite'
+    with pu.backends.RayBackend(killing(tmp_path), replicas=2, max_restarts=0) as backend:
+        cache = pu.GenerationCache(backend, path)
+        with pytest.raises(BackendError, match=r"the actor on node \w+ \(127\.0\.0\.1\) died .*'question 8'.*"
+                                               r'restarted 0 times before'):
+            cache.answer(PROMPTS, SEEDS)
+    assert (tmp_path / 'killed').exists()
+    kept = cache.generated
+    assert 4 <= kept < 20 and stored(path) == kept
+    with pu.backends.RayBackend(ScriptedBackend, replicas=2) as backend:
+        assert answered(pu.GenerationCache(backend, path)) == (EXPECTED, 20 - kept)
+
+
+def test_a_worker_killed_mid_run_is_restarted_and_answers_the_batches_it_held(cluster, tmp_path):
+    path = tmp_path / 'answers.sqlite'
+    with pu.backends.RayBackend(killing(tmp_path), replicas=2, max_restarts=1) as backend:
+        assert answered(pu.GenerationCache(backend, path)) == (EXPECTED, 20)
+        assert (tmp_path / 'killed').exists()
+        assert stored(path) == 20
+        assert answered(pu.GenerationCache(backend, path)) == (EXPECTED, 0)
+
+
+@pytest.fixture(scope='module')
+def offline_prompts(cranfield):
+    """Four Cranfield queries, each with one and two contexts (the second prompt extends the first)."""
+    topics = cranfield.get_topics().head(4)
+    docnos = list(cranfield.get_qrels()['docno'].unique()[:8])
+    texts = [cranfield.texts[d][:300] for d in docnos]
+    return [PROMPT_FORMATS['plain'].build(q, texts[2 * i:2 * i + k]) for i, q in enumerate(topics['query'])
+            for k in (1, 2)]
+
+
+@pytest.mark.slow
+def test_the_offline_reader_on_ray_gives_the_in_process_answers_bit_for_bit(cluster, offline_prompts, tmp_path):
+    """Seeded sampling, two answers per prompt, batches of four answers: four batches over two actors,
+    each with one torch thread; in process, one torch thread too (see the Ray docs page)."""
+    import torch
+    settings = dict(max_new_tokens=8, batch_size=4, temperature=0.7)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local = pu.backends.gemma3_270m(**settings)
+        here = pu.GenerationCache(local, tmp_path / 'here.sqlite')
+        expected = here.answer(offline_prompts, SEEDS)
+    finally:
+        torch.set_num_threads(threads)
+    with pu.backends.RayBackend('gemma3-270m', replicas=2, **settings) as backend:
+        assert backend.generation_key == local.generation_key
+        assert backend.tokenizer is not None and backend.max_input_length == local.max_input_length
+        there = pu.GenerationCache(backend, tmp_path / 'there.sqlite')
+        got = there.answer(offline_prompts, SEEDS)
+        assert [[(a.text, a.logprob, a.tokens, a.truncated) for a in row] for row in got] == \
+               [[(a.text, a.logprob, a.tokens, a.truncated) for a in row] for row in expected]
+        # One cache file serves both: what one wrote, the other finds.
+        assert pu.GenerationCache(backend, tmp_path / 'here.sqlite').answer(offline_prompts, SEEDS) == expected
+    reread = pu.GenerationCache(local, tmp_path / 'there.sqlite')
+    assert reread.answer(offline_prompts, SEEDS) == expected and reread.generated == 0
+
+
+def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_path):
+    with pytest.raises(SystemExit):
+        cli.main(['study', '--replicas', '2', '--out', str(tmp_path)])
+    args = cli.parser().parse_args(['study', '--ray', 'auto', '--replicas', '2'])
+    assert cli.placement(args) == {'ray': 'auto', 'replicas': 2}
+    assert 'ray' not in cli.given(args) and 'replicas' not in cli.given(args)
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['study', '--ray', 'somewhere'])
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['experiment', '--ray', 'auto'])
+
+
+@pytest.mark.slow
+def test_a_study_on_ray_gives_the_tables_of_the_study_in_process(cluster, tmp_path):
+    """The offline reader's study through ``--ray``, then in process (one torch thread, as each actor
+    has): the same answers, per-query scores and Table 1, byte for byte; settings.json says where."""
+    import torch
+    options = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '2',
+               '--max-new-tokens', '8', '--labels', '2']
+    assert cli.main([*options, '--out', str(tmp_path / 'ray'), '--ray', 'auto', '--replicas', '2']) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert cli.main([*options, '--out', str(tmp_path / 'here')]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    for name in ('answers.csv', 'per_query.csv', 'table1.csv'):
+        assert (tmp_path / 'ray' / name).read_bytes() == (tmp_path / 'here' / name).read_bytes(), name
+    engine = json.loads((tmp_path / 'ray' / 'settings.json').read_text())['engines']['gemma3-270m']
+    assert engine['placement']['runner'] == 'ray' and engine['placement']['replicas'] == 2
+    assert len({a['node_id'] for a in engine['placement']['actors']}) == 2
+    assert all(a['device'].startswith('CPU ') for a in engine['placement']['actors'])
+    assert 'on Ray' in engine['reproducibility'] and 'generation cache are reproducible, always' in \
+        engine['reproducibility']
+    assert 'placement' not in json.loads((tmp_path / 'here' / 'settings.json').read_text())['engines']['gemma3-270m']
