@@ -1,5 +1,7 @@
 """OpenAICompatibleBackend: what each request carries, retries, the pool, failures (against the
 simulated endpoint of simulated_server.py; the real-server tests are in test_server.py)."""
+import ctypes
+import os
 import pickle
 import signal
 import subprocess
@@ -291,7 +293,16 @@ pu.GenerationCache(b, {path!r}).generate(['quick', 'hang 1', 'hang 2', 'hang 3']
 UNTIMED = 300
 
 
-def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answered(tmp_path):
+def interrupt_a_request_thread(pid: int) -> None:
+    """SIGINT to a thread of ``pid`` other than its main one, as the kernel may deliver Ctrl-C."""
+    tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+    # The newest first (a request's); a thread that ended meanwhile refuses it, the next one takes it.
+    tids = sorted((int(t) for t in os.listdir(f'/proc/{pid}/task') if int(t) != pid), reverse=True)
+    assert any(tgkill(pid, tid, signal.SIGINT) == 0 for tid in tids)
+
+
+@pytest.mark.parametrize('to', ['process', 'thread'])
+def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answered(tmp_path, to):
     with SimulatedServer(hold=lambda body, n: 0 if body['prompt'] == 'quick' else 60) as server:
         script = INTERRUPTED.format(tests=str(Path(__file__).parent), url=server.url, path=str(tmp_path / 'g.sqlite'))
         proc = subprocess.Popen([sys.executable, '-c', script], stderr=subprocess.PIPE, text=True)
@@ -303,7 +314,7 @@ def test_one_ctrl_c_stops_a_call_with_requests_hanging_and_keeps_what_was_answer
                 time.sleep(0.05)
             assert len(server.bodies) == 4
             interrupted = time.time()
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT) if to == 'process' else interrupt_a_request_thread(proc.pid)
             _, stderr = proc.communicate(timeout=UNTIMED)
         finally:
             if proc.poll() is None:

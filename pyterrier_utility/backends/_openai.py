@@ -36,6 +36,11 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 #: request exceeds the available context size") and hosted APIs ("context_length_exceeded") word it.
 CONTEXT_EXCEEDED = ('context length', 'context size', 'context_length_exceeded', 'maximum model length')
 
+#: Seconds between the waits of the thread that collects answers. Ctrl-C reaches that thread only
+#: while it runs: the kernel may deliver SIGINT to a request thread, and a wait with no end is then
+#: never woken (seen under load: the interrupt took effect when the hung requests ended, 60 s later).
+SIGNAL_POLL = 0.1
+
 logger = logging.getLogger(__name__)
 
 
@@ -447,7 +452,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         failure = None
         try:
             while workers:
-                item = results.get()
+                try:
+                    item = results.get(timeout=SIGNAL_POLL)
+                except queue.Empty:
+                    continue
                 if item is None:
                     workers -= 1
                 elif item[2] is None:
