@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 from support.servers import VLLM_CPU_FLAGS, VLLMServer, vllm_python
+from support.vllm_checks import a_stop_inside
 
 import pyterrier_utility as pu
 from pyterrier_utility import experiment as ex
@@ -49,10 +50,12 @@ def test_in_process_backend_on_the_cpu_build(tmp_path):
     assert seen['greedy'][0] == seen['greedy'][1] and len(set(seen['greedy'][0])) == 1
     text, truncated, tokens, logprob = seen['short']
     assert truncated is True and tokens == 3 and logprob < 0
-    assert 'lift' in seen['unstopped'][0]
-    assert seen['stopped'][0] == seen['unstopped'][0].split('lift')[0].strip() and seen['stopped'][1] is False
+    assert seen['unstopped'][0].find(seen['stop']) > 0
+    assert seen['stopped'][0] == seen['unstopped'][0].split(seen['stop'])[0].strip() and seen['stopped'][1] is False
     # 14 seeded prompts past a step's budget: answered, none lost to the CPU engine's chunked-prefill crash.
-    assert len(seen['crowd']) == 14 and all(t and n and lp < 0 for t, _, n, lp in seen['crowd'])
+    # Each has tokens and their log-probability; a text may be white space alone (sampled at
+    # temperature 1, seen in bfloat16: 16 tokens of it).
+    assert len(seen['crowd']) == 14 and all(n and lp < 0 for _, _, n, lp in seen['crowd'])
 
 
 def test_the_readme_command_in_process_is_reproducible_on_fresh_engines(tmp_path):
@@ -123,9 +126,10 @@ def test_a_pool_of_vllm_servers_honours_seeds_limits_stops_and_reports_logprobs(
     short = b.generate([prompt], seeds=[1], max_new_tokens=3)[0]
     assert short.truncated is True and short.tokens == 3 and short.logprob < 0
     whole = greedy.generate([prompt], seeds=[1], stop_sequences=[])[0]
-    assert 'lift' in whole.text
-    cut = greedy.generate([prompt], seeds=[1], stop_sequences=['lift'])[0]
-    assert cut.text == whole.text.split('lift')[0].strip() and cut.truncated is False
+    stop = a_stop_inside(whole.text)
+    cut = greedy.generate([prompt], seeds=[1], stop_sequences=[stop])[0]
+    assert whole.text.find(stop) > 0
+    assert cut.text == whole.text.split(stop)[0].strip() and cut.truncated is False
 
 
 def small_study(reader, cranfield):
