@@ -25,8 +25,9 @@ _NAMES = {
     'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
     'utility_qrels': 'methods.attribution',
 }
-_MODULES = ('backends', 'cache', 'contexts', 'datasets', 'errors', 'experiment', 'generation', 'interop', 'measures',
-            'methods', 'models', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings', 'vocabulary')
+_MODULES = ('backends', 'cache', 'contexts', 'datasets', 'engines', 'errors', 'experiment', 'generation', 'interop',
+            'measures', 'methods', 'models', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings',
+            'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

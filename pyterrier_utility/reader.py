@@ -6,9 +6,11 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from ._util import check_int, resolve_verbose, validate_columns
+from ._util import check_int, validate_columns
+from .backends import get_backend, reader_names
 from .backends._base import Answer
 from .cache import GenerationCache, warn_unseeded
+from .errors import SettingError
 from .prompter import Prompter, checked_input
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
@@ -57,7 +59,10 @@ class Reader(pt.Transformer):
 
     Args:
         backend: a :class:`pyterrier_rag.backend.Backend`, e.g. :func:`pyterrier_utility.backends.gemma3_270m`
-            or ``pyterrier_rag.backend.OpenAIBackend(...)``. Sampling settings live in the backend.
+            or ``pyterrier_rag.backend.OpenAIBackend(...)``, or a reader name as the command line takes it
+            (``'gemma3-270m'``, ``'vllm:MODEL'``, ...: :func:`~pyterrier_utility.backends.get_backend` builds
+            it). Sampling settings live in the backend, and so does the decoding its model needs: the
+            offline readers' is the study's (:data:`~pyterrier_utility.engines.OFFLINE_DECODING`).
         n_samples: answers per query (the study uses 5).
         seed: the seed of sample 0.
         max_new_tokens: the most tokens per answer (``None``: the backend's own limit, which for
@@ -67,35 +72,43 @@ class Reader(pt.Transformer):
             for, then the backend's decoding's where the format takes them (a base model's
             ``'\\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
         prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
-            :class:`~pyterrier_utility.prompts.PromptFormat`.
+            :class:`~pyterrier_utility.prompts.PromptFormat` (``None``: the one the backend's model
+            needs, ``'example'`` for the offline readers, else ``'plain'``).
         prompt: the k-shot template, with ``{contexts}`` and ``{query}`` (``None``: the format's).
         zero_shot_prompt: the 0-shot template, with ``{query}`` (``None``: the format's).
         context_format: one context line, with ``{i}`` (1-based) and ``{text}`` (``None``: the
             format's).
         max_prompt_tokens: the most prompt tokens; ``None`` takes the backend's ``max_input_length``
             less the new tokens when the backend has a ``tokenizer`` (else prompts are not measured).
-        verbose: a progress bar counting the answers generated, with rate and ETA (``None``: in a
-            notebook only; the CLI shows it).
+        verbose: a progress bar counting the answers generated, with rate and ETA (PyTerrier's
+            ``pt.tqdm``: a widget in a notebook, text in a terminal or log); ``False``: none.
 
     Example::
 
-        reader = Reader(pyterrier_utility.backends.gemma3_270m(max_new_tokens=48), prompt_format='authors')
+        reader = Reader('gemma3-270m')      # the study's offline reader, decoding and prompt format
         answers = (dataset.bm25() % 5 >> reader)(dataset.get_topics().head(3))
     """
 
-    def __init__(self, backend: Backend, *, n_samples: int = 1, seed: int = 0,
+    def __init__(self, backend: Union[str, Backend], *, n_samples: int = 1, seed: int = 0,
                  max_new_tokens: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
-                 prompt_format: Union[str, PromptFormat] = 'plain', prompt: Optional[str] = None,
+                 prompt_format: Union[None, str, PromptFormat] = None, prompt: Optional[str] = None,
                  zero_shot_prompt: Optional[str] = None, context_format: Optional[str] = None,
                  max_prompt_tokens: Optional[int] = None,
-                 verbose: Optional[bool] = None):
+                 verbose: bool = True):
+        if isinstance(backend, str):
+            backend = get_backend(backend)
+        elif not isinstance(backend, Backend):
+            raise SettingError(f'Reader: backend must be a reader name ({reader_names()}) or a pyterrier_rag '
+                               f'Backend, got {type(backend).__name__} {backend!r}')
         check_int('Reader', 'n_samples', n_samples, 1)
         check_int('Reader', 'seed', seed, 0)
         if max_new_tokens is not None:
             check_int('Reader', 'max_new_tokens', max_new_tokens, 1)
         if max_prompt_tokens is not None:
             check_int('Reader', 'max_prompt_tokens', max_prompt_tokens, 1)
-        self.prompt_format = as_prompt_format(prompt_format)
+        inner = backend.backend if isinstance(backend, GenerationCache) else backend
+        # The backend's model may need a format of its own (the offline base models: a worked example).
+        self.prompt_format = as_prompt_format(prompt_format or getattr(inner, 'prompt_format', None) or 'plain')
         self.prompt = prompt
         self.zero_shot_prompt = zero_shot_prompt
         self.context_format = context_format
@@ -108,7 +121,6 @@ class Reader(pt.Transformer):
         warn_unseeded(self.backend.backend, n_samples)
         self.n_samples = n_samples
         self.seed = seed
-        inner = self.backend.backend
         if max_new_tokens is None and not isinstance(inner, DecodingBackend):
             # pyterrier-rag's backends apply their own limit only when their generation_args hold
             # none; given generation_args without it, transformers would fall back to max_length.
@@ -118,7 +130,7 @@ class Reader(pt.Transformer):
             self.stop = list(self.template.stops(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP))
         else:
             self.stop = list(Decoding(stop=stop).stop)  # type: ignore[arg-type]  # Decoding makes it a tuple
-        self.verbose = resolve_verbose(verbose)
+        self.verbose = bool(verbose)
         self.tokenizer: Any = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
             max_prompt_tokens = inner.max_input_length - (max_new_tokens or getattr(inner, 'max_new_tokens', 0) or 0)

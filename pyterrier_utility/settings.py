@@ -12,7 +12,6 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple, TypeGuard, 
 import pandas as pd
 
 from .errors import SettingError
-from .vocabulary import ENGINES, OFFLINE_READERS
 
 #: The stop sequence the study's prompts ask for ("End your answer with STOP").
 STOP = ('STOP',)
@@ -182,33 +181,6 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Decoding))
 UNSET = {'top_k': None, 'top_p': None, 'min_p': None, 'repetition_penalty': None, 'repeat_last_n': None}
 #: Fields added to :class:`Decoding` after generation caches existed: absent from a key while unset.
 ADDED_FIELDS = ('min_p', 'repeat_last_n')
-
-
-def engine_of(reader: str) -> str:
-    """``'offline'`` for an offline reader, else the engine of ``ENGINE:MODEL``; a
-    :class:`SettingError` lists the names accepted."""
-    if reader in OFFLINE_READERS:
-        return 'offline'
-    engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
-    if engine not in ENGINES or not model:
-        raise SettingError(f'unknown reader {reader!r}; choose from '
-                           + ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES]))
-    return engine
-
-
-#: The decoding settings each engine honours (its backend's ``DECODING_FIELDS``), declared here so
-#: that a study's settings are checked before any engine is imported.
-ENGINE_DECODING = {engine: frozenset(FIELDS) - ({'repeat_last_n'} if engine in ('openai', 'vllm') else set())
-                   for engine in ('offline',) + ENGINES}
-#: Settings an engine has no means to honour exactly and applies its own way, declared with how:
-#: accepted, and said wherever the settings are printed and in ``settings.json`` (its backend's
-#: ``DECODING_OWN_WAY``). vLLM's repetition penalty counts every token of the prompt and the output
-#: (``apply_penalties`` in ``vllm/model_executor/layers/utils.py``: its prompt and output masks), no window.
-ENGINE_OWN_WAY = {
-    'vllm': {'repeat_last_n': "not applied: vLLM's repetition penalty counts every prompt and output token"},
-    'openai': {'repeat_last_n': "sent as repeat_last_n, which llama.cpp's server applies; vLLM's server ignores it "
-                                'and counts every prompt and output token'},
-}
 
 
 @dataclass(frozen=True)

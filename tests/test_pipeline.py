@@ -70,3 +70,37 @@ def test_offline_reader_answers_from_context(cranfield, minilm, gemma):
     assert set(out['qid']) == {'1', '2'}
     assert out['qanswer'].str.len().gt(0).any()  # an empty answer is possible: scored 0, warned
     assert out['fbert'].between(0, 1).all() and out['fbert_0shot'].between(0, 1).all()
+
+
+@pytest.mark.slow
+def test_the_notebook_reader_with_its_defaults_is_the_studys(cranfield, minilm, tmp_path, monkeypatch):
+    """``pu.Reader(pu.backends.gemma3_270m())``, nothing else given, generates what the study generates
+    for its default reader: the same generation key, prompt format and stops, answers and U for the same
+    query, system and k. Both answer one prompt at a time (``batch_size=1``, which is no part of the
+    key): the study answers its 0-shot and k-shot prompts in one batch, the pipeline in two, and a
+    batch's padding may change the last bits of a sampled token's score."""
+    from pyterrier_utility.experiment import StudyConfig, run
+    get_backend = pu.backends.get_backend
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda name, **kwargs: get_backend(name, batch_size=1, **kwargs))
+    config = StudyConfig(queries=1, ks=(2,), systems=('Rel',), samples=1, label_sets=(2,), out=str(tmp_path))
+    results, _ = run(config)
+    qrels = cranfield.get_qrels()
+    topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, labels=2).head(1)
+    reader = pu.Reader(pu.backends.gemma3_270m(batch_size=1))
+    assert reader.backend.backend.generation_key == results.settings['backends']['gemma3-270m']
+    assert reader.template.name == 'example' and reader.stop == results.settings['engines']['gemma3-270m']['stop']
+    evaluate = pu.UtilityEvaluator(reader, pu.FBertScorer(qrels, cranfield.texts, labels=2, model_type=minilm))
+    piped = (pu.OracleSampler(qrels, cranfield.texts, labels=2) % 2 >> reader >> evaluate)(topics)
+    piped = piped.drop_duplicates('qid')
+    answers = results.answers[results.answers['system'] == 'Rel'].set_index('qid')
+    assert list(piped['qanswer']) == list(answers.loc[piped['qid'], 'qanswer'])
+    assert list(piped['utility']) == list(results.per_query.set_index('qid').loc[piped['qid'], 'utility'])
+
+
+def test_a_reader_takes_a_reader_name_or_refuses_at_construction(counting_backend):
+    with pytest.raises(pu.errors.SettingError, match=r"unknown reader 'gemma3-207m' \(did you mean 'gemma3-270m'\?\); "
+                                                     'choose from gemma3-270m, smollm2-135m, huggingface:MODEL'):
+        pu.Reader('gemma3-207m')
+    with pytest.raises(pu.errors.SettingError, match='Reader: backend must be a reader name .* got int 3'):
+        pu.Reader(3)
+    assert pu.Reader(counting_backend).template.name == 'plain'  # a backend that needs no format of its own

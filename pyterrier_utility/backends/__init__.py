@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Union
 
 from pyterrier_rag.backend import Backend
 
-from .. import settings, vocabulary
+from .. import engines
 from ..errors import SettingError
 from ._base import Answer, cut_at_stop
 from ._llamacpp import LlamaCppServerBackend
@@ -23,25 +23,21 @@ from ._ray import RayBackend
 from ._vllm import VLLMBackend
 from .hf import CausalLMBackend
 
-#: The offline readers by name (:data:`~pyterrier_utility.vocabulary.OFFLINE_READERS`). They are
-#: small base models: the study adds a repetition penalty and stop strings for them, and for them only.
-OFFLINE_READERS = dict(zip(vocabulary.OFFLINE_READERS, (gemma3_270m, smollm2_135m)))
+#: The offline readers by name (:data:`~pyterrier_utility.engines.OFFLINE_MODELS`): small base models,
+#: which carry the decoding and prompt format they need (:data:`~pyterrier_utility.engines.OFFLINE_DECODING`).
+OFFLINE_READERS = dict(zip(engines.OFFLINE_READERS, (gemma3_270m, smollm2_135m)))
 #: The engines a reader name may start with.
-ENGINES = vocabulary.ENGINES
-
-
-def reader_names() -> str:
-    """The reader names :func:`get_backend` accepts, for messages."""
-    return ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES])
-
-
+ENGINES = engines.ENGINES
+#: The reader names accepted, for messages.
+reader_names = engines.reader_names
 #: The engine of a reader name (``'offline'`` for the offline models), or a :class:`SettingError`.
-check_reader = settings.engine_of
+check_reader = engines.engine_of
 
 
 def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]] = None, **kwargs) -> Backend:
     """A reader backend from a name, with the decoding settings in ``kwargs`` (temperature, top_k,
-    max_new_tokens, ...), all honoured by every engine.
+    max_new_tokens, ...), all honoured by every engine; the rest of the decoding is the engine's
+    (:mod:`~pyterrier_utility.engines`: the offline models' own, the paper's for a named model).
 
     ``'gemma3-270m'`` and ``'smollm2-135m'``: the offline models; ``'huggingface:MODEL'``:
     :class:`CausalLMBackend`; ``'openai:MODEL'``: :class:`OpenAICompatibleBackend` over ``base_urls``;
@@ -57,22 +53,13 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
         return spec
     if not isinstance(spec, str):
         raise SettingError(f'reader must be a name or a Backend, got {spec!r}; names: {reader_names()}')
-    engine = check_reader(spec)
-    model = spec.partition(':')[2]
-    if base_urls is not None and engine not in vocabulary.SERVER_ENGINES:
-        raise SettingError(f'base URLs are for {" and ".join(f"{e}:MODEL" for e in vocabulary.SERVER_ENGINES)} '
-                           f'readers, not {spec!r}')
-    if engine == 'offline':
-        return OFFLINE_READERS[spec](**kwargs)
-    if engine == 'huggingface':
-        return CausalLMBackend.from_pretrained(model, **kwargs)
+    engine = engines.engine_for(spec)
     if base_urls is not None:
+        if not engine.server:
+            raise SettingError(f'base URLs are for {" and ".join(f"{e}:MODEL" for e in engines.SERVER_ENGINES)} '
+                               f'readers, not {spec!r}')
         kwargs['base_urls'] = base_urls
-    if engine == 'openai':
-        return OpenAICompatibleBackend(model, **kwargs)
-    if engine == 'llamacpp':
-        return LlamaCppServerBackend(model, **kwargs)
-    return VLLMBackend(model, **kwargs)
+    return engine.build(spec, **kwargs)
 
 
 __all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'LlamaCppServerBackend', 'OFFLINE_READERS',

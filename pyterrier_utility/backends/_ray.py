@@ -26,9 +26,10 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 from pyterrier_rag.backend import Backend
 
 from .._util import check, check_int
+from ..engines import build_backend, engine_for
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
-from ..settings import Decoding, engine_of
+from ..settings import Decoding
 from ._base import query_of, work_batches
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
@@ -77,12 +78,7 @@ class Profile:
     max_input_length: int
     reproducibility: Optional[str]
     engine_settings: Optional[Dict[str, object]]
-
-
-def _built(spec: str, **kwargs) -> Backend:
-    """The backend named ``spec`` (on an actor)."""
-    from . import get_backend
-    return get_backend(spec, **kwargs)
+    prompt_format: Optional[str] = None
 
 
 def _answered(backend: Backend, prompts: List[str], seeds: List[int], max_new_tokens: Optional[int],
@@ -154,7 +150,8 @@ class Replica:
                        batch_size=backend.batch_size if isinstance(backend, BatchedBackend) else None, order=order,
                        tokenizer=getattr(backend, 'tokenizer', None), max_input_length=backend.max_input_length,
                        reproducibility=getattr(backend, 'reproducibility', None),
-                       engine_settings=getattr(backend, 'engine_settings', None)), self.node
+                       engine_settings=getattr(backend, 'engine_settings', None),
+                       prompt_format=getattr(backend, 'prompt_format', None)), self.node
 
     def run(self, changes: Dict[str, Any], call: Callable, prompts: List[str], seeds: List[int]) -> list:
         """``call(backend, prompts, seeds)``; a failure as one line naming the node and the query."""
@@ -231,8 +228,8 @@ class RayBackend(Backend):
         check(num_cpus > 0 and num_gpus >= 0, 'RayBackend', f'num_cpus must be > 0 and num_gpus >= 0, got '
                                                             f'{num_cpus} and {num_gpus}')
         if isinstance(backend, str):
-            engine_of(backend)
-            factory: Callable[..., Backend] = functools.partial(_built, backend)
+            engine_for(backend)
+            factory: Callable[..., Backend] = functools.partial(build_backend, backend)
         elif callable(backend) and not isinstance(backend, Backend):
             factory = backend
         else:
@@ -281,6 +278,8 @@ class RayBackend(Backend):
             self.tokenizer = profile.tokenizer
         if profile.engine_settings:
             self.engine_settings = profile.engine_settings
+        #: The prompt format the backend's model needs (see ``DecodingBackendBase.prompt_format``).
+        self.prompt_format = profile.prompt_format
 
     @property
     def generation_key(self) -> Dict[str, object]:

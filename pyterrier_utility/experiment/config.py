@@ -10,19 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._util import either
+from ..engines import ENGINE_OPTIONS, ENGINES_BY_NAME, engine_for, engine_of, kind_decoding
 from ..errors import SettingError
-from ..settings import (
-    AUTHORS_DECODING,
-    AUTHORS_DECODING_SOURCES,
-    ENGINE_DECODING,
-    ENGINE_OWN_WAY,
-    FIELDS,
-    ONE_LINE_STOP,
-    STOP,
-    Decoding,
-    LabelSet,
-    engine_of,
-)
+from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet
 from ..vocabulary import (
     AGGREGATIONS,
     BM25_ENGINES,
@@ -38,23 +28,12 @@ from ..vocabulary import (
     PROMPT_FORMAT_NAMES,
     QUALITIES,
     RERANKERS,
-    SERVER_ENGINES,
     SUBMEASURES,
     SYSTEMS,
 )
 
-#: For the offline base models only, which repeat themselves and ignore "STOP": a repetition penalty
-#: over the last 64 tokens (llama.cpp's window: over every prompt token, the longer the context the
-#: likelier an empty answer), and the answer ended at its line's end, as the worked example of their
-#: prompt format (:data:`OFFLINE_PROMPT_FORMAT`) shows. Chosen by measurement
-#: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader).
-OFFLINE_CONVENIENCES: Dict[str, Any] = {'repetition_penalty': 1.2, 'repeat_last_n': 64, 'stop': ONE_LINE_STOP}
-#: What a model named by the user gets instead: the study's own stop and no penalty.
-NAMED_MODEL_DECODING: Dict[str, Any] = {'repetition_penalty': None, 'repeat_last_n': None, 'stop': STOP}
-#: The prompt format of each kind of reader: a worked example first for the offline base models,
-#: which continue a document rather than follow an instruction; this project's plain layout for a
-#: model named by the user.
-OFFLINE_PROMPT_FORMAT, NAMED_MODEL_PROMPT_FORMAT = 'example', 'plain'
+#: The offline models' engine: the study's defaults are what its models need.
+_OFFLINE = ENGINES_BY_NAME['offline']
 #: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
 BINARY_LABELS = LabelSet(exact=frozenset({1}))
 
@@ -112,10 +91,9 @@ class StudyConfig:
     cosmix_threshold: float = 0.65
     oracle: str = 'sampled'
     oracle_seed: int = 0
-    prompt_format: str = OFFLINE_PROMPT_FORMAT
+    prompt_format: str = _OFFLINE.prompt_format
     readers: Tuple[str, ...] = ('gemma3-270m',)
-    # 96 new tokens and the offline conveniences: measured on the main job (the docs' Getting started).
-    decoding: Decoding = Decoding(max_new_tokens=96, **OFFLINE_CONVENIENCES)
+    decoding: Decoding = _OFFLINE.decoding
     samples: int = 3
     seed: int = 0
     base_urls: Tuple[str, ...] = ()
@@ -234,27 +212,23 @@ class StudyConfig:
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
         default = StudyConfig.__dataclass_fields__
-        served = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline')
-        only = dict(dict.fromkeys(served, SERVER_ENGINES), tensor_parallel_size=('vllm',),
-                    chat_template=('huggingface', 'vllm'))
         self.decoding_notes()
         for reader in self.readers:
-            engine = engine_of(reader)
-            refused = [name for name, engines in only.items()
-                       if getattr(self, name) != default[name].default and engine not in engines]
+            engine = engine_for(reader)
+            refused = [name for name in ENGINE_OPTIONS
+                       if getattr(self, name) != default[name].default and not engine.takes(name)]
             if refused:
                 raise SettingError(f'the reader {reader!r} cannot honour '
                                    + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
 
     def decoding_notes(self) -> Dict[str, Dict[str, str]]:
         """reader -> the decoding settings its engine applies its own way, and how
-        (:data:`~pyterrier_utility.settings.ENGINE_OWN_WAY`); a :class:`SettingError` names a setting
-        a reader's engine cannot honour at all."""
+        (:class:`~pyterrier_utility.engines.Engine`'s ``own_way``); a :class:`SettingError` names a
+        setting a reader's engine cannot honour at all."""
         notes = {}
         for reader in self.readers:
-            engine = engine_of(reader)
-            own = self.decoding.check_honoured(f'the reader {reader!r}', ENGINE_DECODING[engine],
-                                               ENGINE_OWN_WAY.get(engine))
+            engine = engine_for(reader)
+            own = self.decoding.check_honoured(f'the reader {reader!r}', engine.honours, dict(engine.own_way))
             if own:
                 notes[reader] = own
         return notes
@@ -294,21 +268,14 @@ class StudyConfig:
 
     def backend_options(self, reader: str) -> Dict[str, Any]:
         """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
-        engine = engine_of(reader)
+        engine = engine_for(reader)
         options: Dict[str, Any] = {'decoding': self.decoding}
-        if engine in SERVER_ENGINES:
-            # Without base URLs, each engine's own default port (vllm serve's 8000, llama.cpp's 8080).
-            options.update(endpoint=self.endpoint, concurrency=self.concurrency, timeout=self.timeout,
-                           max_retries=self.max_retries, retry_deadline=self.retry_deadline)
-            if self.base_urls:
-                options['base_urls'] = list(self.base_urls)
-        if engine == 'vllm':
-            options['tensor_parallel_size'] = self.tensor_parallel_size
-        if engine in ('huggingface', 'vllm'):
-            options['chat_template'] = self.chat_template
-        if engine in SERVER_ENGINES + ('vllm',):
-            # The offline and Hugging Face engines reproduce fresh answers without being asked.
-            options['reproducible'] = self.reproducible
+        options.update({name: getattr(self, name) for name in engine.options})
+        # Without base URLs, each server engine's own default port (vllm serve's 8000, llama.cpp's 8080).
+        if 'base_urls' in options:
+            options['base_urls'] = list(self.base_urls)
+            if not self.base_urls:
+                del options['base_urls']
         return options
 
     def to_dict(self) -> Dict[str, object]:
@@ -362,8 +329,8 @@ def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
                            'decoding and prompt: give --repetition-penalty, --stop and --prompt-format explicitly')
     base_decoding = base.decoding
     if len(kinds) == 1 and kinds != {base.offline}:
-        base_decoding = base_decoding.replace(**(OFFLINE_CONVENIENCES if kinds == {True} else NAMED_MODEL_DECODING))
-        given.setdefault('prompt_format', OFFLINE_PROMPT_FORMAT if kinds == {True} else NAMED_MODEL_PROMPT_FORMAT)
+        base_decoding = base_decoding.replace(**kind_decoding(readers[0]))
+        given.setdefault('prompt_format', engine_for(readers[0]).prompt_format)
     return base.replace(decoding=base_decoding.replace(**decoding), **given)
 
 

@@ -17,7 +17,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
                     seed: int = 0, depth: int = 100, index: Optional[str] = None,
                     bm25: str = 'pisa', verbose: bool = False, retrieval: bool = True,
                     reranker: bool = True, oracle: str = 'sampled',
-                    progress: Optional[bool] = None) -> Dict[str, pt.Transformer]:
+                    progress: bool = True) -> Dict[str, pt.Transformer]:
     """BM25, a neural re-ranker of BM25's top ``depth``, and the Rel / NRel oracles.
 
     Args:
@@ -38,7 +38,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
             relevant / judged non-relevant documents, NRel completed from unjudged ones) or
             ``'authors'`` (the authors' released runs: every judged document sorted by label,
             highest first for Rel, lowest first for NRel); see :data:`~pyterrier_utility.contexts.oracle.ORACLE_MODES`.
-        progress: a bar of the documents re-ranked (``None``: in a notebook only).
+        progress: a bar of the documents re-ranked (``False``: none).
 
     Example::
 

@@ -42,8 +42,8 @@ class FBertScorer(pt.Transformer):
         agg: over the relevant documents, ``'max'`` (the paper) or ``'mean'``.
         answer_column: the column holding answers.
         output_column: the column written.
-        verbose: a progress bar counting the texts encoded (``None``: in a notebook only; a
-            ready ``BertScore`` keeps its own setting).
+        verbose: a progress bar counting the texts encoded (``pt.tqdm``, in a terminal too);
+            ``False``: none (a ready ``BertScore`` keeps its own setting).
 
     Example::
 
@@ -55,7 +55,7 @@ class FBertScorer(pt.Transformer):
                  model_type: Union[str, BertScore] = PAPER_MODEL, num_layers: Optional[int] = None,
                  idf: bool = False, batch_size: int = 64, device: Optional[str] = None,
                  submeasure: str = 'F1', agg: str = 'max', answer_column: str = 'qanswer',
-                 output_column: str = 'fbert', verbose: Optional[bool] = None):
+                 output_column: str = 'fbert', verbose: bool = True):
         check(submeasure in SUBMEASURES, 'FBertScorer',
               f'submeasure must be one of {list(SUBMEASURES)}, got {submeasure!r}')
         check(agg in AGGREGATIONS, 'FBertScorer', f'agg must be one of {list(AGGREGATIONS)}, got {agg!r}')

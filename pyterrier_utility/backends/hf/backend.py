@@ -12,7 +12,8 @@ import torch
 from pyterrier_rag.backend import BackendOutput
 
 from ..._util import check, check_int
-from ...settings import ENGINE_DECODING, Decoding
+from ...engines import ENGINES_BY_NAME
+from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from .dtype import resolve_dtype
 from .kv import buffer_kind, buffered
@@ -63,7 +64,7 @@ class CausalLMBackend(DecodingBackendBase):
         backend = CausalLMBackend.from_pretrained('google/gemma-3-1b-it', chat_template=True)
         reader = pyterrier_utility.Reader(backend)
     """
-    DECODING_FIELDS = ENGINE_DECODING['huggingface']
+    DECODING_FIELDS = ENGINES_BY_NAME['huggingface'].honours
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler')
     #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
     truncated = 0
