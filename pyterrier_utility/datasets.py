@@ -368,6 +368,16 @@ class Cranfield(Dataset):
         return iter([dict(d) for d in self._docs])
 
 
+def _nearest_dataset(name: str) -> str:
+    """`` (did you mean ...?)`` with the ir_datasets id nearest to a mistyped ``irds:`` one, else ``''``."""
+    import difflib
+
+    import ir_datasets
+    known = ['irds:' + n for n in ir_datasets.registry] if name.startswith('irds:') else ['cranfield']
+    near = difflib.get_close_matches(name, known, n=1)
+    return f' (did you mean {near[0]!r}?)' if near else ''
+
+
 class PyTerrierDataset(Dataset):
     """Any dataset :func:`pyterrier.get_dataset` knows, e.g. ``irds:msmarco-passage/trec-dl-2019/judged``.
 
@@ -381,7 +391,12 @@ class PyTerrierDataset(Dataset):
     def __init__(self, name: str, variant: Optional[str] = None):
         self.name = name
         self.variant = variant
-        self._dataset = pt.get_dataset(name)
+        try:
+            self._dataset = pt.get_dataset(name)
+        except KeyError:
+            raise SettingError(f'unknown dataset {name!r}{_nearest_dataset(name)}: give cranfield (embedded), a '
+                               'folder with docs.tsv, topics.tsv and qrels (--dataset DIR), or a PyTerrier / '
+                               'ir_datasets id such as irds:msmarco-passage/trec-dl-2019/judged') from None
 
     @property
     def _irds(self):

@@ -1,5 +1,6 @@
 """Oracle contexts: k relevant (Rel) or non-relevant (NRel) documents per query, sampled as the
 paper's text says or sorted by label as the authors' released runs are."""
+import copy
 from typing import Callable, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
@@ -32,7 +33,8 @@ class OracleSampler(pt.Transformer):
     from documents the query has no judgement for (on collections judged as exhaustive, such as
     Cranfield, unjudged documents are non-relevant). The order is random; each query's sample
     depends only on ``seed`` and its qid, and is a prefix of any larger sample, so
-    ``OracleSampler(...) % k`` is a uniform sample of k. Output: a result frame with ``text``,
+    ``OracleSampler(...) % k`` is a uniform sample of k (the queries with fewer than k documents get all
+    they have, and are named in a warning). Output: a result frame with ``text``,
     usable wherever a retriever is. Queries for which nothing can be sampled are absent, and named
     in a warning.
 
@@ -100,6 +102,8 @@ class OracleSampler(pt.Transformer):
             nonrel = qrels[qrels['label'] <= nonrelevant_max_label]
             self.pools = {q: list(g['docno']) for q, g in nonrel.groupby('qid', sort=False)}
         self.judged = {q: set(g['docno']) for q, g in qrels.groupby('qid', sort=False)}
+        #: The k of ``sampler % k`` (``None``: no cutoff asked).
+        self.asked: Optional[int] = None
         self._corpus: Optional[Tuple[int, Callable[[int], str]]] = None
 
     def _rng(self, qid: str) -> np.random.Generator:
@@ -136,8 +140,15 @@ class OracleSampler(pt.Transformer):
         return picked
 
     def fuse_rank_cutoff(self, k: int) -> 'OracleSampler':
-        """``sampler % k`` samples k documents: samples are prefixes of larger ones, so this is exact."""
-        return with_fewer_results(self, k)
+        """``sampler % k`` samples k documents: samples are prefixes of larger ones, so this is exact. The
+        queries with fewer than k documents to give are named in a warning, once per run."""
+        fused = copy.copy(with_fewer_results(self, k))
+        fused.asked = k
+        return fused
+
+    def __mod__(self, k: int) -> 'OracleSampler':
+        check_int('OracleSampler %', 'k', k, 1)
+        return self.fuse_rank_cutoff(k)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
@@ -154,6 +165,10 @@ class OracleSampler(pt.Transformer):
                 rows.append((qid, query, docno, texts.get(docno, ''), float(len(docnos) - rank), rank))
         kind = 'relevant' if self.relevant else 'non-relevant'
         warn_qids(f'OracleSampler found no {kind} document to sample', empty)
+        if self.asked is not None:
+            # The paper's Rel takes every relevant document when there are fewer than k: said, not hidden.
+            warn_qids(f'{self!r} gives fewer than k={self.asked} {kind} documents (all it has) to some queries',
+                      [q for q, docnos in samples.items() if 0 < len(docnos) < self.asked])
         return pd.DataFrame(rows, columns=['qid', 'query', 'docno', 'text', 'score', 'rank'])
 
     def __repr__(self):

