@@ -8,6 +8,7 @@ from pathlib import Path
 
 from docutils import nodes
 from latex2mathml.converter import convert
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.inspect import stringify_signature
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,16 @@ def class_signature(app, what, name, obj, options, signature, return_annotation)
     return stringify_signature(sig, show_annotation=False, show_return_annotation=False), return_annotation
 
 
+class NoMailto(SphinxPostTransform):
+    """Text such as ``BM25@1+STEP`` in an option's help stays text: docutils reads it as an e-mail address."""
+    default_priority = 100
+
+    def run(self, **kwargs):
+        for node in list(self.document.findall(nodes.reference)):
+            if node.get('refuri', '').startswith('mailto:'):
+                node.replace_self(nodes.Text(node.astext()))
+
+
 def mathml(latex: str, display: str) -> str:
     return convert(latex, display=display)
 
@@ -70,4 +81,5 @@ def visit_block_math(self, node):
 
 def setup(app):
     app.connect('autodoc-process-signature', class_signature)
+    app.add_post_transform(NoMailto)
     app.add_html_math_renderer('mathml', (visit_inline_math, None), (visit_block_math, None))
