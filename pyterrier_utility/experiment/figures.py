@@ -10,6 +10,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
+from .._util import count
 from ..errors import SettingError
 from ..vocabulary import ORACLES
 from . import stats
@@ -106,7 +107,7 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
         ax.set_xlabel('k (documents in the context)')
         ax.set_ylabel('mean utility U')
         n = int(cell['n'].max()) if len(cell) else 0
-        ax.set_title(_wrapped(_title('Utility vs k', dataset, label_set, f'n = {n} queries'),
+        ax.set_title(_wrapped(_title('Utility vs k', dataset, label_set, 'n = ' + count(n, 'query')),
                               f'(95% bootstrap intervals; not drawn: {", ".join(left_out)})' if left_out
                               else '(95% bootstrap intervals)'))
         ax.set_xticks(sorted(cell['k'].unique()))
@@ -151,7 +152,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
                 fit = f'r = {r:.2f}, p = {p:.2g}'
             else:
                 fit = 'no line: r undefined'
-            ax.set_title(_title(dataset, label_set, system) + f'\nn = {int(finite.sum())}, {fit}', fontsize='small')
+            ax.set_title(_title(dataset, label_set, system) + f'\nn = {int(finite.sum())}, {fit}', fontsize=10)
     for ax in axes:
         ax.set_visible(False)
     for ax in grid[-1]:
@@ -190,7 +191,7 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
         note = (f'not drawn, r undefined (fewer than 3 queries, or nDCG or U constant): {", ".join(undefined)}'
                 if undefined else '95% bootstrap intervals')
         ax.set_title(_wrapped(_title('Correlation of nDCG@k and utility vs k', dataset, label_set,
-                                     f'n = {n} queries'), note))
+                                     'n = ' + count(n, 'query')), note))
         ax.set_xticks(sorted(corr['k'].unique()))
         if drawn:
             _legend_outside(ax)
