@@ -80,7 +80,8 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
                                                       'irds:msmarco-passage/trec-dl-2019/judged; several: one table'),
         (('--queries',), 'queries', dict(type=number(int, 0), metavar='N'),
          'the first N queries with a relevant document (0: all)'),
-        (('-k',), 'ks', dict(type=number(int, 1), nargs='+', metavar='K'), 'context sizes (of Table 1)'),
+        (('-k',), 'ks', dict(type=number(int, 1), nargs='+', metavar='K'),
+         'the context sizes: how many retrieved documents the reader is given, a column of Table 1 each'),
         (('--figure-k',), 'figure_ks', dict(type=number(int, 1), nargs='+', metavar='K'),
          "the context sizes of Figures 3 and 5 (default: -k's); a k in both is answered once"),
         (('--labels',), 'label_sets', dict(type=labels, nargs='+', metavar='LABELS'),
@@ -135,7 +136,8 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          "keep the tokens at least P times as likely as the most likely, in [0, 1]; 'none': off"),
         (('--max-new-tokens',), 'max_new_tokens', dict(type=number(int, 1), metavar='N'), 'tokens per answer'),
         (('--repetition-penalty',), 'repetition_penalty', dict(type=number(float, 0, exclusive=True), metavar='X'),
-         '(offline readers: 1.2 over the last 64 tokens unless given)'),
+         'the repetition penalty: the score of every token already in the prompt or answer is lowered by a factor '
+         'X (1: off); a model named with --reader gets none unless given'),
         (('--repeat-last-n',), 'repeat_last_n', dict(type=or_none(number(int, 1)), metavar='N'),
          "the penalty counts the last N tokens of prompt and answer (llama.cpp's window; vLLM has none); "
          "'none': every token"),
@@ -166,7 +168,7 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
     ],
     'ray': [
         (('--ray',), 'ray', dict(type=ray_address, metavar='ADDRESS'),
-         "generate on a Ray cluster: 'auto' (the one this machine is a node of, started with ray start), 'local' (a "
+         "generate on a Ray cluster: 'auto' (the one this host is a node of, started with ray start), 'local' (a "
          'new one here, on 127.0.0.1) or HOST:PORT; the same answers and tables as in process (default: in process)'),
         (('--replicas',), 'replicas', dict(type=number(int, 1), metavar='N'),
          "with --ray: copies of the reader, each in a Ray actor of its own (default: 1)"),
@@ -188,7 +190,7 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
         (('--min-n',), 'min_n', dict(type=number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
         (('--fig4-k',), 'fig4_k', dict(type=number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
-        (('--out',), 'out', dict(metavar='FOLDER'), 'the output folder'),
+        (('--out',), 'out', dict(metavar='FOLDER'), 'the folder the results are written to'),
         (('--title',), 'title', dict(metavar='TEXT'), "report.html's title (default: the output folder's name)"),
         (('--verbose',), 'verbose', dict(action='store_true', default=None),
          'keep third-party logs (PISA, transformers, ir_datasets)'),
@@ -197,9 +199,19 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
 
 
 def shown(value) -> str:
+    """A setting's value as the command line would give it: 'none' for unset, a text with spaces
+    quoted."""
     if isinstance(value, tuple):
-        return ' '.join(shown(v) if not isinstance(v, str) else v for v in value) or '-'
-    return str(value)
+        return ' '.join(map(shown, value)) or 'none'
+    if isinstance(value, LabelSet):  # as LabelSet.parse reads it: '2', '2,3', 'label in {3}'
+        labels = sorted(value.exact or ())
+        return str(value.minimum) if value.minimum is not None else \
+            ','.join(map(str, labels)) if len(labels) > 1 else repr(str(value))
+    if value == '\n':  # a stop at the end of a line: no shell gives it, and reStructuredText drops a backslash
+        return '<newline>'
+    if isinstance(value, str):
+        return value if value and value.isprintable() and ' ' not in value else repr(value)
+    return 'none' if value is None else str(value)
 
 
 #: Options that say where the reader runs, not what is computed (a study gives the same answers and

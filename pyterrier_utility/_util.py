@@ -18,6 +18,12 @@ from .errors import FrameError, SettingError, UtilityWarning
 from .settings import is_int
 
 
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: '1 query', '3 queries', '1 answer', '2 answers'."""
+    plural = noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'
+    return f'{n} {noun if n == 1 else plural}'
+
+
 def cache_dir() -> Path:
     """The folder where converted models and indices are kept between runs.
 

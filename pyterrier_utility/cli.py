@@ -8,14 +8,17 @@ printed at the start and written whole to ``settings.json``), and the library ru
 """
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
-from ._options import LEFT_OUT, OPTIONS, PLACEMENT, given, number, placement, shown
+from ._options import LEFT_OUT, OPTIONS, given, number, placement, shown
 from .errors import UtilityError
 from .experiment import config as cfg
 from .settings import FIELDS
 from .vocabulary import ATTRIBUTION_METHODS, CORRECTIONS, NDCG_ORDERS
 
+#: The first line of ``pyterrier-utility --help``.
+DESCRIPTION = 'Context utility for PyTerrier: does the relevance a retriever achieves reach a RAG reader\'s answers?'
 #: Read as reStructuredText by the documentation's page of the command (each line of a command at
 #: the same indent), and as it is by ``--help``.
 EXAMPLE = """examples:
@@ -24,22 +27,52 @@ EXAMPLE = """examples:
 
   pyterrier-utility study --preset paper --reader openai:meta-llama/Meta-Llama-3-8B-Instruct \\
   --base-url http://gpu1:8000/v1 --bm25 pisa"""
+#: The attribution's own examples (its epilog).
+ATTRIBUTE_EXAMPLE = """examples:
+
+  pyterrier-utility attribute --systems BM25 Rel -k 4 --queries 2 --samples 2 --out results/attribution
+
+  pyterrier-utility attribute -k 8 --method permutation --budget 64 --out results/attribution"""
+#: What ``--help`` of each running command says first.
+DESCRIPTIONS = {
+    'study': 'Runs the k-sweep of the paper: every system cut at each k, answered by the reader 0-shot and '
+             'k-shot, scored, and written as Table 1 (mean context utility U per system and k, with '
+             'significance marks), Figures 3-5, per-query CSV files and report.html.',
+    'experiment': 'Evaluates the systems at one k in pt.Experiment: nDCG@k, FBERT, FBERT0 and Utility, with '
+                  't-tests against Rel.',
+    'attribute': "Splits each context's utility U among its documents: the answer quality of the reader's answer "
+                 'from every coalition of the context, and each document\'s Shapley value (or leave-one-out, or '
+                 'each alone) of it. In a study folder it reuses the study\'s answers.',
+}
+
+
+def _value(config: cfg.StudyConfig, field: str):
+    return getattr(config.decoding if field in FIELDS else config, field, None)
 
 
 def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, command: str) -> None:
-    """The options of a running command, in groups, each default taken from ``base``."""
+    """The options of a running command, in groups, each default taken from ``base`` and stated once
+    (an option whose help already says its default, or a flag, gets none added)."""
     parser.add_argument('--preset', choices=sorted(cfg.PRESETS),
-                        help='every setting of the paper at once (datasets, BM25, reader, decoding, samples, scorer, '
-                             'MonoT5, k, labels); options given explicitly override it')
+                        help='every setting of the paper at once (its values are listed below the options); '
+                             'options given explicitly override it')
     for title, options in OPTIONS.items():
         group = parser.add_argument_group(title)
         for flags, field, kwargs, text in options:
             if field in LEFT_OUT[command]:
                 continue
-            default, paper = (getattr(c.decoding if field in FIELDS else c, field, None) for c in (base, cfg.PAPER))
-            note = f' (default: {shown(default)}; --preset paper: {shown(paper)})' \
-                if field not in ('runs', 'no_reverse', 'verbose', 'out', 'title') + PLACEMENT else ''
+            flag = kwargs.get('action') in ('store_true', 'append')
+            note = '' if flag or 'default' in text else f' (default: {shown(_value(base, field))})'
             group.add_argument(*flags, dest=field, help=text + note, **kwargs)
+
+
+def preset_note(base: cfg.StudyConfig, command: str) -> str:
+    """The settings ``--preset paper`` changes from the command's defaults, as the options that give them."""
+    changed = [f'{flags[-1]} {shown(_value(cfg.PAPER, field))}' for options in OPTIONS.values()
+               for flags, field, kwargs, _ in options
+               if field not in LEFT_OUT[command] and field != 'out' and kwargs.get('action') is None
+               and _value(cfg.PAPER, field) != _value(base, field)]
+    return '--preset paper sets: ' + ', '.join(changed) + '.'
 
 
 def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfig:
@@ -68,7 +101,7 @@ def quiet_third_parties() -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The command line's parser."""
-    main_parser = argparse.ArgumentParser(prog='pyterrier-utility', description=__doc__.split('\n')[0],
+    main_parser = argparse.ArgumentParser(prog='pyterrier-utility', description=DESCRIPTION,
                                           epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = main_parser.add_subparsers(dest='command', required=True)
     for name, base, text in (('study', cfg.StudyConfig(), 'the k-sweep: Table 1 with significance marks, '
@@ -77,28 +110,41 @@ def parser() -> argparse.ArgumentParser:
                                                             'in pt.Experiment'),
                              ('attribute', cfg.ATTRIBUTE, "each context document's share of U (Shapley values of the "
                                                           'answer quality over the coalitions of the context)')):
-        command = sub.add_parser(name, help=text, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples = ATTRIBUTE_EXAMPLE if name == 'attribute' else EXAMPLE
+        epilog = textwrap.fill(preset_note(base, name), 79) + '\n\n' + examples
+        command = sub.add_parser(name, help=text, description=textwrap.fill(DESCRIPTIONS[name], 79), epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_options(command, base, name)
         command.set_defaults(base=base)
     attribution = sub.choices['attribute'].add_argument_group('attribution')
     attribution.add_argument('--method', choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0],
                              help='exact Shapley (2^k coalitions, k <= 10), Shapley by permutation sampling (with '
-                                  '--budget; orders drawn with --seed), leave-one-out, or each document alone')
+                                  '--budget; orders drawn with --seed), leave-one-out, or each document alone '
+                                  '(default: %(default)s)')
     attribution.add_argument('--budget', type=number(int, 2), metavar='N',
-                             help='permutation: coalition evaluations per context (v(empty), v(all), then k - 1 per '
-                                  'sampled order)')
+                             help='coalition evaluations per context for --method permutation, which needs it: '
+                                  'the empty and the whole context, then k - 1 per sampled order (default: none)')
     rep = sub.add_parser('report',
-                         help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing')
+                         help='Table 1 and Figures 3-5 again from saved per_query.csv files, generating nothing',
+                         description=textwrap.fill('Writes Table 1, the correlations and Figures 3-5 again from '
+                                                   'the per_query.csv files of saved studies, generating nothing; '
+                                                   'several folders (e.g. one study per dataset) make one table.', 79),
+                         epilog='example:\n\n  pyterrier-utility report results/study --out results/report --html',
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument('folders', nargs='+', help='study folders; several (e.g. one per dataset) make one table')
-    rep.add_argument('--out', default='results/report')
-    rep.add_argument('--correction', choices=CORRECTIONS, help='a multiple-testing correction of the t-tests')
+    rep.add_argument('--out', default='results/report', metavar='FOLDER',
+                     help='the folder the tables and figures are written to (default: %(default)s)')
+    rep.add_argument('--correction', choices=CORRECTIONS,
+                     help='a multiple-testing correction of the t-tests (default: none)')
     study = cfg.StudyConfig()  # the study's defaults are the report's
-    rep.add_argument('--fig4-k', type=number(int, 1), default=study.fig4_k)
+    rep.add_argument('--fig4-k', type=number(int, 1), default=study.fig4_k, metavar='K',
+                     help='the k of Figure 4, the nDCG@k against utility scatter (default: %(default)s)')
     rep.add_argument('--min-n', type=number(int, 1), default=study.min_n, metavar='N',
-                     help='the fewest paired queries a significance mark is given on')
+                     help='the fewest paired queries a significance mark is given on (default: %(default)s)')
     rep.add_argument('--html', action='store_true', help="also the folder's browsable report.html (one file, offline)")
     rep.add_argument('--ndcg-order', choices=NDCG_ORDERS, default=study.ndcg_order,
-                     help='how the study computed nDCG@k of reversed systems (for the figure labels)')
+                     help='how the study computed nDCG@k of reversed systems, for the figure labels '
+                          '(default: %(default)s)')
     return main_parser
 
 

@@ -67,3 +67,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if 'browser' in getattr(item, 'fixturenames', ()):
             item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope='module')
+def browser():
+    """Headless Chromium, one per test module; in CI (CI=true) its absence fails the test instead of
+    skipping it."""
+    try:
+        from support.browser import Browser, executable
+        path = executable()
+    except ImportError as e:
+        path, why = None, f'{e} (pip install -r requirements-test.txt)'
+    else:
+        why = 'no Chromium on PATH (apt-get install chromium)'
+    if path is None:
+        if os.environ.get('CI') == 'true':
+            pytest.fail(f'{why}: .ci/run installs it')
+        pytest.skip(why)
+    with Browser(path) as b:
+        yield b

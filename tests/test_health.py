@@ -66,7 +66,7 @@ def test_positive_control_holds_or_fails_per_k():
     assert notes[1] == ('Answer health of those cells: Rel k=2: 30% empty, 50% cut, 0% copied; NRel k=2: 10% empty, '
                         'unknown cut, 0% copied (health.csv).')
     passing = health.positive_control(stats.table1(_per_query([0.3, 0.2], [0.1, 0.1])))
-    assert health.control_notes(passing) == ('Positive control: Rel beats NRel at every k and label set (mean U; '
+    assert health.control_notes(passing) == ('Positive control held: Rel beats NRel at every k and label set (mean U; '
                                              'each difference significant).',)
     assert health.control_notes(health.positive_control(table[table['system'] == 'Rel'])) == ()
 

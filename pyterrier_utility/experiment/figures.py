@@ -2,12 +2,15 @@
 
 A study over several datasets gets one panel per dataset (the paper: DL'19 left, DL'20 right).
 """
+import functools
+import textwrap
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 
+from .._util import count
 from ..errors import SettingError
 from ..vocabulary import ORACLES
 from . import stats
@@ -19,6 +22,24 @@ def _pyplot():
     return plt
 
 
+#: Text sizes of every figure: at the 120 dpi it is saved at, 12 pt is 20 pixels and the smallest text
+#: (10 pt) 17, so a figure shown no smaller than 85% of its size (a report page 1400 pixels wide) has
+#: no text smaller than the page's own 14-pixel text.
+FONTS = {'font.size': 12, 'axes.titlesize': 12, 'axes.labelsize': 12, 'xtick.labelsize': 11, 'ytick.labelsize': 11,
+         'legend.fontsize': 10, 'figure.titlesize': 13}
+#: Characters per line of a panel's title, so that the titles of panels side by side do not meet.
+TITLE_WIDTH = 48
+
+
+def _legible(draw):
+    """Draws the figure with :data:`FONTS`."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with _pyplot().rc_context(FONTS):
+            return draw(*args, **kwargs)
+    return drawn
+
+
 def _save(fig, path: Optional[Union[str, Path]]):
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -26,7 +47,7 @@ def _save(fig, path: Optional[Union[str, Path]]):
     return fig
 
 
-def _panels(plt, n: int, width: float = 4.2, height: float = 3.4, cols: int = 3):
+def _panels(plt, n: int, width: float = 4.2, height: float = 3.4, cols: int = 2):
     cols = min(cols, n)
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
@@ -48,6 +69,10 @@ def _title(*parts) -> str:
     return ', '.join(str(p) for p in parts if p).replace('>=', '\u2265').replace('<=', '\u2264')
 
 
+def _wrapped(*lines: str) -> str:
+    return '\n'.join(textwrap.fill(line, TITLE_WIDTH) for line in lines)
+
+
 def _groups(part: pd.DataFrame):
     """((dataset, labels), rows) per panel of a study (dataset '' for one collection)."""
     part = part if 'dataset' in part.columns else part.assign(dataset='')
@@ -56,9 +81,10 @@ def _groups(part: pd.DataFrame):
 
 def _legend_outside(ax):
     # Outside the axes, right: a legend inside covers the lines it names.
-    ax.legend(fontsize='small', loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax.legend(loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
+@_legible
 def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = None, labels: Optional[str] = None,
                  exclude: Sequence[str] = ('NRel',), resamples: int = 1000):
     """Figure 3: mean utility against k, a line per system with its 95% bootstrap interval over
@@ -70,7 +96,7 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
     part = part[~part['system'].isin(exclude)]
     ci = stats.utility_ci(part.assign(dataset=part.get('dataset', '')), resamples=resamples)
     groups = _groups(ci)
-    fig, axes = _panels(plt, len(groups), width=6.5, height=4)
+    fig, axes = _panels(plt, len(groups), width=5.6, height=4.2)
     left_out = [s for s in exclude if s in set(per_query['system'])]
     for ax, ((dataset, label_set), cell) in zip(axes, groups):
         for system, line in cell.groupby('system', sort=False):
@@ -81,15 +107,16 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
         ax.set_xlabel('k (documents in the context)')
         ax.set_ylabel('mean utility U')
         n = int(cell['n'].max()) if len(cell) else 0
-        ax.set_title(_title('Utility vs k', dataset, label_set, f'n = {n} queries')
-                     + (f'\n(95% bootstrap intervals; not drawn: {", ".join(left_out)})' if left_out
-                        else '\n(95% bootstrap intervals)'), fontsize='medium')
+        ax.set_title(_wrapped(_title('Utility vs k', dataset, label_set, 'n = ' + count(n, 'query')),
+                              f'(95% bootstrap intervals; not drawn: {", ".join(left_out)})' if left_out
+                              else '(95% bootstrap intervals)'))
         ax.set_xticks(sorted(cell['k'].unique()))
         _legend_outside(ax)
     fig.tight_layout()
     return _save(fig, path)
 
 
+@_legible
 def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = None,
                     path: Optional[Union[str, Path]] = None, systems: Optional[Sequence[str]] = None,
                     ndcg_order: str = 'context'):
@@ -108,7 +135,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
     groups = _groups(part)
     cols = len(systems) if len(groups) > 1 else int(np.ceil(np.sqrt(len(systems))))
     rows = len(groups) * int(np.ceil(len(systems) / cols))
-    fig, grid = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False, sharex=True, sharey=True)
+    fig, grid = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.4 * rows), squeeze=False, sharex=True, sharey=True)
     axes = iter(grid.flat)
     for (dataset, label_set), cell_part in groups:
         for system in systems:
@@ -125,7 +152,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
                 fit = f'r = {r:.2f}, p = {p:.2g}'
             else:
                 fit = 'no line: r undefined'
-            ax.set_title(_title(dataset, label_set, system) + f'\nn = {int(finite.sum())}, {fit}', fontsize='small')
+            ax.set_title(_title(dataset, label_set, system) + f'\nn = {int(finite.sum())}, {fit}', fontsize=10)
     for ax in axes:
         ax.set_visible(False)
     for ax in grid[-1]:
@@ -137,6 +164,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
     return _save(fig, path)
 
 
+@_legible
 def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: Optional[str] = None,
                      path: Optional[Union[str, Path]] = None, resamples: int = 1000):
     """Figure 5: the correlation of nDCG@k and utility across queries against k, a line per system
@@ -145,7 +173,7 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
     queries) is not drawn, and the panel names it."""
     plt = _pyplot()
     groups = _groups(_labels(per_query, labels))
-    fig, axes = _panels(plt, len(groups), width=6.5, height=4)
+    fig, axes = _panels(plt, len(groups), width=5.6, height=4.4)
     for ax, ((dataset, label_set), part) in zip(axes, groups):
         corr = stats.correlations(part.drop(columns=['dataset']), method=method, resamples=resamples)
         drawn, undefined = [], []
@@ -162,8 +190,8 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
         n = int(corr['n'].max()) if len(corr) else 0
         note = (f'not drawn, r undefined (fewer than 3 queries, or nDCG or U constant): {", ".join(undefined)}'
                 if undefined else '95% bootstrap intervals')
-        ax.set_title(_title('Correlation of nDCG@k and utility vs k', dataset, label_set, f'n = {n} queries')
-                     + '\n' + note, fontsize='medium')
+        ax.set_title(_wrapped(_title('Correlation of nDCG@k and utility vs k', dataset, label_set,
+                                     'n = ' + count(n, 'query')), note))
         ax.set_xticks(sorted(corr['k'].unique()))
         if drawn:
             _legend_outside(ax)

@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from .._util import count
 from ..vocabulary import CELL, HEALTH_COLUMNS, MIN_N, ORACLES
 
 #: The fewest consecutive words shared with a document that count as copied.
@@ -173,7 +174,7 @@ def control_notes(control: pd.DataFrame, health: Optional[pd.DataFrame] = None) 
     failed = control[~control['holds']]
     if failed.empty:
         significant = control['significant'].all()
-        return ('Positive control: Rel beats NRel at every k and label set (mean U'
+        return ('Positive control held: Rel beats NRel at every k and label set (mean U'
                 + ('; each difference significant' if significant else '; not every difference significant')
                 + ').',)
     where = ', '.join(_cell_name(row) for row in failed.itertuples(index=False))
@@ -225,7 +226,7 @@ def summary(health: pd.DataFrame) -> str:
         value = mean(column)
         return 'unknown' if value is None else f'{value:.1%}'
     tokens = mean('mean_tokens')
-    line = (f'Answer health: {n} answers, {overall("empty")} empty, {overall("cut")} cut at max_new_tokens, '
+    line = (f'Answer health: {count(n, "answer")}, {overall("empty")} empty, {overall("cut")} cut at max_new_tokens, '
             f'{overall("copied")} copied from a context document; '
             + ('tokens per answer unknown' if tokens is None else f'mean {tokens:.1f} tokens'))
     bad = unhealthy(health)

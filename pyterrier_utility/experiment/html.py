@@ -19,8 +19,10 @@ from typing import Dict, List, Optional, Union
 
 import pandas as pd
 
+from .._util import count
 from ..methods.attribution.summary import attribution_table
-from ..vocabulary import PER_QUERY_VALUES
+from ..scoring.correlation import MIN_PAIRS
+from ..vocabulary import MIN_N, PER_QUERY_VALUES
 from . import health as answer_health, stats
 from .folder import StudyFolder, read_study
 
@@ -123,7 +125,7 @@ def _summary_html(study: StudyFolder) -> str:
     settings, pq = study.settings or {}, study.per_query
     datasets = settings.get('datasets') or (list(dict.fromkeys(pq['dataset'])) if study.named_datasets else [])
     parts = [', '.join(map(str, datasets))] if datasets else []
-    parts += [f'{len(set(zip(pq["dataset"], pq["qid"])))} queries',
+    parts += [count(len(set(zip(pq['dataset'], pq['qid']))), 'query'),
               'systems ' + ', '.join(dict.fromkeys(pq['system'])),
               'k = ' + ', '.join(f'{k:g}' for k in sorted(set(pq['k']))),
               'P at ' + ', '.join(dict.fromkeys(pq['labels']))]
@@ -131,9 +133,9 @@ def _summary_html(study: StudyFolder) -> str:
         decoding = _decoding_text(settings.get('decoding') or {})
         parts.append(f'reader {", ".join(settings["readers"])}' + (f' ({decoding})' if decoding else ''))
     if settings.get('samples') is not None:
-        parts.append(f'{settings["samples"]} samples per prompt')
+        parts.append(count(settings['samples'], 'sample') + ' per prompt')
     elif study.answers is not None:
-        parts.append(f'{study.answers["sample"].nunique()} samples per prompt')
+        parts.append(count(study.answers['sample'].nunique(), 'sample') + ' per prompt')
     cut = stats.truncation(study.answers) if study.answers is not None else None
     if cut:
         parts.append(cut)
@@ -198,12 +200,20 @@ def _correlations_html(study: StudyFolder) -> str:
             by = by_key.get(key, {})
             n = max((r.n for r in by.values() if math.isfinite(r.n)), default=None)
             cells.append(f'<td data-of="{css} n">{"" if n is None else f"{n:g}"}</td>')
-            cells += [f'<td data-of="{css} {m}">' + (f'{_number(by[m].r)} <small>(p {_number(by[m].p)})</small>'
-                                                      if m in by else '') + '</td>' for m in methods]
+            cells += [f'<td data-of="{css} {m}">' + (_correlation_cell(by[m]) if m in by else '') + '</td>'
+                      for m in methods]
         body.append(f'<tr data-cell="{html.escape("|".join(shown_key))}">{"".join(cells)}</tr>')
     return (''.join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
             + f'<table class="correlations"><thead><tr>{head}</tr><tr>{sub}</tr></thead>'
               f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _correlation_cell(row) -> str:
+    """r and its p, or why r is undefined: too few queries with both values, or one side constant."""
+    if math.isfinite(row.r):
+        return f'{_number(row.r)} <small>(p {_number(row.p)})</small>'
+    why = f'n &lt; {MIN_PAIRS}' if not row.n >= MIN_PAIRS else 'a side constant'
+    return f'<small class="undefined">– ({why})</small>'
 
 
 def _confidence_note(study: StudyFolder) -> str:
@@ -257,6 +267,30 @@ def _attribution_html(study: StudyFolder) -> str:
             + _table(list(table.columns[:3]) + values + ['negative phi'], rows, ' class="attribution"'))
 
 
+def _verdict_html(study: StudyFolder) -> str:
+    """The study's verdict, first on the page and in colour: whether its positive control held (Rel's
+    mean U above NRel's at every k and label set of Table 1, :func:`~.health.positive_control`, with the
+    study's correction and ``min_n``), and the answer health in one line (:func:`~.health.summary`)."""
+    settings = study.settings or {}
+    ks = settings.get('ks')
+    per_query = study.per_query if study.named_datasets else study.per_query.drop(columns='dataset')
+    per_query = per_query[per_query['k'].isin(ks)] if ks else per_query
+    min_n = settings.get('min_n', MIN_N)
+    table = stats.table1(per_query, correction=settings.get('correction'), min_n=min_n)
+    control = answer_health.positive_control(table, min_n=min_n)
+    if control.empty:
+        verdict, state = 'No positive control: the study has not both oracles, Rel and NRel.', 'none'
+    else:
+        verdict, state = answer_health.control_notes(control)[0], 'held' if control['holds'].all() else 'failed'
+    if study.health is None:
+        health, health_state = 'Answer health unknown: health.csv is not in the study folder.', 'none'
+    else:
+        health = answer_health.summary(study.health).split('\n')[0]
+        health_state = 'held' if answer_health.unhealthy(study.health).empty else 'failed'
+    return (f'<div class="verdict" id="verdict"><p class="control {state}">{html.escape(verdict)}</p>'
+            f'<p class="answer-health {health_state}">{html.escape(health)}</p></div>')
+
+
 def _overview_html(study: StudyFolder) -> str:
     """The overview: what was studied, Table 1, mean U with intervals, the figures, the correlations,
     then the settings folded; an absent file leaves a note in place of its section."""
@@ -270,9 +304,10 @@ def _overview_html(study: StudyFolder) -> str:
                       for name, png in study.figures.items())
     settings = (_settings_html(study.settings) if study.settings is not None else missing('settings.json'))
     return '\n'.join([
+        _verdict_html(study),
         _summary_html(study),
-        section('Table 1', markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md'),
-                'table1'),
+        section('Table 1: mean context utility U per system and k',
+                markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md'), 'table1'),
         section('Answer health', _health_html(study), 'health'),
         section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study), 'intervals'),
         section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png'), 'figures'),

@@ -11,6 +11,10 @@ from ..vocabulary import CORRELATION_METHODS
 METHODS = dict(zip(CORRELATION_METHODS, (sps.pearsonr, sps.spearmanr, sps.kendalltau)))
 
 
+#: The fewest pairs a correlation is computed over; below it r and p are NaN.
+MIN_PAIRS = 3
+
+
 def correlation(x: np.ndarray, y: np.ndarray, method: str = 'pearson') -> Tuple[float, float]:
     """(coefficient, p-value) by ``method`` (pearson, spearman, kendall) over the pairs where both are
     finite; NaN when fewer than 3 pairs or either side is constant.
@@ -22,7 +26,7 @@ def correlation(x: np.ndarray, y: np.ndarray, method: str = 'pearson') -> Tuple[
     x, y = np.asarray(x, float), np.asarray(y, float)
     finite = np.isfinite(x) & np.isfinite(y)
     x, y = x[finite], y[finite]
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    if len(x) < MIN_PAIRS or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float('nan'), float('nan')
     result = METHODS[method](x, y)
     return float(result[0]), float(result[1])

@@ -146,7 +146,7 @@
     return el('div', {class: 'pane', 'data-system': D.systems[R.system[i]], 'data-k': R.k[i]},
       el('h3', {}, `${D.systems[R.system[i]]}, k=${R.k[i]}`),
       el('p', {class: 'metrics'}, `nDCG@${R.k[i]} ${fmt(R.ndcg[i])} · P_0 ${fmt(R.fbert_0shot[i])} · P_k ${fmt(R.fbert[i])} · `,
-        el('span', {class: uClass(R.utility[i])}, `U ${fmt(R.utility[i])}`), ` · ${R.n_docs[i]} contexts`),
+        el('span', {class: uClass(R.utility[i])}, `U ${fmt(R.utility[i])}`), ` · ${R.n_docs[i]} ${R.n_docs[i] === 1 ? "context" : "contexts"}`),
       el('h4', {}, 'Contexts, in the order the reader saw them'), contextList(i),
       el('h4', {}, 'Answers'), answerTable(i));
   }
