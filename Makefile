@@ -90,11 +90,12 @@ docs: $(STAMP)
 test:
 	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(MAKE) lint docs
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=25 tests
 
-# Without the real engines, servers and browser: minutes, for a developer between changes.
+# Without the real engines, servers, browser and the tests that run a real model or study: for a
+# developer between changes.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m 'not engine and not server and not browser' tests
+	$(BIN)/python -m pytest -q --durations=10 -m 'not engine and not server and not browser and not slow' tests
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results docs/_build
