@@ -129,7 +129,7 @@ def build_backend(reader: str, **kwargs) -> Any:
 
 def reader_names() -> str:
     """The reader names accepted, for messages."""
-    return ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES])
+    return ', '.join(list(OFFLINE_MODELS) + [f'{e}:MODEL' for e in ENGINES_BY_NAME if e != 'offline'])
 
 
 def engine_of(reader: str) -> str:
@@ -144,10 +144,10 @@ def engine_for(reader: str) -> Engine:
     if reader in OFFLINE_MODELS:
         return ENGINES_BY_NAME['offline']
     engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
-    if engine in ENGINES and model:
+    if engine in ENGINES_BY_NAME and engine != 'offline' and model:
         return ENGINES_BY_NAME[engine]
     import difflib
-    near = difflib.get_close_matches(reader, list(OFFLINE_READERS), n=1) if isinstance(reader, str) else []
+    near = difflib.get_close_matches(reader, list(OFFLINE_MODELS), n=1) if isinstance(reader, str) else []
     hint = f' (did you mean {near[0]!r}?)' if near else ''
     raise SettingError(f'unknown reader {reader!r}{hint}; choose from {reader_names()}')
 

@@ -1,0 +1,54 @@
+"""Each engine is described once (pyterrier_utility/engines.py), and everything that needs an engine's
+facts reads that description: adding an engine is its backend's module and one description."""
+import pytest
+from support.backends import CountingBackend
+
+import pyterrier_utility as pu
+from pyterrier_utility import engines
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.experiment import config as cfg
+
+
+class ToyBackend(CountingBackend):
+    """A toy engine's backend: what its builder was given is kept."""
+
+    def __init__(self, model, **options):
+        super().__init__()
+        self.model, self.options = model, options
+
+
+def test_an_engine_added_by_one_description_is_built_checked_and_named_everywhere(monkeypatch):
+    toy = engines.Engine('toy', builder=f'{__name__}:ToyBackend', options=('concurrency',))
+    monkeypatch.setitem(engines.ENGINES_BY_NAME, 'toy', toy)
+    assert 'toy:MODEL' in engines.reader_names() and engines.engine_of('toy:tiny') == 'toy'
+    backend = pu.backends.get_backend('toy:tiny', temperature=0)
+    assert isinstance(backend, ToyBackend) and backend.model == 'tiny' and backend.options == {'temperature': 0}
+    # The study takes the options the description names, and refuses the others naming them.
+    config = cfg.resolve(cfg.StudyConfig(), {'readers': ('toy:tiny',), 'concurrency': 3})
+    assert config.backend_options('toy:tiny') == {'decoding': config.decoding, 'concurrency': 3}
+    assert config.prompt_format == 'plain' and config.decoding.stop == ('STOP',)  # a named model's kind
+    with pytest.raises(SettingError, match=r"the reader 'toy:tiny' cannot honour tensor_parallel_size"):
+        cfg.StudyConfig(readers=('toy:tiny',), tensor_parallel_size=2)
+    assert pu.Reader('toy:tiny').backend.backend.model == 'tiny'
+
+
+def test_the_descriptions_are_what_the_backends_declare():
+    from pyterrier_utility.backends import CausalLMBackend, LlamaCppServerBackend, OpenAICompatibleBackend, VLLMBackend
+    for name, backend in (('huggingface', CausalLMBackend), ('openai', OpenAICompatibleBackend),
+                          ('vllm', VLLMBackend), ('llamacpp', LlamaCppServerBackend)):
+        engine = engines.ENGINES_BY_NAME[name]
+        assert backend.DECODING_FIELDS == engine.honours and dict(backend.DECODING_OWN_WAY) == dict(engine.own_way)
+        assert engine.server == (name in ('openai', 'llamacpp')) and engine.decoding == pu.Decoding()
+    offline = engines.ENGINES_BY_NAME['offline']
+    assert (offline.prompt_format, cfg.StudyConfig().prompt_format) == ('example', 'example')
+    assert cfg.StudyConfig().decoding == offline.decoding == engines.OFFLINE_DECODING
+    assert engines.OFFLINE_DECODING.as_dict() == {
+        'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 96, 'repetition_penalty': 1.2,
+        'repeat_last_n': 64, 'stop': ['STOP', '\n']}
+
+
+def test_a_mistyped_reader_name_is_answered_with_the_nearest():
+    with pytest.raises(SettingError, match=r"unknown reader 'smollm-135m' \(did you mean 'smollm2-135m'\?\)"):
+        engines.engine_for('smollm-135m')
+    with pytest.raises(SettingError, match=r"unknown reader 'vllm:'; choose from gemma3-270m, smollm2-135m, "):
+        engines.engine_for('vllm:')
