@@ -59,6 +59,8 @@ GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 #: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
 #: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
 QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
+#: The qualities computed from an answer's words alone: no BERTScore model is loaded for them.
+WORD_QUALITIES = GOLD_QUALITIES[:2]
 #: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
 CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
                'fdr_tsbh', 'fdr_tsbky')
@@ -135,6 +137,8 @@ FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts
 #: The tables made from ``per_query.csv`` (``report`` makes them again).
 TABLE_FILES = ('table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex', 'correlations.csv')
 HEALTH_FILE = 'health.csv'
+#: The generation cache every run into a folder shares (never removed with an earlier run's files).
+GENERATIONS_FILE = 'generations.sqlite'
 SETTINGS_FILE = 'settings.json'
 REPORT_FILE = 'report.html'
 #: Everything a study run writes into its folder (patterns for the figures); a run removes those of

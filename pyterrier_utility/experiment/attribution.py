@@ -32,6 +32,7 @@ from ..vocabulary import (
     CELL,
     COALITION_COLUMNS,
     FRAME_FILES,
+    GENERATIONS_FILE,
     REPORT_FILE,
     SETTINGS_FILE,
 )
@@ -75,10 +76,10 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
     check_out(out)
     name, reader_name = config.datasets[0], config.readers[0]
     dataset, qrels, topics, config = load_collection(name, config)
-    reader = build_reader(config, reader_name, out / 'generations.sqlite')
+    reader = build_reader(config, reader_name, out / GENERATIONS_FILE)
     record = announce('attribute', config, {reader_name: reader}, out, argv)
     record['attribution'] = {'method': method, 'budget': budget, 'seed': config.seed, 'qrels': QRELS_RULE}
-    bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
+    bertscore = _scorer(config.scorer) if config.bertscore_needed else None
     scorer_for = scorer_factory(config, dataset, qrels, bertscore)
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     say(f'{name}: {len(topics)} queries, systems {list(systems)}, k {list(config.ks)}, method {method}')

@@ -30,6 +30,7 @@ from ..vocabulary import (
     RERANKERS,
     SUBMEASURES,
     SYSTEMS,
+    WORD_QUALITIES,
 )
 
 #: The offline models' engine: the study's defaults are what its models need.
@@ -167,7 +168,7 @@ class StudyConfig:
         need(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
              f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
              f'got {self.submeasure!r}, {self.agg!r}')
-        need(self.quality not in ('em', 'f1') or (self.submeasure, self.agg) == ('F1', 'max'),
+        need(self.bertscore_needed or (self.submeasure, self.agg) == ('F1', 'max'),
              f'submeasure and agg are those of BERTScore; quality {self.quality!r} takes the best gold answer')
         need(self.correction is None or self.correction in CORRECTIONS,
              f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
@@ -181,6 +182,11 @@ class StudyConfig:
         need(self.endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {self.endpoint!r}')
         need(self.timeout > 0 and isinstance(self.max_retries, int) and self.max_retries >= 0,
              f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
+
+    @property
+    def bertscore_needed(self) -> bool:
+        """Whether P is computed with a BERTScore model (``scorer``), not from an answer's words alone."""
+        return self.quality not in WORD_QUALITIES
 
     @property
     def all_ks(self) -> Tuple[int, ...]:

@@ -32,7 +32,7 @@ from ..scoring.fbert import FBertScorer
 from ..scoring.gold import GOLD_QUALITIES, GoldAnswerScorer
 from ..scoring.utility import UtilityEvaluator
 from ..settings import FIELDS, LabelSet
-from ..vocabulary import HEALTH_FILE
+from ..vocabulary import GENERATIONS_FILE, HEALTH_FILE
 from . import figures, health, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .folder import read_health
@@ -192,8 +192,8 @@ def run(config: StudyConfig, argv: Optional[list] = None, **placement) -> Tuple[
     out = Path(config.out)
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
-    bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
-    readers = {r: build_reader(config, r, out / 'generations.sqlite', **placement) for r in config.readers}
+    bertscore = _scorer(config.scorer) if config.bertscore_needed else None
+    readers = {r: build_reader(config, r, out / GENERATIONS_FILE, **placement) for r in config.readers}
     record = announce('study', config, readers, out, argv)
     record['studied_as'] = {name: {'label_sets': [str(x) for x in c.label_sets], 'systems': list(c.systems)}
                             for name, (_, _, _, c) in collections.items() if c != config}
@@ -300,10 +300,10 @@ def one_k(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     check_out(out)
     name, k = config.datasets[0], config.ks[0]
     dataset, qrels, topics, config = load_collection(name, config)
-    reader = build_reader(config, config.readers[0], out / 'generations.sqlite')
+    reader = build_reader(config, config.readers[0], out / GENERATIONS_FILE)
     record = announce('experiment', config, {config.readers[0]: reader}, out, argv)
     (out / 'settings.json').write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
-    bertscore = _scorer(config.scorer) if config.quality not in ('em', 'f1') else None
+    bertscore = _scorer(config.scorer) if config.bertscore_needed else None
     evaluate = UtilityEvaluator(reader, scorer_factory(config, dataset, qrels, bertscore)(config.label_sets[0]))
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     pipelines = {}

@@ -16,8 +16,10 @@ from ..errors import SettingError
 from ..reader import Reader
 from ..scoring.fbert import FBertScorer
 from ..scoring.gold import gold_answer_score
+from ..vocabulary import WORD_QUALITIES
 
-GOLD_METRICS = ('em', 'f1')
+#: The gold-answer metrics eRAG's labels can take (its paper's exact match and token F1).
+GOLD_METRICS = WORD_QUALITIES
 
 
 class ERAGLabeller(pt.Transformer):
