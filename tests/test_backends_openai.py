@@ -6,6 +6,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -359,3 +360,19 @@ def test_vllms_dead_engine_is_recognised_and_the_flag_that_avoids_it_named():
     message = b._first_server_error('http://127.0.0.1:9/v1/completions: ConnectionRefusedError (after 5 retries)')
     assert message.startswith('; the first error a server gave: http://127.0.0.1:9/v1/completions: HTTP 500')
     assert '--no-enable-chunked-prefill --max-num-batched-tokens N' in message
+
+
+def test_each_answer_is_stored_as_it_arrives_not_when_the_call_completes(tmp_path):
+    with SimulatedServer(hold=lambda body, n: 60 if body['prompt'] == 'held' else 0) as server:
+        cache = pu.GenerationCache(backend(server.url, max_retries=0), tmp_path / 'g.sqlite')
+        failed = []
+        call = threading.Thread(target=lambda: failed.append(pytest.raises(BackendError, cache.generate,
+                                                                           ['a', 'held', 'b', 'c'])))
+        call.start()
+        guard = time.monotonic() + UNTIMED
+        while len(pu.GenerationCache(backend(server.url), tmp_path / 'g.sqlite')) < 3 and time.monotonic() < guard:
+            time.sleep(0.05)
+        assert call.is_alive()  # one request of the call hangs: the call has not completed
+        assert len(pu.GenerationCache(backend(server.url), tmp_path / 'g.sqlite')) == 3
+    call.join()
+    assert failed and cache.generated == 3

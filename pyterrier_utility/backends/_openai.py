@@ -18,7 +18,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .._util import check, check_int, either, encodable, say
 from ..errors import BackendError
@@ -75,6 +75,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
     in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
     so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
+    Each answer is handed to the generation cache as it arrives (``on_answers``), so a process killed
+    mid-call keeps every answer that came back.
 
     A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
     that hit the limit together wait together, said once). A response is an answer only when it
@@ -135,6 +137,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     """
     DECODING_FIELDS = ENGINE_DECODING['openai']
     DECODING_OWN_WAY = ENGINE_OWN_WAY['openai']
+    answers_each = True
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS: Tuple[str, ...] = ('endpoint', 'extra_body')
     #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.
@@ -417,10 +420,13 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[Answer]:
-        """Answers ``inps``, one seed each. On a failure, requests already sent finish and the error
-        carries their answers (``completed``); on Ctrl-C, requests in flight are cut at once and the
-        ``KeyboardInterrupt`` carries the answers completed (the generation cache stores them)."""
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1,
+                 on_answers: Optional[Callable[[Dict[int, Answer]], None]] = None) -> List[Answer]:
+        """Answers ``inps``, one seed each; ``on_answers`` (index -> answer) is given the answers as
+        they arrive, in this thread (the generation cache stores each at once). On a failure,
+        requests already sent finish and the error carries their answers (``completed``); on Ctrl-C,
+        requests in flight are cut at once and the ``KeyboardInterrupt`` carries the answers
+        completed (the generation cache stores them)."""
         seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
                                                  stop_sequences)
         bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
@@ -456,13 +462,21 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                     item = results.get(timeout=SIGNAL_POLL)
                 except queue.Empty:
                     continue
-                if item is None:
-                    workers -= 1
-                elif item[2] is None:
-                    answers[item[0]] = item[1]
-                elif failure is None:
-                    failure = item[2]
-                    cancel.set()  # no new requests; those sent finish and their answers are kept
+                arrived: Dict[int, Answer] = {}
+                while True:  # all that arrived together, handed on at once
+                    if item is None:
+                        workers -= 1
+                    elif item[2] is None:
+                        answers[item[0]] = arrived[item[0]] = item[1]
+                    elif failure is None:
+                        failure = item[2]
+                        cancel.set()  # no new requests; those sent finish and their answers are kept
+                    try:
+                        item = results.get_nowait()
+                    except queue.Empty:
+                        break
+                if arrived and on_answers is not None:
+                    on_answers(arrived)
         except KeyboardInterrupt as interrupt:
             cancel.set()
             with self._lock:
@@ -477,6 +491,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 if item is not None and item[2] is None:
                     answers[item[0]] = item[1]
             interrupt.completed = dict(answers)  # type: ignore[attr-defined]  # read by the generation cache
+            raise
+        except Exception:
+            cancel.set()  # on_answers failed (the cache file): no new requests
             raise
         if failure is not None:
             message = (str(failure) if isinstance(failure, BackendError)
