@@ -142,7 +142,8 @@ def generate_batches(backend: Backend, todo: Dict[str, Dict[str, int]], max_new_
                 if isinstance(e, KeyboardInterrupt):
                     raise
                 raise BackendError(f'{e} [{len(kept) + len(rest)} answers of the failed batch and all earlier '
-                                   'batches are in the cache; a re-run generates only what is missing]') from e
+                                   'batches are in the cache; a re-run generates only what is missing]',
+                                   prompt=e.prompt) from e
             new = {k: a for (k, _, _), a in zip(chunk, answers) if k not in kept}
             keep(new)
             found.update(kept)

@@ -24,7 +24,7 @@ from .._util import check, check_int, either, encodable, say
 from ..errors import BackendError
 from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ..vocabulary import ENDPOINTS
-from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
+from ._base import Answer, DecodingBackendBase, cut_at_stop, query_of, sampling_fields, split_decoding
 
 #: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
 #: is a seeded request whose prompt is prefilled in chunks (its log: "CPU Generator does not use offset").
@@ -337,12 +337,12 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if status >= 400 and any(words in reply.lower() for words in CONTEXT_EXCEEDED):
             prompt: str = (body['messages'][0]['content'] if self.endpoint == 'chat'  # type: ignore[index]
                            else body['prompt'])  # type: ignore[assignment]
-            raise BackendError(f"{said}; the prompt ({len(prompt)} characters, ending {prompt[-80:]!r}) and max_tokens "
-                               f"{body['max_tokens']} do not fit the server's context: ask for fewer new tokens "
-                               "(--max-new-tokens), start the server with a longer context (vLLM's --max-model-len, "
-                               "llama.cpp's --ctx-size), give shorter or fewer documents (-k), or give the backend the "
-                               "model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
-                               "that the Reader truncates the documents to fit")
+            raise BackendError(f"{said}; the prompt of the query {query_of(prompt)} ({len(prompt)} characters) and "
+                               f"max_tokens {body['max_tokens']} do not fit the server's context: ask for fewer new "
+                               "tokens (--max-new-tokens), start the server with a longer context (vLLM's "
+                               "--max-model-len, llama.cpp's --ctx-size), give shorter or fewer documents (-k), or "
+                               "give the backend the model's tokenizer and the server's context length (tokenizer=, "
+                               "max_input_length=) so that the Reader truncates the documents to fit", prompt=prompt)
         if status >= 400:
             sent = self._nonstandard()
             named = [f for f in sent if f in reply]
@@ -498,7 +498,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if failure is not None:
             message = (str(failure) if isinstance(failure, BackendError)
                        else f'{self!r}: {type(failure).__name__}: {failure}')
-            raise BackendError(message + self._first_server_error(message), completed=answers) from failure
+            raise BackendError(message + self._first_server_error(message), completed=answers,
+                               prompt=getattr(failure, 'prompt', None)) from failure
         return [answers[i] for i in range(len(inps))]
 
     def _first_server_error(self, message: str) -> str:

@@ -7,6 +7,7 @@ import pandas as pd
 import pyterrier as pt
 
 from ..._util import normalise_frame, validate_columns, warn_qids
+from ...errors import BackendError
 from ...protocols import AnswerScorer
 from ...reader import Reader
 from ...scoring.utility import UtilityEvaluator, utility
@@ -115,7 +116,11 @@ class ContextAttribution(pt.Transformer):
         key = by + ['coalition']
         zero = contexts.drop_duplicates('_context')[by + ['query']].assign(coalition='')
         # The 0-shot prompts with the others, in one call: the evaluator then finds them answered.
-        _, answered = self.reader.answer_frames([zero, frame.drop(columns='_context')], by=key)
+        asked = [zero, frame.drop(columns='_context')]
+        try:
+            _, answered = self.reader.answer_frames(asked, by=key)
+        except BackendError as e:
+            raise self.reader.prompter.blame(e, asked, key) from e
         groups = self.evaluator.evaluate(answered, by=key)[0]
         context_of = contexts.drop_duplicates('_context').set_index(by)['_context']
         groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
