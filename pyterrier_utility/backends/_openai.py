@@ -20,7 +20,7 @@ import uuid
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from .._util import check, check_int, either, encodable, say
+from .._util import check, check_int, check_number, either, encodable, say
 from ..errors import BackendError
 from ..settings import ENGINE_DECODING, ENGINE_OWN_WAY, Decoding
 from ..vocabulary import ENDPOINTS
@@ -162,9 +162,12 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         check(endpoint in ENDPOINTS, owner, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
         check_int(owner, 'concurrency', concurrency, 1)
         check_int(owner, 'max_retries', max_retries, 0)
-        check(timeout > 0 and backoff >= 0, owner, f'timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}')
-        check(retry_deadline is None or retry_deadline > 0, owner,
-              f'retry_deadline must be > 0 seconds or None, got {retry_deadline!r}')
+        check_number(owner, 'timeout', timeout, 0, exclusive=True)
+        check_number(owner, 'backoff', backoff, 0)
+        if retry_deadline is not None:
+            check_number(owner, 'retry_deadline', retry_deadline, 0, exclusive=True)
+        if max_input_length is not None:
+            check_int(owner, 'max_input_length', max_input_length, 1)
         extra_body = dict(extra_body or {})
         reserved = sorted(set(extra_body) & {'model', 'prompt', 'messages', 'seed', 'n', 'stream'})
         check(not reserved, owner, f'extra_body may not set {reserved}: the backend sets them per request')

@@ -26,7 +26,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 
 from pyterrier_rag.backend import Backend
 
-from .._util import check, check_int
+from .._util import check, check_int, check_number
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
 from ..settings import Decoding, engine_of
@@ -248,8 +248,8 @@ class RayBackend(Backend):
                  **backend_kwargs):
         check_int('RayBackend', 'replicas', replicas, 1)
         check_int('RayBackend', 'max_restarts', max_restarts, 0)
-        check(num_cpus > 0 and num_gpus >= 0, 'RayBackend', f'num_cpus must be > 0 and num_gpus >= 0, got '
-                                                            f'{num_cpus} and {num_gpus}')
+        check_number('RayBackend', 'num_cpus', num_cpus, 0, exclusive=True)
+        check_number('RayBackend', 'num_gpus', num_gpus, 0)
         if isinstance(backend, str):
             engine_of(backend)
             factory: Callable[..., Backend] = functools.partial(_built, backend)

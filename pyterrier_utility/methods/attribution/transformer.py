@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..._util import normalise_frame, validate_columns, warn_qids
+from ..._util import check_int, normalise_frame, validate_columns, warn_qids
 from ...errors import BackendError
 from ...protocols import AnswerScorer
 from ...reader import Reader
@@ -61,6 +61,7 @@ class ContextAttribution(pt.Transformer):
     def __init__(self, reader: Reader, scorer: AnswerScorer, method: str = 'shapley', budget: Optional[int] = None,
                  seed: int = 0):
         games.check_method(method, budget)
+        check_int('ContextAttribution', 'seed', seed, 0)
         self.evaluator = UtilityEvaluator(reader, scorer)  # refuses a reader that is not ours
         self.reader = reader
         self.scorer = scorer
