@@ -371,3 +371,16 @@ def test_report_of_several_datasets_keeps_their_queries_apart(tmp_path):
         (1, 'q1', 'what is lift (dl20)'), (1, 'q2', 'why does the nose heat up (dl20)')]
     assert [data['queries']['dataset'][q] for q in data['rows']['qid']] == data['rows']['dataset']
     assert len(data['answers']) == 2 * len(ANSWERS.groupby(['system', 'k', 'qid']))
+
+
+def test_an_answer_without_a_visible_character_is_marked_empty_in_a_browser(tmp_path, browser):
+    # Sample 0 of A's answers to q1 is a NUL, sample 1 an ESC and a space; the 0-shot q2 sample 0 is ''.
+    answers = ANSWERS.assign(qanswer=ANSWERS['qanswer'].where(~((ANSWERS['system'] == 'A') & (ANSWERS['qid'] == 'q1')),
+                                                              ['\x00', '\x1b '] * 6))
+    browser.load(write_report(small_study(tmp_path / 'study', answers=answers)))
+    browser.evaluate('document.querySelector("#rows tbody tr").click()')  # system A, k 2, q1
+    shown = browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.kshot")].map(c => '
+                             '[c.querySelector(".answer-text").textContent, c.querySelector(".note") !== null])')
+    assert shown == [['\x00', True], ['\x1b ', True]]
+    assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.zero .note")].length') == 0
+    assert browser.errors == []
