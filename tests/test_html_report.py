@@ -197,7 +197,7 @@ def test_report_title_is_a_setting_or_the_folder_name(tmp_path):
 
 
 def test_report_errors_name_the_file_row_and_column(tmp_path):
-    with pytest.raises(SettingError, match=re.escape(str(tmp_path / 'none' / 'per_query.csv'))):
+    with pytest.raises(SettingError, match=re.escape(f"{tmp_path / 'none'} does not exist: give a study folder")):
         write_report(tmp_path / 'none')
     folder = small_study(tmp_path / 'a', contexts=CONTEXTS.drop(columns=['position']))
     with pytest.raises(FrameError, match=r"contexts\.csv: no column 'position'"):
