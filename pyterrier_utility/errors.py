@@ -1,6 +1,7 @@
 """The project's own errors, each naming the setting, frame, backend, endpoint or file at fault, and
 its warnings, each printed as one plain line."""
 import warnings
+from typing import Optional
 
 
 class UtilityError(Exception):
@@ -22,11 +23,14 @@ class BackendError(UtilityError, RuntimeError):
     Attributes:
         completed: index (in the failed call's prompts) -> answer, for the prompts answered before
             the failure; the generation cache stores these before raising.
+        prompt: the prompt at fault, where one is (a prompt longer than a server's context), so that
+            a caller who built it can name its query and documents; ``None`` otherwise.
     """
 
-    def __init__(self, message: str, completed=None):
+    def __init__(self, message: str, completed=None, prompt: Optional[str] = None):
         super().__init__(message)
         self.completed = dict(completed or {})
+        self.prompt = prompt
 
 
 class CacheError(UtilityError, RuntimeError):

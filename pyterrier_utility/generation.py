@@ -8,11 +8,15 @@ going away, or Ctrl-C), the answers it completed are kept before the error goes 
 workers of its own (:class:`~pyterrier_utility.protocols.StreamingBackend`, such as
 :class:`~pyterrier_utility.backends.RayBackend`) is given the same batches at once, each answered
 whole by :func:`generate_seeded` on a worker, and hands each back as it completes: it is checked and
-kept here, as it arrives. :class:`~pyterrier_utility.GenerationCache` hands it what it lacks and stores what comes back.
+kept here, as it arrives. A backend whose requests answer one by one
+(:func:`~pyterrier_utility.protocols.answers_each`, such as
+:class:`~pyterrier_utility.backends.OpenAICompatibleBackend`) hands each answer back as it arrives,
+and it is kept then, so a process killed mid-batch loses none that came back.
+:class:`~pyterrier_utility.GenerationCache` hands it what it lacks and stores what comes back.
 """
 from dataclasses import replace
 from functools import partial
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pyterrier as pt
 import torch
@@ -21,7 +25,7 @@ from pyterrier_rag.backend import Backend
 from ._util import encodable
 from .backends._base import Answer, cut_at_stop, work_batches
 from .errors import BackendError
-from .protocols import StreamingBackend, supports_seeds
+from .protocols import StreamingBackend, answers_each, supports_seeds
 
 #: Texts that third-party backends return in place of an answer when a request failed
 #: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
@@ -64,16 +68,20 @@ def checked_answers(backend: Backend, outputs, count: int) -> List[Answer]:
 
 
 def generate_seeded(backend: Backend, prompts: List[str], seeds: Sequence[int],
-                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]]) -> List[Answer]:
+                    max_new_tokens: Optional[int], stop_sequences: Optional[List[str]],
+                    on_answers: Optional[Callable[[Dict[int, Answer]], None]] = None) -> List[Answer]:
     """Answers ``prompts`` with one seed each, whatever the backend; the texts are checked.
 
     Backends that support seeds take them directly. For others, torch's generator is seeded once
     per group of prompts sharing a seed, inside a forked random state (the caller's is left as it
-    was): reproducible for local backends, a best effort for remote ones.
+    was): reproducible for local backends, a best effort for remote ones. A backend that hands
+    answers back as they complete (:func:`~pyterrier_utility.protocols.answers_each`) gives them to
+    ``on_answers`` (prompt index -> answer) on the way.
     """
     if supports_seeds(backend):
+        each = {'on_answers': on_answers} if on_answers is not None and answers_each(backend) else {}
         outs = backend.generate(prompts, seeds=list(seeds), max_new_tokens=max_new_tokens,
-                                stop_sequences=stop_sequences)
+                                stop_sequences=stop_sequences, **each)
         return checked_answers(backend, outs, len(prompts))
     answers: Dict[int, Answer] = {}
     for seed in sorted(set(seeds)):
@@ -92,8 +100,9 @@ def generate_batches(backend: Backend, todo: Dict[str, Dict[str, int]], max_new_
                      stop_sequences: Optional[List[str]], keep: Callable[[Dict[str, Answer]], None],
                      verbose: bool = False) -> Dict[str, Answer]:
     """Generates ``todo`` (prompt -> key -> seed) in the backend's batches and returns key -> answer;
-    each batch's answers go to ``keep`` as the batch completes (with a progress bar counting answers
-    when ``verbose``). A :class:`~pyterrier_utility.protocols.StreamingBackend` is given every batch
+    each batch's answers go to ``keep`` as the batch completes, or each answer as it arrives from a
+    backend that :func:`~pyterrier_utility.protocols.answers_each` (with a progress bar counting
+    answers when ``verbose``). A :class:`~pyterrier_utility.protocols.StreamingBackend` is given every batch
     at once and answers them on its workers with :func:`generate_seeded`, in any order.
 
     On a :class:`~pyterrier_utility.errors.BackendError` or a Ctrl-C, the answers the failed batch
@@ -118,23 +127,42 @@ def generate_batches(backend: Backend, todo: Dict[str, Dict[str, int]], max_new_
                                    'generates only what is missing]') from e
             return found
         for chunk in chunks:
+            kept: Dict[str, Answer] = {}  # what the backend handed back before the batch completed
             try:
                 answers = generate_seeded(backend, [p for _, p, _ in chunk], [s for _, _, s in chunk],
-                                          max_new_tokens, stop_sequences)
+                                          max_new_tokens, stop_sequences,
+                                          on_answers=partial(_keep_arrived, chunk, kept, keep, progress))
             except (BackendError, KeyboardInterrupt) as e:
                 # A Ctrl-C may carry the answers completed too (OpenAICompatibleBackend's does).
                 completed = {i: a if isinstance(a, Answer) else Answer(text=a, truncated=None)
                              for i, a in getattr(e, 'completed', {}).items()}
-                kept = {chunk[i][0]: a for i, a in completed.items()
-                        if 0 <= i < len(chunk) and isinstance(a.text, str) and not a.text.startswith(ERROR_MARKERS)
-                        and encodable(a.text)}
-                keep(kept)
+                rest = {chunk[i][0]: a for i, a in completed.items()
+                        if 0 <= i < len(chunk) and _keepable(a) and chunk[i][0] not in kept}
+                keep(rest)
                 if isinstance(e, KeyboardInterrupt):
                     raise
-                raise BackendError(f'{e} [{len(kept)} answers of the failed batch and all earlier batches '
-                                   'are in the cache; a re-run generates only what is missing]') from e
-            new = {k: a for (k, _, _), a in zip(chunk, answers)}
+                raise BackendError(f'{e} [{len(kept) + len(rest)} answers of the failed batch and all earlier '
+                                   'batches are in the cache; a re-run generates only what is missing]',
+                                   prompt=e.prompt) from e
+            new = {k: a for (k, _, _), a in zip(chunk, answers) if k not in kept}
             keep(new)
+            found.update(kept)
             found.update(new)
-            progress.update(len(chunk))
+            progress.update(len(new))
     return found
+
+
+def _keepable(answer: Answer) -> bool:
+    """An answer text that may be stored: a string, not an error marker, encodable as UTF-8."""
+    return isinstance(answer.text, str) and not answer.text.startswith(ERROR_MARKERS) and encodable(answer.text)
+
+
+def _keep_arrived(chunk: List[Tuple[str, str, int]], kept: Dict[str, Answer], keep: Callable[[Dict[str, Answer]], None],
+                  progress, arrived: Dict[int, Answer]) -> None:
+    """Stores the answers of a batch that arrived before the batch completed (a backend that
+    :func:`~pyterrier_utility.protocols.answers_each`), so that a process killed mid-batch keeps
+    them; ``kept`` records them, once stored, for the rest of the batch."""
+    new = {chunk[i][0]: a for i, a in arrived.items() if _keepable(a)}
+    keep(new)
+    kept.update(new)
+    progress.update(len(new))

@@ -1,5 +1,6 @@
 """The prompt side of the reader: a query and its documents laid out by a prompt format, fitted to
 the model's input limit, as a transformer of its own."""
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
@@ -8,7 +9,7 @@ import pyterrier_alpha as pta
 from pyterrier.validate import InputValidationError
 
 from ._util import check_encodable, check_int, normalise_frame, warn_qids
-from .errors import FrameError
+from .errors import BackendError, FrameError
 from .prompts import PromptFormat, prompt_format as as_prompt_format
 
 
@@ -139,6 +140,29 @@ class Prompter(pt.Transformer):
                   for g, rows in found.groupby(key, sort=False)]
         prompts.update(zip([g for g, _, _, _ in groups], self.fitted_prompts([c[1:] for c in groups])))
         return prompts
+
+    def blame(self, error: BackendError, frames: Sequence[pd.DataFrame],
+              by: Union[str, Sequence[str]] = 'qid') -> BackendError:
+        """``error`` naming the group (``by``: the qid, or system, k and qid) and the docnos, in rank
+        order, of the prompt at fault (``error.prompt``, a prompt longer than a server's context), when
+        one of ``frames`` built it; else ``error`` itself."""
+        if error.prompt is None:
+            return error
+        by = [by] if isinstance(by, str) else list(by)
+        for frame in frames:
+            with warnings.catch_warnings():  # said when the prompts were built
+                warnings.simplefilter('ignore')
+                built = self.prompts(frame, by)
+            for group, prompt in built.items():
+                if prompt == error.prompt:
+                    values: Tuple[Any, ...] = group if isinstance(group, tuple) else (group,)
+                    rows = frame[(frame[by].astype(str) == [str(v) for v in values]).all(axis=1)]
+                    rows = rows.sort_values('rank', kind='stable') if 'rank' in rows.columns else rows
+                    docnos = list(rows['docno'].dropna().astype(str)) if 'docno' in rows.columns else []
+                    named = ', '.join(f'{c} {v}' for c, v in zip(by, values))
+                    return BackendError(f'{named}, docnos {docnos or "none (0-shot)"}: {error}', error.completed,
+                                        error.prompt)
+        return error
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         """One row per query of ``inp``: ``qid``, ``query``, ``prompt``."""

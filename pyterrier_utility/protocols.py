@@ -101,6 +101,15 @@ def supports_seeds(backend) -> bool:
     return bool(getattr(type(backend), 'supports_seeds', False))
 
 
+def answers_each(backend) -> bool:
+    """Whether ``generate(..., on_answers=f)`` hands answers back as their requests complete (the class
+    attribute ``answers_each``: :class:`~pyterrier_utility.backends.OpenAICompatibleBackend`, whose
+    requests of one call answer over seconds or minutes): ``f({index: answer})`` runs in the calling
+    thread with what arrived together, so the generation cache stores each answer at once and a
+    process killed mid-call loses none that came back."""
+    return bool(getattr(type(backend), 'answers_each', False))
+
+
 def deterministic(backend) -> bool:
     """Whether answers ignore the seed (greedy decoding): then one answer serves every sample."""
     if isinstance(backend, DecodingBackend):

@@ -20,6 +20,9 @@ ENDPOINTS = ('completions', 'chat')
 #: The Ray clusters ``--ray`` names without an address: the one this machine is a node of (``ray start``),
 #: or a new one started by the command, every node on 127.0.0.1 (:func:`~pyterrier_utility.backends._ray.connect`).
 RAY_ADDRESSES = ('auto', 'local')
+#: Seconds a cluster named by its address (``HOST:PORT``) has to accept a connection before the run
+#: stops naming it (Ray itself retries for minutes, printing each attempt).
+RAY_CONNECT_TIMEOUT = 10
 
 # Systems and the contexts they give.
 #: The systems a study can run (besides saved runs), in the order they are reported.

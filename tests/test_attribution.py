@@ -1,9 +1,19 @@
 """Attribution of U to the documents of a context: the estimators against their definitions and the
 Shapley axioms on hand-made games, the transformer on a backend whose answers say which documents
 their prompt held, and the ``attribute`` command's files."""
+import contextlib
 import itertools
 import json
 import math
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import ir_measures
 import numpy as np
@@ -11,9 +21,11 @@ import pandas as pd
 import pyterrier as pt
 import pytest
 from support.backends import CountingBackend, EchoBackend
+from support.simulated_server import SimulatedServer, simulated_answer
 
 import pyterrier_utility as pu
-from pyterrier_utility.errors import SettingError
+from pyterrier_utility.errors import FrameError, SettingError
+from pyterrier_utility.experiment.output import LOCK
 from pyterrier_utility.methods.attribution import ContextAttribution, games, utility_qrels, write_trec_qrels
 
 METHODS = ('shapley', 'permutation', 'loo', 'single')
@@ -371,3 +383,144 @@ def test_cli_attribute_refuses_a_budget_without_permutation(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(['attribute', '--budget', '10', '--out', str(tmp_path)])
     assert "a budget applies to method 'permutation' only" in capsys.readouterr().err
+
+
+def test_cli_attribute_attributes_a_context_shorter_than_k_over_its_documents_and_names_its_qids(tmp_path,
+                                                                                                  monkeypatch):
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    run = tmp_path / 'short.trec'
+    run.write_text('1 Q0 184 1 3.0 short\n1 Q0 29 2 2.0 short\n2 Q0 12 1 3.0 short\n2 Q0 51 2 2.0 short\n'
+                   '2 Q0 102 3 1.0 short\n')
+    with pytest.warns(UserWarning, match=r'^short at k=3: fewer than 3 documents, attributed over the documents each '
+                                         r'context has .*: qid 1$'):
+        assert cli.main(['attribute', '--systems', 'Rel', '--run', f'short={run}', '-k', '3', '--queries', '2',
+                         '--samples', '1', '--labels', '2', '--out', str(tmp_path / 'out')]) == 0
+    attribution = pd.read_csv(tmp_path / 'out' / 'attribution.csv', dtype={'qid': str, 'docno': str})
+    short = attribution[attribution['system'] == 'short']
+    assert short.groupby('qid')['docno'].agg(list).to_dict() == {'1': ['184', '29'], '2': ['12', '51', '102']}
+    coalitions = pd.read_csv(tmp_path / 'out' / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
+                             na_values={'value': ['']})
+    # Query 1's game is over its two documents: 4 coalitions, its Shapley values those of that game.
+    own = coalitions[(coalitions['system'] == 'short') & (coalitions['qid'] == '1')]
+    assert sorted(own['coalition']) == ['', '1', '1 2', '2']
+    expected = by_orders({games.parse_coalition(c): v for c, v in zip(own['coalition'], own['value'])}.__getitem__, 2)
+    assert np.allclose(short[short['qid'] == '1'].sort_values('position')['phi'], expected, atol=1e-6, rtol=0)
+
+
+# Interrupted, and run twice at once: real processes against a simulated OpenAI-compatible server.
+
+ATTRIBUTE = ['attribute', '--reader', 'openai:simulated', '--systems', 'Rel', '-k', '3', '--queries', '1',
+             '--samples', '1', '--labels', '2']
+ATTRIBUTION_OUTPUTS = ('attribution.csv', 'coalitions.csv', 'utility.qrels')
+
+
+def attribute_process(url: str, out) -> subprocess.Popen:
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, '-m', 'pyterrier_utility.cli', *ATTRIBUTE, '--base-url', url,
+                             '--out', str(out)], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(root)))
+
+
+def finished(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return out
+
+
+def stored(out) -> int:
+    """Answers in a folder's generation cache (0 before the file has its table)."""
+    try:
+        with contextlib.closing(sqlite3.connect(out / 'generations.sqlite')) as db:
+            return db.execute('SELECT COUNT(*) FROM answers').fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.fixture(scope='module')
+def attributed(tmp_path_factory):
+    """A slow simulated server (one answer at a time, 0.5 s each) and an attribution through it,
+    uninterrupted, during which a second attribution into its folder was started (the server holding
+    the first's requests meanwhile): (server, the folder, the answers generated, the first's process
+    id, the second's exit status and stderr)."""
+    release = threading.Event()
+    with SimulatedServer(latency=0.5, capacity=1, text=lambda prompt, seed: release.wait(300) and simulated_answer(
+            prompt, seed)) as server:
+        whole = tmp_path_factory.mktemp('whole')
+        first = attribute_process(server.url, whole)
+        deadline = time.time() + 300
+        while not server.bodies and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        second = attribute_process(server.url, whole)
+        _, err = second.communicate(timeout=300)
+        release.set()
+        finished(first)
+        yield server, whole, len(server.bodies), first.pid, second.returncode, err
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_a_second_attribution_into_the_same_folder_is_refused_in_one_line_and_the_first_ends_whole(attributed):
+    server, whole, total, first, status, err = attributed
+    assert status == 2
+    assert err.strip().splitlines() == [f'pyterrier-utility attribute: error: --out {whole} is being written by '
+                                        f'process {first} (lock {whole / LOCK}): wait for it to finish, or give '
+                                        'another --out']
+    assert total == 8  # the first's requests alone: one query, the 2^3 coalitions of k = 3
+    settings = json.loads((whole / 'settings.json').read_text())
+    assert settings['command'] == 'attribute' and settings['generated'] == total
+    assert len(pd.read_csv(whole / 'coalitions.csv')) == total
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_an_attribution_killed_mid_run_keeps_every_answer_and_a_rerun_generates_only_the_rest(attributed, tmp_path):
+    server, whole, total, *_ = attributed
+    killed = tmp_path / 'killed'
+    proc = attribute_process(server.url, killed)
+    deadline = time.time() + 300
+    while stored(killed) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, 'the attribution finished before it could be killed'
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = stored(killed)
+    assert 3 <= kept < total  # each answer stored as it came back, not when the batch of 8 completed
+    assert not (killed / 'attribution.csv').exists()
+    before = len(server.bodies)
+    said = finished(attribute_process(server.url, killed))
+    assert len(server.bodies) - before == total - kept  # only the coalitions it lacked
+    assert json.loads((killed / 'settings.json').read_text())['generated'] == total - kept
+    assert f'; {total - kept} answers generated' in said
+    for name in ATTRIBUTION_OUTPUTS:
+        assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
+
+
+@pytest.mark.parametrize('column,value', [('docno', 'AB 12'), ('docno', 'AB\t12'), ('qid', 'q 1')])
+def test_utility_qrels_are_not_written_for_an_id_holding_white_space(tmp_path, column, value):
+    qrels = pd.DataFrame({'qid': ['1', '1'], 'docno': ['d1', 'd2'], 'label': [2, 0]})
+    qrels.loc[1, column] = value
+    with pytest.raises(FrameError, match=f'^write_trec_qrels: {column} {re.escape(repr(value))}.* holds white space, '
+                                         'which TREC qrels'):
+        write_trec_qrels(qrels, tmp_path / 'utility.qrels')
+    assert not (tmp_path / 'utility.qrels').exists()
+
+
+def test_cli_attribute_refuses_a_docno_holding_white_space_before_generating(tmp_path, monkeypatch, capsys):
+    from pyterrier_utility import cli
+    backend = CountingBackend()
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: backend)
+    folder = tmp_path / 'collection'
+    folder.mkdir()
+    (folder / 'docs.tsv').write_text('D1\tthe wing stalls\nAB 12\tlift falls at high angles\nD3\tunrelated\n')
+    (folder / 'topics.tsv').write_text('1\twhy does the wing stall\n')
+    (folder / 'qrels').write_text('1 0 D1 2\n1 0 D3 0\n')
+    # NRel: the judged non-relevant D3, then the one unjudged document, 'AB 12'.
+    with pytest.raises(SystemExit):
+        cli.main(['attribute', '--dataset', str(folder), '--systems', 'NRel', '-k', '2', '--samples', '1',
+                  '--labels', '2', '--out', str(tmp_path / 'out')])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "pyterrier-utility attribute: error: attribute (utility.qrels): docno 'AB 12' (qid 1) holds white space, "
+        'which TREC qrels (fields separated by white space) cannot hold: trec_eval and ir_measures would read another '
+        'docno back; give the collection docnos without white space')
+    assert backend.calls == [] and not (tmp_path / 'out' / 'utility.qrels').exists()

@@ -6,6 +6,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -126,14 +127,32 @@ def test_a_prompt_longer_than_the_servers_context_stops_the_call_in_one_line_nam
             cache.generate(['short', prompt])
     assert len(server.bodies) == 2  # a client error is not retried
     assert str(e.value) == (
-        f"{server.url}/completions: HTTP 400: {refusal['error']['message']}; the prompt (15239 characters, ending "
-        "'lift lift lift lift lift \\nQuestion: what is lift?\\nNow start your answer. Answer:') and max_tokens 300 "
-        "do not fit the server's context: ask for fewer new tokens (--max-new-tokens), start the server with a "
-        "longer context (vLLM's --max-model-len, llama.cpp's --ctx-size), give shorter or fewer documents (-k), or "
-        "give the backend the model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
-        "that the Reader truncates the documents to fit [1 answers of the failed batch and all earlier batches are "
-        "in the cache; a re-run generates only what is missing]")
+        f"{server.url}/completions: HTTP 400: {refusal['error']['message']}; the prompt of the query 'what is lift?' "
+        "(15239 characters) and max_tokens 300 do not fit the server's context: ask for fewer new tokens "
+        "(--max-new-tokens), start the server with a longer context (vLLM's --max-model-len, llama.cpp's --ctx-size), "
+        "give shorter or fewer documents (-k), or give the backend the model's tokenizer and the server's context "
+        "length (tokenizer=, max_input_length=) so that the Reader truncates the documents to fit [1 answers of the "
+        "failed batch and all earlier batches are in the cache; a re-run generates only what is missing]")
     assert len(pu.GenerationCache(backend('http://127.0.0.1:9/v1'), tmp_path / 'g.sqlite')) == 1
+
+
+def test_a_study_given_a_prompt_longer_than_the_servers_context_names_its_qid_and_documents(tmp_path, capsys):
+    from pyterrier_utility import cli
+    folder = tmp_path / 'collection'
+    folder.mkdir()
+    (folder / 'docs.tsv').write_text('D1\t' + 'lift ' * 40000 + '\nD2\tthe wing stalls\nD3\tdrag rises\n')
+    (folder / 'topics.tsv').write_text('1\twhy does the wing stall\n2\twhat is drag\n')
+    (folder / 'qrels').write_text('1 0 D1 2\n1 0 D2 2\n2 0 D3 2\n')
+    with SimulatedServer(fail=lambda body, n: 400 if len(body['prompt']) > 100000 else None,
+                         error=lambda status: VLLM_TOO_LONG) as server:
+        with pytest.raises(SystemExit):
+            cli.main(['study', '--dataset', str(folder), '--reader', 'openai:sim', '--base-url', server.url,
+                      '--systems', 'Rel', '--no-reverse', '-k', '2', '--queries', '0', '--samples', '1', '--labels',
+                      '2', '--max-retries', '0', '--out', str(tmp_path / 'out')])
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said.startswith(f"pyterrier-utility study: error: system Rel, k 2, qid 1, docnos ['D1', 'D2']: "
+                           f"{server.url}/completions: HTTP 400: This model's maximum context length is 4096 tokens.")
+    assert "; the prompt of the query 'why does the wing stall' (" in said
 
 
 def test_requests_go_to_the_endpoint_with_the_fewest_in_flight():
@@ -359,3 +378,19 @@ def test_vllms_dead_engine_is_recognised_and_the_flag_that_avoids_it_named():
     message = b._first_server_error('http://127.0.0.1:9/v1/completions: ConnectionRefusedError (after 5 retries)')
     assert message.startswith('; the first error a server gave: http://127.0.0.1:9/v1/completions: HTTP 500')
     assert '--no-enable-chunked-prefill --max-num-batched-tokens N' in message
+
+
+def test_each_answer_is_stored_as_it_arrives_not_when_the_call_completes(tmp_path):
+    with SimulatedServer(hold=lambda body, n: 60 if body['prompt'] == 'held' else 0) as server:
+        cache = pu.GenerationCache(backend(server.url, max_retries=0), tmp_path / 'g.sqlite')
+        failed = []
+        call = threading.Thread(target=lambda: failed.append(pytest.raises(BackendError, cache.generate,
+                                                                           ['a', 'held', 'b', 'c'])))
+        call.start()
+        guard = time.monotonic() + UNTIMED
+        while len(pu.GenerationCache(backend(server.url), tmp_path / 'g.sqlite')) < 3 and time.monotonic() < guard:
+            time.sleep(0.05)
+        assert call.is_alive()  # one request of the call hangs: the call has not completed
+        assert len(pu.GenerationCache(backend(server.url), tmp_path / 'g.sqlite')) == 3
+    call.join()
+    assert failed and cache.generated == 3

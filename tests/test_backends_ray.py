@@ -4,6 +4,9 @@ answer already returned kept and a re-run generating exactly the rest."""
 import functools
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ import pyterrier_utility as pu  # noqa: E402
 from pyterrier_utility import cli  # noqa: E402
 from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
 from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
+from pyterrier_utility.vocabulary import RAY_CONNECT_TIMEOUT  # noqa: E402
 
 pytestmark = pytest.mark.ray
 TESTS = Path(__file__).resolve().parent
@@ -56,6 +60,40 @@ def stored(path) -> int:
 
 
 EXPECTED = [[f"'question {i}' #{s}" for s in SEEDS] for i in range(10)]
+
+
+UNREACHABLE = """
+import os, sys
+os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
+from pyterrier_utility.backends import RayBackend
+from pyterrier_utility.errors import BackendError
+try:
+    RayBackend('gemma3-270m', address=sys.argv[1])
+except BackendError as e:
+    print(e)
+"""
+
+
+def test_a_cluster_address_where_nothing_answers_ends_in_one_line_naming_it(capsys):
+    with socket.socket() as unused:  # a loopback port nothing listens on: bound, never listening
+        unused.bind(('127.0.0.1', 0))
+        address = '127.0.0.1:%d' % unused.getsockname()[1]
+        # Without a bound Ray retries for minutes; the guard only keeps a failing run from hanging CI.
+        done = subprocess.run([sys.executable, '-c', UNREACHABLE, address], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(TESTS.parent)))
+    assert done.stdout.splitlines() == [f'RayBackend: no Ray cluster at {address} (connection refused within '
+                                        f'{RAY_CONNECT_TIMEOUT} s): start one there (ray start --head) or give the '
+                                        'address its head node printed'], done.stderr[-2000:]
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['study', '--help'])
+    assert f'nothing there answers within {RAY_CONNECT_TIMEOUT} s' in ' '.join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize('replicas', ['0', '-1', 'x'])
+def test_a_replica_count_that_is_not_a_positive_integer_is_refused_naming_replicas(replicas, capsys):
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['study', '--ray', 'auto', '--replicas', replicas])
+    assert f"argument --replicas: must be an integer >= 1, got '{replicas}'" in capsys.readouterr().err
 
 
 def test_one_actor_on_each_of_two_nodes_on_the_loopback(cluster):

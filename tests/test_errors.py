@@ -1,4 +1,5 @@
-"""The package's warnings reach the user as one plain line, in the program's voice."""
+"""The package's warnings reach the user as one plain line, in the program's voice; its constructors refuse
+what they cannot use, naming the parameter."""
 import os
 import re
 import subprocess
@@ -7,9 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.backends import CountingBackend
 
 import pyterrier_utility as pu
-from pyterrier_utility.errors import UtilityWarning
+from pyterrier_utility.errors import SettingError, UtilityWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,3 +103,79 @@ def test_an_oracle_cut_deeper_than_a_query_has_documents_names_the_query_once():
         'documents (all it has) to some queries: qid q1']
     with pytest.raises(pu.errors.SettingError, match='OracleSampler %: k must be an integer >= 1, got 0'):
         pu.OracleSampler(qrels, {}) % 0
+
+
+# Every public constructor refuses a wrong type or an out-of-range value when it is built, naming the
+# parameter (Reader, FBertScorer and OracleSampler: their own tests).
+
+QRELS = pd.DataFrame({'qid': ['1'], 'docno': ['d1'], 'label': [2]})
+URL = 'http://127.0.0.1:9/v1'
+
+
+def _reader():
+    return pu.Reader(CountingBackend())
+
+
+def _gold():
+    return pu.GoldAnswerScorer({'1': 'lift'}, 'em')
+
+
+CONSTRUCTORS = [
+    (lambda: pu.ContextAttribution('gemma3-270m', _gold()), 'the reader must be a pyterrier_utility.Reader'),
+    (lambda: pu.ContextAttribution(_reader(), 'minilm'), 'scorer must score answers'),
+    (lambda: pu.ContextAttribution(_reader(), _gold(), method='shaply'), 'method must be'),
+    (lambda: pu.ContextAttribution(_reader(), _gold(), budget=10), "a budget applies to method 'permutation' only"),
+    (lambda: pu.ContextAttribution(_reader(), _gold(), method='permutation', budget='10'),
+     "budget must be an integer >= 2, got '10'"),
+    (lambda: pu.ContextAttribution(_reader(), _gold(), seed=-1), 'seed must be an integer >= 0, got -1'),
+    (lambda: pu.ContextAttribution(_reader(), _gold(), seed=0.5), 'seed must be an integer >= 0, got 0.5'),
+    (lambda: pu.UtilityEvaluator(None, _gold()), 'the reader must be a pyterrier_utility.Reader'),
+    (lambda: pu.UtilityEvaluator(_reader(), None), 'scorer must score answers'),
+    (lambda: pu.backends.CausalLMBackend(None, None, model_id='m', batch_size=0), 'batch_size must be an integer >= 1'),
+    (lambda: pu.backends.CausalLMBackend(None, None, model_id='m', max_input_length='4096'),
+     "max_input_length must be an integer >= 1, got '4096'"),
+    (lambda: pu.backends.CausalLMBackend(None, None, model_id='m', prefix_cache_mb=-1), 'prefix_cache_mb must be'),
+    (lambda: pu.backends.CausalLMBackend(None, None, model_id='m', min_chunk_tokens=0), 'min_chunk_tokens must be'),
+    (lambda: pu.backends.CausalLMBackend(None, None, model_id='m', temperature=-1), 'temperature'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, timeout='60'), "timeout must be a number > 0, got '60'"),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, timeout=0), 'timeout must be a number > 0, got 0'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, backoff=-1), 'backoff must be a number >= 0, got -1'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, retry_deadline=float('nan')),
+     'retry_deadline must be a number > 0, got nan'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, concurrency=0), 'concurrency must be an integer >= 1'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, max_retries='5'), 'max_retries must be an integer >= 0'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, max_input_length=0), 'max_input_length must be'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', URL, endpoint='chats'), 'endpoint must be'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', 'ftp://h'), 'base_urls must be one or more http(s) URLs'),
+    (lambda: pu.backends.OpenAICompatibleBackend('', URL), 'model must be a non-empty string'),
+    (lambda: pu.backends.LlamaCppServerBackend('m', URL, sampler_order=['top_k']), 'sampler_order must order all'),
+    (lambda: pu.backends.LlamaCppServerBackend('m', URL, timeout=-5), 'timeout must be a number > 0, got -5'),
+    (lambda: pu.backends.VLLMBackend('m', tensor_parallel_size=0), 'tensor_parallel_size must be an integer >= 1'),
+    (lambda: pu.backends.VLLMBackend('m', batch_size='8'), 'batch_size must be an integer >= 1'),
+    (lambda: pu.backends.VLLMBackend('m', max_input_length=-1), 'max_input_length must be an integer >= 1'),
+    (lambda: pu.backends.RayBackend('gemma3-270m', replicas=0), 'replicas must be an integer >= 1, got 0'),
+    (lambda: pu.backends.RayBackend('gemma3-270m', replicas='2'), "replicas must be an integer >= 1, got '2'"),
+    (lambda: pu.backends.RayBackend('gemma3-270m', max_restarts=-1), 'max_restarts must be an integer >= 0'),
+    (lambda: pu.backends.RayBackend('gemma3-270m', num_cpus='1'), "num_cpus must be a number > 0, got '1'"),
+    (lambda: pu.backends.RayBackend('gemma3-270m', num_gpus=-1), 'num_gpus must be a number >= 0, got -1'),
+    (lambda: pu.backends.RayBackend(42), 'backend must be a reader name or a function'),
+    (lambda: pu.LLMRetEval('gemma3-270m', QRELS, {}, bertscore='minilm'), 'reader must be a pyterrier_utility.Reader'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS, {}, judge='gemma3-270m'), 'judge must be a pyterrier-rag Backend'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS, {}, bertscore=3), 'bertscore must be a model name'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS, {}, bertscore='minilm', threshold='0.8'), 'threshold must be a number'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS, {}, bertscore='minilm', gold_samples=0),
+     'gold_samples must be an integer >= 1, got 0'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS, {}, bertscore='minilm', gold_temperature=-0.5),
+     'gold_temperature must be a number >= 0, got -0.5'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS, {}, bertscore='minilm', k=0), 'k must be an integer >= 1, got 0'),
+    (lambda: pu.LLMRetEval(_reader(), QRELS.to_dict(), {}, bertscore='minilm'), 'qrels must be a DataFrame'),
+    (lambda: pu.ERAGLabeller('gemma3-270m', None, metric='em'), 'reader must be a pyterrier_utility.Reader'),
+    (lambda: pu.ERAGLabeller(_reader(), _gold()), 'scorer must be an FBertScorer or None'),
+    (lambda: pu.ERAGLabeller(_reader(), None, metric='bleu'), "metric must be 'fbert', 'em' or 'f1'"),
+]
+
+
+@pytest.mark.parametrize('build,said', CONSTRUCTORS, ids=[s for _, s in CONSTRUCTORS])
+def test_a_constructor_given_a_wrong_type_or_value_refuses_it_naming_the_parameter(build, said):
+    with pytest.raises(SettingError, match=re.escape(said)):
+        build()

@@ -2,7 +2,9 @@
 import numpy as np
 import pandas as pd
 import pytest
+from pyterrier_rag.backend import Backend, BackendOutput
 
+from pyterrier_utility.backends._base import query_of
 from pyterrier_utility.experiment import health, rendering, stats
 from pyterrier_utility.experiment.results import table_notes
 
@@ -121,10 +123,60 @@ def test_the_offline_default_reader_gives_answers_that_exist(tmp_path):
                      '--samples', '2', '--out', str(tmp_path)]) == 0
     answers = pd.read_csv(tmp_path / 'answers.csv', keep_default_na=False)
     assert len(answers) == 3 * (1 + 3 * 2) * 2
-    empty = answers['qanswer'].str.strip().eq('')
+    empty = ~answers['qanswer'].map(health.visible)
     cut = answers['truncated'].astype(str).eq('True')
     assert empty.sum() <= 1, answers.loc[empty, ['system', 'k', 'qid', 'sample']]
     assert cut.mean() <= 0.2
     found = pd.read_csv(tmp_path / 'health.csv')
     assert (found['answers'] * found['empty']).sum() == pytest.approx(empty.sum())
     assert (found['answers'] * found['cut']).sum() == pytest.approx(cut.sum())
+
+
+#: Answers without a visible character: a NUL, an ESC, white space around them, a zero-width space.
+INVISIBLE = ['\x00', '\x1b', ' \x00\t\x1b ', '\u200b']
+
+
+class InvisibleBackend(Backend):
+    """Answers every prompt with a context with one of :data:`INVISIBLE`, the 0-shot prompts of the
+    ``blank`` questions with a NUL, the other 0-shot prompts with words; ``given`` records each answer."""
+    supports_seeds = True
+
+    def __init__(self, blank):
+        super().__init__('invisible')
+        self.blank = set(blank)
+        self.given = {}
+
+    def generate(self, inps, *, seeds=None, **kw):
+        texts = [INVISIBLE[sum(map(ord, p)) % len(INVISIBLE)] if 'Context 1:' in p
+                 else '\x00' if query_of(p).strip("'") in self.blank else 'the lift falls' for p in inps]
+        self.given.update(zip(inps, texts))
+        return [BackendOutput(text=t) for t in texts]
+
+
+def test_answers_without_a_visible_character_are_empty_stored_as_generated_and_u_is_nan_where_p0_is_0(
+        tmp_path, monkeypatch, capsys):
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    from pyterrier_utility.experiment import read_study
+    topics = pu.datasets.cranfield().get_topics().set_index('qid')['query']
+    backend = InvisibleBackend([topics['3']])
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: backend)
+    with pytest.warns(UserWarning, match=r'utility is NaN because the 0-shot FBERT is 0 \(label>=2\): qid 3$'):
+        assert cli.main(['study', '--systems', 'Rel', 'NRel', '--no-reverse', '-k', '1', '2', '--queries', '3',
+                         '--samples', '1', '--labels', '2', '--out', str(tmp_path)]) == 0
+    assert set(backend.given.values()) == set(INVISIBLE) | {'\x00', 'the lift falls'}
+    found = pd.read_csv(tmp_path / 'health.csv')
+    assert found.set_index(['system', 'k'])['empty'].to_dict() == {('0-shot', 0): 1 / 3, ('Rel', 1): 1.0,
+                                                                   ('Rel', 2): 1.0, ('NRel', 1): 1.0, ('NRel', 2): 1.0}
+    table = pd.read_csv(tmp_path / 'table1.csv', keep_default_na=False)
+    assert table['mark'].str.contains(health.HEALTH_MARK).all() and (table['mark_0shot'] == health.HEALTH_MARK).all()
+    per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str})
+    assert per_query.loc[per_query['qid'] == '3', 'utility'].isna().all()
+    assert (per_query.loc[per_query['qid'] != '3', 'utility'] == -1).all()  # P_k = 0: an empty answer scores 0
+    # answers.csv holds each answer exactly as generated, NUL and ESC included, and reads back so.
+    raw = (tmp_path / 'answers.csv').read_bytes()
+    assert b'\x00' in raw and b'\x1b' in raw
+    answers = read_study(tmp_path).answers
+    assert sorted(answers['qanswer']) == sorted(backend.given.values())
+    said = capsys.readouterr()
+    assert 'Answer health: 15 answers, 86.7% empty' in said.out + said.err

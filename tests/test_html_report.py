@@ -198,7 +198,7 @@ def test_report_title_is_a_setting_or_the_folder_name(tmp_path):
 
 
 def test_report_errors_name_the_file_row_and_column(tmp_path):
-    with pytest.raises(SettingError, match=re.escape(str(tmp_path / 'none' / 'per_query.csv'))):
+    with pytest.raises(SettingError, match=re.escape(f"{tmp_path / 'none'} does not exist: give a study folder")):
         write_report(tmp_path / 'none')
     folder = small_study(tmp_path / 'a', contexts=CONTEXTS.drop(columns=['position']))
     with pytest.raises(FrameError, match=r"contexts\.csv: no column 'position'"):
@@ -354,3 +354,16 @@ def test_report_of_several_datasets_keeps_their_queries_apart(tmp_path):
         (1, 'q1', 'what is lift (dl20)'), (1, 'q2', 'why does the nose heat up (dl20)')]
     assert [data['queries']['dataset'][q] for q in data['rows']['qid']] == data['rows']['dataset']
     assert len(data['answers']) == 2 * len(ANSWERS.groupby(['system', 'k', 'qid']))
+
+
+def test_an_answer_without_a_visible_character_is_marked_empty_in_a_browser(tmp_path, browser):
+    # Sample 0 of A's answers to q1 is a NUL, sample 1 an ESC and a space; the 0-shot q2 sample 0 is ''.
+    answers = ANSWERS.assign(qanswer=ANSWERS['qanswer'].where(~((ANSWERS['system'] == 'A') & (ANSWERS['qid'] == 'q1')),
+                                                              ['\x00', '\x1b '] * 6))
+    browser.load(write_report(small_study(tmp_path / 'study', answers=answers)))
+    browser.evaluate('document.querySelector("#rows tbody tr").click()')  # system A, k 2, q1
+    shown = browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.kshot")].map(c => '
+                             '[c.querySelector(".answer-text").textContent, c.querySelector(".note") !== null])')
+    assert shown == [['\x00', True], ['\x1b ', True]]
+    assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.zero .note")].length') == 0
+    assert browser.errors == []

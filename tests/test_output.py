@@ -1,6 +1,7 @@
 """The output folder: one run at a time, one run's files."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
+from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment.output import LOCK, STAGING
 
 ARGV = ['study', '--queries', '2', '--systems', 'Rel', 'NRel', '--samples', '1']
@@ -96,6 +98,28 @@ def test_a_report_into_an_out_under_a_file_is_refused_naming_it(tmp_path, fake_r
     assert e.value.code == 2
     assert capsys.readouterr().err == (f'pyterrier-utility report: error: --out {tmp_path / "file" / "sub"} cannot '
                                        'be written: Not a directory\n')
+
+
+@pytest.mark.parametrize('folder,said', [
+    ('nosuch', '{path} does not exist: give a study folder (the --out of pyterrier-utility study)'),
+    ('file.txt', '{path} is a file, not a study folder (the --out of pyterrier-utility study)'),
+    ('other', '{path} is not a study folder: it holds no per_query.csv'),
+    ('attributed', '{path} is not a study folder: it holds no per_query.csv (an attribution alone: run the study '
+                   'into it too)')])
+def test_a_report_of_what_is_not_a_study_folder_ends_in_one_line_naming_it(tmp_path, capsys, folder, said):
+    (tmp_path / 'file.txt').write_text('x')
+    (tmp_path / 'other').mkdir()
+    (tmp_path / 'other' / 'notes.txt').write_text('x')
+    (tmp_path / 'attributed').mkdir()
+    (tmp_path / 'attributed' / 'attribution.csv').write_text('labels,system\n')
+    with pytest.raises(SystemExit) as e:
+        cli.main(['report', str(tmp_path / folder), '--out', str(tmp_path / 'report')])
+    assert e.value.code == 2
+    path = tmp_path / folder
+    assert capsys.readouterr().err == f'pyterrier-utility report: error: {said.format(path=path)}\n'
+    with pytest.raises(SettingError, match=f'^{re.escape(said.format(path=path))}$'):
+        pu.experiment.read_study(path)
+    assert not (tmp_path / 'report').exists()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason='root writes into a read-only folder: permissions are not enforced')

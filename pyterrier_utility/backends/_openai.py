@@ -18,14 +18,14 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from .._util import check, check_int, either, encodable, say
+from .._util import check, check_int, check_number, either, encodable, say
 from ..engines import ENGINES_BY_NAME
 from ..errors import BackendError
 from ..settings import Decoding
 from ..vocabulary import ENDPOINTS
-from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
+from ._base import Answer, DecodingBackendBase, cut_at_stop, query_of, sampling_fields, split_decoding
 
 #: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
 #: is a seeded request whose prompt is prefilled in chunks (its log: "CPU Generator does not use offset").
@@ -76,6 +76,8 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
     in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
     so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
+    Each answer is handed to the generation cache as it arrives (``on_answers``), so a process killed
+    mid-call keeps every answer that came back.
 
     A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
     that hit the limit together wait together, said once). A response is an answer only when it
@@ -136,6 +138,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     """
     DECODING_FIELDS = ENGINES_BY_NAME['openai'].honours
     DECODING_OWN_WAY = dict(ENGINES_BY_NAME['openai'].own_way)
+    answers_each = True
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS: Tuple[str, ...] = ('endpoint', 'extra_body')
     #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.
@@ -160,9 +163,12 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         check(endpoint in ENDPOINTS, owner, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
         check_int(owner, 'concurrency', concurrency, 1)
         check_int(owner, 'max_retries', max_retries, 0)
-        check(timeout > 0 and backoff >= 0, owner, f'timeout must be > 0 and backoff >= 0, got {timeout}, {backoff}')
-        check(retry_deadline is None or retry_deadline > 0, owner,
-              f'retry_deadline must be > 0 seconds or None, got {retry_deadline!r}')
+        check_number(owner, 'timeout', timeout, 0, exclusive=True)
+        check_number(owner, 'backoff', backoff, 0)
+        if retry_deadline is not None:
+            check_number(owner, 'retry_deadline', retry_deadline, 0, exclusive=True)
+        if max_input_length is not None:
+            check_int(owner, 'max_input_length', max_input_length, 1)
         extra_body = dict(extra_body or {})
         reserved = sorted(set(extra_body) & {'model', 'prompt', 'messages', 'seed', 'n', 'stream'})
         check(not reserved, owner, f'extra_body may not set {reserved}: the backend sets them per request')
@@ -335,12 +341,12 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         if status >= 400 and any(words in reply.lower() for words in CONTEXT_EXCEEDED):
             prompt: str = (body['messages'][0]['content'] if self.endpoint == 'chat'  # type: ignore[index]
                            else body['prompt'])  # type: ignore[assignment]
-            raise BackendError(f"{said}; the prompt ({len(prompt)} characters, ending {prompt[-80:]!r}) and max_tokens "
-                               f"{body['max_tokens']} do not fit the server's context: ask for fewer new tokens "
-                               "(--max-new-tokens), start the server with a longer context (vLLM's --max-model-len, "
-                               "llama.cpp's --ctx-size), give shorter or fewer documents (-k), or give the backend the "
-                               "model's tokenizer and the server's context length (tokenizer=, max_input_length=) so "
-                               "that the Reader truncates the documents to fit")
+            raise BackendError(f"{said}; the prompt of the query {query_of(prompt)} ({len(prompt)} characters) and "
+                               f"max_tokens {body['max_tokens']} do not fit the server's context: ask for fewer new "
+                               "tokens (--max-new-tokens), start the server with a longer context (vLLM's "
+                               "--max-model-len, llama.cpp's --ctx-size), give shorter or fewer documents (-k), or "
+                               "give the backend the model's tokenizer and the server's context length (tokenizer=, "
+                               "max_input_length=) so that the Reader truncates the documents to fit", prompt=prompt)
         if status >= 400:
             sent = self._nonstandard()
             named = [f for f in sent if f in reply]
@@ -418,10 +424,13 @@ class OpenAICompatibleBackend(DecodingBackendBase):
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[Answer]:
-        """Answers ``inps``, one seed each. On a failure, requests already sent finish and the error
-        carries their answers (``completed``); on Ctrl-C, requests in flight are cut at once and the
-        ``KeyboardInterrupt`` carries the answers completed (the generation cache stores them)."""
+                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1,
+                 on_answers: Optional[Callable[[Dict[int, Answer]], None]] = None) -> List[Answer]:
+        """Answers ``inps``, one seed each; ``on_answers`` (index -> answer) is given the answers as
+        they arrive, in this thread (the generation cache stores each at once). On a failure,
+        requests already sent finish and the error carries their answers (``completed``); on Ctrl-C,
+        requests in flight are cut at once and the ``KeyboardInterrupt`` carries the answers
+        completed (the generation cache stores them)."""
         seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
                                                  stop_sequences)
         bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
@@ -457,13 +466,21 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                     item = results.get(timeout=SIGNAL_POLL)
                 except queue.Empty:
                     continue
-                if item is None:
-                    workers -= 1
-                elif item[2] is None:
-                    answers[item[0]] = item[1]
-                elif failure is None:
-                    failure = item[2]
-                    cancel.set()  # no new requests; those sent finish and their answers are kept
+                arrived: Dict[int, Answer] = {}
+                while True:  # all that arrived together, handed on at once
+                    if item is None:
+                        workers -= 1
+                    elif item[2] is None:
+                        answers[item[0]] = arrived[item[0]] = item[1]
+                    elif failure is None:
+                        failure = item[2]
+                        cancel.set()  # no new requests; those sent finish and their answers are kept
+                    try:
+                        item = results.get_nowait()
+                    except queue.Empty:
+                        break
+                if arrived and on_answers is not None:
+                    on_answers(arrived)
         except KeyboardInterrupt as interrupt:
             cancel.set()
             with self._lock:
@@ -479,10 +496,14 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                     answers[item[0]] = item[1]
             interrupt.completed = dict(answers)  # type: ignore[attr-defined]  # read by the generation cache
             raise
+        except Exception:
+            cancel.set()  # on_answers failed (the cache file): no new requests
+            raise
         if failure is not None:
             message = (str(failure) if isinstance(failure, BackendError)
                        else f'{self!r}: {type(failure).__name__}: {failure}')
-            raise BackendError(message + self._first_server_error(message), completed=answers) from failure
+            raise BackendError(message + self._first_server_error(message), completed=answers,
+                               prompt=getattr(failure, 'prompt', None)) from failure
         return [answers[i] for i in range(len(inps))]
 
     def _first_server_error(self, message: str) -> str:

@@ -18,6 +18,7 @@ import functools
 import inspect
 import os
 import platform
+import socket
 import sys
 from collections import deque
 from dataclasses import dataclass
@@ -25,11 +26,12 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 
 from pyterrier_rag.backend import Backend
 
-from .._util import check, check_int
+from .._util import check, check_int, check_number
 from ..engines import build_backend, engine_for
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
 from ..settings import Decoding
+from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
 from ._base import query_of, work_batches
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
@@ -46,7 +48,9 @@ QUIET = {'HF_HUB_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error'}
 def connect(address: Optional[str] = None):
     """The ``ray`` module, connected: ``address`` ``'auto'`` joins the cluster this machine is a node
     of (``ray start``), ``'local'`` starts one in this process with every node on 127.0.0.1, and
-    ``'HOST:PORT'`` or ``'ray://HOST:PORT'`` names one; ``None`` keeps the cluster this process is
+    ``'HOST:PORT'`` or ``'ray://HOST:PORT'`` names one (a :class:`~pyterrier_utility.errors.BackendError`
+    naming it when nothing there answers within :data:`~pyterrier_utility.vocabulary.RAY_CONNECT_TIMEOUT`
+    seconds); ``None`` keeps the cluster this process is
     connected to, else leaves the choice to Ray (``$RAY_ADDRESS``, a cluster started on this machine,
     else a new one). A process connected already stays on its cluster."""
     if address == 'local' and 'ray' not in sys.modules:
@@ -59,8 +63,24 @@ def connect(address: Optional[str] = None):
         if address == 'local':
             ray.init(address=address, include_dashboard=False)
         else:
+            if address is not None and address not in RAY_ADDRESSES:
+                _reachable(address)
             ray.init(address=address)
     return ray
+
+
+def _reachable(address: str) -> None:
+    """A :class:`~pyterrier_utility.errors.BackendError` naming ``address`` (``[ray://]HOST:PORT``)
+    unless it accepts a connection within :data:`~pyterrier_utility.vocabulary.RAY_CONNECT_TIMEOUT`
+    seconds: ``ray.init`` would retry for minutes."""
+    host, _, port = address.split('://', 1)[-1].rpartition(':')
+    check(bool(host) and port.isdigit(), 'RayBackend', f'a cluster\'s address is HOST:PORT, got {address!r}')
+    try:
+        socket.create_connection((host.strip('[]'), int(port)), timeout=RAY_CONNECT_TIMEOUT).close()
+    except OSError as e:
+        why = 'no answer' if isinstance(e, socket.timeout) else (e.strerror or type(e).__name__).lower()
+        raise BackendError(f'RayBackend: no Ray cluster at {address} ({why} within {RAY_CONNECT_TIMEOUT} s): start '
+                           'one there (ray start --head) or give the address its head node printed') from None
 
 
 @dataclass(frozen=True)
@@ -225,8 +245,8 @@ class RayBackend(Backend):
                  **backend_kwargs):
         check_int('RayBackend', 'replicas', replicas, 1)
         check_int('RayBackend', 'max_restarts', max_restarts, 0)
-        check(num_cpus > 0 and num_gpus >= 0, 'RayBackend', f'num_cpus must be > 0 and num_gpus >= 0, got '
-                                                            f'{num_cpus} and {num_gpus}')
+        check_number('RayBackend', 'num_cpus', num_cpus, 0, exclusive=True)
+        check_number('RayBackend', 'num_gpus', num_gpus, 0)
         if isinstance(backend, str):
             engine_for(backend)
             factory: Callable[..., Backend] = functools.partial(build_backend, backend)

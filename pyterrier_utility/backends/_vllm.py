@@ -70,6 +70,8 @@ class VLLMBackend(DecodingBackendBase):
         decoding = split_decoding(owner, decoding, Decoding(), llm_kwargs)
         check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)
         check_int(owner, 'batch_size', batch_size, 1)
+        if max_input_length is not None:
+            check_int(owner, 'max_input_length', max_input_length, 1)
         try:
             import vllm
         except ImportError as e:

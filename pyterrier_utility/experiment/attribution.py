@@ -21,10 +21,11 @@ from typing import List, Optional
 
 import pandas as pd
 
-from .._util import say
+from .._util import say, warn_qids
 from ..errors import SettingError
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import check_method
+from ..methods.attribution.qrels import check_trec_ids
 from ..methods.attribution.summary import attribution_table
 from ..vocabulary import (
     ATTRIBUTION_COLUMNS,
@@ -84,6 +85,8 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
     systems = build_systems(config, name, dataset, qrels, topics, reader)
     say(f'{name}: {len(topics)} queries, systems {list(systems)}, k {list(config.ks)}, method {method}')
     contexts = study_contexts(topics, qrels, systems, config.ks, config.label_sets)
+    check_trec_ids(f'attribute ({ATTRIBUTION_FILES["qrels"]})', contexts[contexts['docno'].notna()])
+    warn_short(contexts)
     before = reader.backend.generated
     coalitions, rows = [], []
     for labels in config.label_sets:
@@ -98,6 +101,17 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
     attributed = pd.concat(rows, ignore_index=True)
     first = attributed[attributed['labels'] == str(config.label_sets[0])]
     return Attribution(pd.concat(coalitions, ignore_index=True), attributed, utility_qrels(first), record)
+
+
+def warn_short(contexts: pd.DataFrame) -> None:
+    """Warns, per system and k, naming the qids, of the contexts with fewer documents than k (an
+    oracle with fewer judged documents, a short ranking): they are attributed over the documents
+    they have, their ``attribution.csv`` rows fewer than k."""
+    sizes = contexts[contexts['docno'].notna()].groupby(list(CELL), sort=False).size().reset_index(name='n')
+    short = sizes[sizes['n'] < sizes['k'].astype(int)]
+    for (system, k), rows in short.groupby(['system', 'k'], sort=False):
+        warn_qids(f'{system} at k={k}: fewer than {k} documents, attributed over the documents each context has '
+                  '(its Shapley values split U among them)', rows['qid'])
 
 
 def save_attribution(found: Attribution, config: StudyConfig) -> List[str]:

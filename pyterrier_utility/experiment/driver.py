@@ -35,7 +35,7 @@ from ..settings import FIELDS, LabelSet
 from ..vocabulary import GENERATIONS_FILE, HEALTH_FILE
 from . import figures, health, stats
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
-from .folder import read_health
+from .folder import read_health, study_folder
 from .html import TITLE, write_report
 from .output import check_out, owned, staged
 from .results import StudyResults, blocks, write_tables
@@ -350,9 +350,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     ``NAME-report.html`` for several folders). Returns the file names."""
     frames, healths, table_ks, figure_ks = [], [], set(), set()
     for folder in folders:
-        path = Path(folder) / 'per_query.csv'
-        if not path.is_file():
-            raise SettingError(f'{path} does not exist: report reads the per_query.csv of a study folder')
+        path = study_folder(folder) / 'per_query.csv'
         frame = read_per_query(path)
         if 'dataset' not in frame.columns:
             frame.insert(0, 'dataset', Path(folder).name)

@@ -138,6 +138,21 @@ def _refuse(path: Path, frame: pd.DataFrame, column: str, bad: pd.Series, expect
         raise FrameError(f'{path} row {row + 2}, column {column!r}: {frame[column].iloc[row]!r} is not {expected}')
 
 
+def study_folder(folder: Union[str, Path]) -> Path:
+    """``folder`` as a path, or a :class:`~pyterrier_utility.errors.SettingError` naming it when it
+    does not exist, is not a folder, or holds no ``per_query.csv`` (it is not a study's)."""
+    path = Path(folder)
+    if not path.exists():
+        raise SettingError(f'{path} does not exist: give a study folder (the --out of pyterrier-utility study)')
+    if not path.is_dir():
+        raise SettingError(f'{path} is a file, not a study folder (the --out of pyterrier-utility study)')
+    if not (path / FRAME_FILES['per_query']).is_file():
+        attribution = ' (an attribution alone: run the study into it too)' if any(
+            (path / name).is_file() for name in ATTRIBUTION_FILES.values()) else ''
+        raise SettingError(f'{path} is not a study folder: it holds no {FRAME_FILES["per_query"]}{attribution}')
+    return path
+
+
 def read_study(folder: Union[str, Path]) -> StudyFolder:
     """Reads a study folder: ``per_query.csv`` must exist; the other files are read when present.
 
@@ -149,10 +164,8 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
         study = read_study('results/study')
         print(study.per_query.groupby('system')['utility'].mean())
     """
-    path = Path(folder)
+    path = study_folder(folder)
     per_query = path / FRAME_FILES['per_query']
-    if not per_query.is_file():
-        raise SettingError(f'{per_query} does not exist: a study report reads the per_query.csv of a study folder')
     has_dataset = bool({'dataset', 'reader'} & set(pd.read_csv(per_query, nrows=0).columns))
     study = StudyFolder(path, read_csv(per_query), named_datasets=has_dataset)
     for file in CSV_COLUMNS:

@@ -6,8 +6,9 @@ context held: a cell whose answers are often empty, cut at ``max_new_tokens`` or
 document reads the decoding, not the relevance of its contexts. ``health.csv`` says, per (reader,)
 system and k (0-shot included), how many answers each cell has and which share of them is:
 
-- **empty**: nothing but white space once the stop sequences are removed (the engine ended the
-  answer at once, or wrote a stop sequence first);
+- **empty**: no visible character once the stop sequences are removed, only white space and
+  control or format characters such as NUL, ESC or a zero-width space (the engine ended the answer
+  at once, wrote a stop sequence first, or wrote what no reader can see);
 - **cut**: stopped at ``max_new_tokens`` rather than by the end of text or a stop sequence (the
   engine's ``truncated``; NaN where the engine does not say);
 - **copied**: at least :data:`COPIED_SHARE` of the answer's words lie in runs of
@@ -26,6 +27,7 @@ Example::
     print(health[health['empty'] > 0.05])
 """
 import re
+import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -82,9 +84,15 @@ def _keys(frame: pd.DataFrame) -> List[str]:
     return [c for c in ('dataset', 'reader') if c in frame.columns]
 
 
+def visible(text: str) -> bool:
+    """Whether ``text`` holds a character one can see: a letter, mark, number, punctuation or symbol,
+    not only white space and control or format characters (NUL, ESC, a zero-width space)."""
+    return any(unicodedata.category(c)[0] in 'LMNPS' for c in text)
+
+
 def is_empty(answers: pd.Series) -> pd.Series:
-    """Whether each answer is empty: missing, or white space only."""
-    return answers.isna() | answers.fillna('').astype(str).str.strip().eq('')
+    """Whether each answer is empty: missing, or without a :func:`visible` character."""
+    return answers.isna() | ~answers.fillna('').astype(str).map(visible).astype(bool)
 
 
 def answer_health(answers: pd.DataFrame, contexts: Optional[pd.DataFrame] = None) -> pd.DataFrame:

@@ -49,6 +49,10 @@ class ERAGLabeller(pt.Transformer):
     """
 
     def __init__(self, reader: Reader, scorer: Optional[FBertScorer] = None, *, metric: str = 'fbert'):
+        if not isinstance(reader, Reader):
+            raise SettingError(f'ERAGLabeller: reader must be a pyterrier_utility.Reader, got {reader!r}')
+        if scorer is not None and not isinstance(scorer, FBertScorer):
+            raise SettingError(f'ERAGLabeller: scorer must be an FBertScorer or None, got {scorer!r}')
         if metric not in ('fbert',) + GOLD_METRICS:
             raise SettingError(f"ERAGLabeller: metric must be 'fbert', 'em' or 'f1', got {metric!r}")
         if metric == 'fbert' and scorer is None:

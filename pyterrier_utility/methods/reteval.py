@@ -16,7 +16,7 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from .._util import check, check_int, normalise_frame, validate_columns, warn_qids
+from .._util import check, check_int, check_number, normalise_frame, validate_columns, warn_qids
 from ..cache import GenerationCache
 from ..errors import SettingError
 from ..protocols import DecodingBackend
@@ -106,8 +106,18 @@ class LLMRetEval(pt.Transformer):
                  bertscore: Union[None, str, BertScore] = None, threshold: float = MINILM_MATCH_THRESHOLD,
                  judge_prompt: str = JUDGE_PROMPT, gold_reader: Optional[Reader] = None, gold_samples: int = 3,
                  gold_temperature: float = 0.5):
+        if not isinstance(reader, Reader):
+            raise SettingError(f'LLMRetEval: reader must be a pyterrier_utility.Reader, got {reader!r}')
         if judge is None and bertscore is None:
             raise SettingError('LLMRetEval: give a judge backend or a bertscore model to decide matches')
+        check(judge is None or isinstance(judge, Backend), 'LLMRetEval',
+              f'judge must be a pyterrier-rag Backend or None, got {judge!r}')
+        check(bertscore is None or isinstance(bertscore, (str, BertScore)), 'LLMRetEval',
+              f'bertscore must be a model name, a BertScore or None, got {bertscore!r}')
+        check_number('LLMRetEval', 'threshold', threshold, -1)
+        check_int('LLMRetEval', 'gold_samples', gold_samples, 1)
+        check_number('LLMRetEval', 'gold_temperature', gold_temperature, 0)
+        check(isinstance(qrels, pd.DataFrame), 'LLMRetEval', f'qrels must be a DataFrame, got {type(qrels).__name__}')
         validate_columns('LLMRetEval qrels', qrels, ['qid', 'docno', 'label'])
         if k is not None:
             check_int('LLMRetEval', 'k', k, 1)

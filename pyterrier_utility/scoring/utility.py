@@ -57,6 +57,9 @@ class UtilityEvaluator(pt.Transformer):
                                'comes from its 0-shot answers for the same samples, which pyterrier-rag\'s Reader does '
                                'not give. Give its backend to pyterrier_utility.Reader(backend) (any pyterrier-rag '
                                'Backend works), or score its answers alone with FBertScorer (needs qid, qanswer)')
+        if not isinstance(scorer, AnswerScorer):
+            raise SettingError(f'UtilityEvaluator: scorer must score answers (an FBertScorer or GoldAnswerScorer: '
+                               f'measure, references, score_with_reference), got {scorer!r}')
         self.reader = reader
         self.scorer = scorer
 

@@ -79,6 +79,8 @@ class CausalLMBackend(DecodingBackendBase):
         check_int(name, 'batch_size', batch_size, 1)
         check_int(name, 'prefix_cache_mb', prefix_cache_mb, 0)
         check_int(name, 'min_chunk_tokens', min_chunk_tokens, 1)
+        if max_input_length is not None:
+            check_int(name, 'max_input_length', max_input_length, 1)
         model_limit = getattr(model.config, 'max_position_embeddings', None) or 2048
         super().__init__(model_id, max_new_tokens=decoding.max_new_tokens, verbose=verbose,
                          max_input_length=max_input_length or model_limit)

@@ -111,11 +111,14 @@
   // Whether the engine gave any answer a mean log-probability: only then the column is shown.
   const LOGPROBS = Object.values(D.answers || {}).some(cell => cell.some(a => a[2] !== null));
 
+  // A character one can see (health.csv's rule): an answer of white space, NUL or ESC alone is empty.
+  const VISIBLE = /[\p{L}\p{M}\p{N}\p{P}\p{S}]/u;
+
   function answerCell(cls, answer) {
     if (!answer) return el('td', {class: cls}, '–');
     const text = D.answer_texts[answer[1]];
     return el('td', {class: cls + (answer[3] ? ' truncated' : '')}, el('span', {class: 'answer-text'}, text),
-      text === '' ? el('span', {class: 'note'}, '(empty)') : null,
+      VISIBLE.test(text) ? null : el('span', {class: 'note'}, '(empty)'),
       answer[3] ? [' ', el('span', {class: 'cut', title: 'generation stopped at max_new_tokens'}, 'cut')] : null);
   }
 

@@ -6,6 +6,7 @@ from typing import Union
 import pandas as pd
 
 from ..._util import check, validate_columns
+from ...errors import FrameError
 
 #: The share of U (``phi_utility``) at and above which a document is graded 2.
 THRESHOLD = 0.1
@@ -36,9 +37,25 @@ def utility_qrels(attribution: pd.DataFrame, threshold: float = THRESHOLD) -> pd
     return label.rename('label').reset_index()
 
 
+def check_trec_ids(owner: str, frame: pd.DataFrame) -> None:
+    """A :class:`~pyterrier_utility.errors.FrameError` naming the first qid or docno of ``frame``
+    that holds white space: a TREC file separates its fields by white space, so trec_eval and
+    ir_measures would read another id back (``'AB 12'`` as ``'AB'``)."""
+    for column in ('qid', 'docno'):
+        ids = frame[column].astype(str)
+        spaced = ids[ids.str.contains(r'\s', regex=True)]
+        if len(spaced):
+            where = f' (qid {frame.loc[spaced.index[0], "qid"]})' if column == 'docno' else ''
+            raise FrameError(f'{owner}: {column} {spaced.iloc[0]!r}{where} holds white space, which TREC qrels '
+                             '(fields separated by white space) cannot hold: trec_eval and ir_measures would read '
+                             f'another {column} back; give the collection {column}s without white space')
+
+
 def write_trec_qrels(qrels: pd.DataFrame, path: Union[str, Path]) -> None:
     """Writes ``qid``, ``docno``, ``label`` as TREC qrels (``qid 0 docno label``, one a line), as
-    trec_eval and ``ir_measures.read_trec_qrels`` read them."""
+    trec_eval and ``ir_measures.read_trec_qrels`` read them; an id holding white space is refused
+    (:func:`check_trec_ids`) and nothing is written."""
     validate_columns('write_trec_qrels', qrels, ['qid', 'docno', 'label'])
+    check_trec_ids('write_trec_qrels', qrels)
     Path(path).write_text(''.join(f'{q} 0 {d} {int(x)}\n' for q, d, x in zip(qrels['qid'], qrels['docno'],
                                                                            qrels['label'])))

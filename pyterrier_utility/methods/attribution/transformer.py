@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..._util import normalise_frame, validate_columns, warn_qids
+from ..._util import check_int, normalise_frame, validate_columns, warn_qids
+from ...errors import BackendError
 from ...protocols import AnswerScorer
 from ...reader import Reader
 from ...scoring.utility import UtilityEvaluator, utility
@@ -60,6 +61,7 @@ class ContextAttribution(pt.Transformer):
     def __init__(self, reader: Reader, scorer: AnswerScorer, method: str = 'shapley', budget: Optional[int] = None,
                  seed: int = 0):
         games.check_method(method, budget)
+        check_int('ContextAttribution', 'seed', seed, 0)
         self.evaluator = UtilityEvaluator(reader, scorer)  # refuses a reader that is not ours
         self.reader = reader
         self.scorer = scorer
@@ -115,7 +117,11 @@ class ContextAttribution(pt.Transformer):
         key = by + ['coalition']
         zero = contexts.drop_duplicates('_context')[by + ['query']].assign(coalition='')
         # The 0-shot prompts with the others, in one call: the evaluator then finds them answered.
-        _, answered = self.reader.answer_frames([zero, frame.drop(columns='_context')], by=key)
+        asked = [zero, frame.drop(columns='_context')]
+        try:
+            _, answered = self.reader.answer_frames(asked, by=key)
+        except BackendError as e:
+            raise self.reader.prompter.blame(e, asked, key) from e
         groups = self.evaluator.evaluate(answered, by=key)[0]
         context_of = contexts.drop_duplicates('_context').set_index(by)['_context']
         groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
