@@ -9,6 +9,7 @@ import numbers
 import os
 import shutil
 import sys
+import unicodedata
 import warnings
 from pathlib import Path
 from types import FrameType
@@ -114,6 +115,12 @@ def native_output_silenced(silence: bool = True):
         os.dup2(saved[1], 2)
         for fd in saved:
             os.close(fd)
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` holds a character one can see: a letter, mark, number, punctuation or symbol,
+    not only white space and control or format characters (NUL, ESC, a zero-width space)."""
+    return any(unicodedata.category(c)[0] in 'LMNPS' for c in text)
 
 
 def say(line: str) -> None:

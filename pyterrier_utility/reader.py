@@ -10,7 +10,7 @@ from ._util import check_int, validate_columns
 from .backends import get_backend, reader_names
 from .backends._base import Answer
 from .cache import GenerationCache, warn_unseeded
-from .errors import SettingError
+from .errors import BackendError, SettingError
 from .prompter import Prompter, checked_input
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
@@ -168,7 +168,10 @@ class Reader(pt.Transformer):
         by = [by] if isinstance(by, str) else list(by)
         prompts = [self.prompter.prompts(frame, by) for frame in frames]
         distinct = list(dict.fromkeys(p for group in prompts for p in group.values()))
-        answered = dict(zip(distinct, self.answer(distinct)))
+        try:
+            answered = dict(zip(distinct, self.answer(distinct)))
+        except BackendError as e:  # a prompt the engine refused: named by its group and documents
+            raise self.prompter.blame(e, frames, by) from e
         out = []
         for frame, group in zip(frames, prompts):
             keys = list(frame[by].itertuples(index=False, name=None)) if len(by) > 1 else list(frame[by[0]])

@@ -98,7 +98,7 @@ CONTEXTS = ['a sigmet is a weather advisory that contains meteorological informa
 
 def nested_prompts(gemma):
     from pyterrier_utility import Reader
-    reader = Reader(gemma)
+    reader = Reader(gemma, prompt_format='plain')  # prompts sized for this format
     return [reader.prompter.build_prompt('what is a sigmet?', CONTEXTS[:k]) for k in (1, 2, 3)]
 
 
@@ -152,7 +152,7 @@ def test_prompts_past_the_sliding_window_decode_together_as_alone(gemma):
     from pyterrier_utility import Reader
     # Gemma 3 keeps 512 tokens in its sliding-window layers: rows of different lengths on both sides
     # of it are padded into one batch, which must leave each row's answer as it is alone.
-    reader = Reader(gemma)
+    reader = Reader(gemma, prompt_format='plain')  # prompts sized for this format
     long_contexts = [f'{c} It was reported in study number {i}.' for i, c in enumerate(CONTEXTS * 12)]
     # in prompt order (lexicographic) a shorter prompt comes first
     prompts = [reader.prompter.build_prompt('what is a sigmet?', long_contexts[start:k]) for start, k in

@@ -27,13 +27,12 @@ Example::
     print(health[health['empty'] > 0.05])
 """
 import re
-import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-from .._util import count
+from .._util import count, visible
 from ..vocabulary import CELL, HEALTH_COLUMNS, MIN_N, ORACLES
 
 #: The fewest consecutive words shared with a document that count as copied.
@@ -82,12 +81,6 @@ def copied_share(answer: str, texts: Sequence[str], run: int = COPY_RUN) -> floa
 
 def _keys(frame: pd.DataFrame) -> List[str]:
     return [c for c in ('dataset', 'reader') if c in frame.columns]
-
-
-def visible(text: str) -> bool:
-    """Whether ``text`` holds a character one can see: a letter, mark, number, punctuation or symbol,
-    not only white space and control or format characters (NUL, ESC, a zero-width space)."""
-    return any(unicodedata.category(c)[0] in 'LMNPS' for c in text)
 
 
 def is_empty(answers: pd.Series) -> pd.Series:

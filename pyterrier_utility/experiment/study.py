@@ -10,7 +10,7 @@ import pyterrier as pt
 from .. import vocabulary
 from .._util import check, check_int, either, normalise_frame, say, validate_columns, warn, warn_qids
 from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
-from ..errors import BackendError, FrameError, SettingError
+from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import Reader
 from ..scoring.bertscore import BertScore
@@ -269,10 +269,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     before = reader.backend.generated
     # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
     zero = topics.assign(system='0-shot', k=0)
-    try:
-        frames = reader.answer_frames([zero, contexts], by=CELL, token_logprobs=True)
-    except BackendError as e:
-        raise reader.prompter.blame(e, [zero, contexts], CELL) from e
+    frames = reader.answer_frames([zero, contexts], by=CELL, token_logprobs=True)
     zero, answered = (frame if 'sample' in frame.columns else frame.assign(sample=0) for frame in frames)
     each = pd.concat([f[CELL + ['sample', 'token_logprobs']] for f in (zero, answered)], ignore_index=True)
     zero, answered = (f.drop(columns='token_logprobs') for f in (zero, answered))

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, validate_columns, warn, warn_qids
+from .._util import check, validate_columns, visible, warn, warn_qids
 from ..datasets import texts_of
 from ..settings import LabelSet, LabelsLike
 from ..vocabulary import AGGREGATIONS, SUBMEASURES
@@ -114,7 +114,7 @@ class FBertScorer(pt.Transformer):
             for reason in sorted(set(why.values())):
                 warn_qids(f'{self.measure} is NaN ({reason}, {self.labels})',
                           [q for q, r in why.items() if r == reason])
-        empty = {q for q, a in zip(qids, answers) if not a.strip() and q in self.relevant}
+        empty = {q for q, a in zip(qids, answers) if not visible(a) and q in self.relevant}
         warn_qids(f'empty answer scored {self.measure} 0', empty)
         by_qid: Dict[str, List[int]] = {}
         for i, q in enumerate(qids):

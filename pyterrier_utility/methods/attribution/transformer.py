@@ -7,7 +7,6 @@ import pandas as pd
 import pyterrier as pt
 
 from ..._util import check_int, normalise_frame, validate_columns, warn_qids
-from ...errors import BackendError
 from ...protocols import AnswerScorer
 from ...reader import Reader
 from ...scoring.utility import UtilityEvaluator, utility
@@ -118,10 +117,7 @@ class ContextAttribution(pt.Transformer):
         zero = contexts.drop_duplicates('_context')[by + ['query']].assign(coalition='')
         # The 0-shot prompts with the others, in one call: the evaluator then finds them answered.
         asked = [zero, frame.drop(columns='_context')]
-        try:
-            _, answered = self.reader.answer_frames(asked, by=key)
-        except BackendError as e:
-            raise self.reader.prompter.blame(e, asked, key) from e
+        _, answered = self.reader.answer_frames(asked, by=key)
         groups = self.evaluator.evaluate(answered, by=key)[0]
         context_of = contexts.drop_duplicates('_context').set_index(by)['_context']
         groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
