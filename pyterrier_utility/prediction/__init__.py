@@ -17,9 +17,9 @@ from .._lazy import lazy_module
 _NAMES = {
     'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'ContextMeasure': 'measures',
     'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores', 'QueryPredictor': '_base',
-    'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores',
-    'Spatial': 'dense', 'TermStatistics': 'terms', 'WIG': 'scores',
+    'PredictionSettings': 'settings', 'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms',
+    'SMV': 'scores', 'Spatial': 'dense', 'TermStatistics': 'terms', 'WIG': 'scores',
 }
-_MODULES = ('answers', 'dense', 'evaluation', 'measures', 'readability', 'scores', 'terms')
+_MODULES = ('answers', 'dense', 'evaluation', 'measures', 'readability', 'scores', 'settings', 'terms')
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -12,7 +12,7 @@ class QueryPredictor(pt.Transformer):
     """A query-performance predictor: groups a ranking by ``qid`` (each group in rank order) and adds
     the column :attr:`column`, one value per query, to every row of the query.
 
-    A subclass sets :attr:`column` (or :meth:`name` for a name depending on its settings), the
+    A subclass sets :attr:`column` (in its constructor where the name depends on its settings), the
     columns it reads (:attr:`needs`) and :meth:`predict`. A value that cannot be computed for a
     query is NaN, and one warning names those queries.
     """
@@ -24,15 +24,10 @@ class QueryPredictor(pt.Transformer):
     def __init__(self):
         pass
 
-    @property
-    def name(self) -> str:
-        """The column this predictor adds."""
-        return self.column
-
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, self.needs)
         if inp.empty:
-            return inp.assign(**{self.name: pd.Series(dtype=float)})
+            return inp.assign(**{self.column: pd.Series(dtype=float)})
         ranked = inp if 'rank' in inp.columns or 'score' not in inp.columns else pt.model.add_ranks(inp.copy())
         if 'rank' in ranked.columns:
             ranked = ranked.sort_values(['qid', 'rank'], kind='stable')
@@ -42,8 +37,8 @@ class QueryPredictor(pt.Transformer):
                                   disable=not resolve_verbose(getattr(self, 'verbose', False))):
             values[qid] = float(self.predict(group))
         missing = [q for q, v in values.items() if not np.isfinite(v)]
-        warn_qids(f'{self!r}: {self.undefined}, {self.name} is NaN', missing)
-        return inp.assign(**{self.name: inp['qid'].map(values).astype(float)})
+        warn_qids(f'{self!r}: {self.undefined}, {self.column} is NaN', missing)
+        return inp.assign(**{self.column: inp['qid'].map(values).astype(float)})
 
     def predict(self, ranking: pd.DataFrame) -> float:
         """The value for one query's ranking (its rows in rank order)."""

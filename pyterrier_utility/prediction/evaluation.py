@@ -6,6 +6,7 @@ from typing import Dict, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import rankdata
 
 from .._util import check, check_int
 from ..scoring.correlation import correlation
@@ -19,11 +20,39 @@ def finite_pairs(x, y):
     return x[keep], y[keep]
 
 
+def coefficients(x: np.ndarray, y: np.ndarray, pick: np.ndarray, method: str) -> np.ndarray:
+    """``method``'s coefficient (Pearson, Spearman, or Kendall's tau-b as scipy computes them) of
+    each resample of the pairs (``x[row]``, ``y[row]`` for each row of indices ``pick``); NaN for a
+    resample where either side is constant."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if method == 'kendall':
+        # A resample's tau-b from how often it draws each pair: sum over ordered pairs of draws of
+        # sign(dx) * sign(dy), over the pairs untied in x and in y (copies of one pair are tied in both).
+        counts = np.zeros(pick.shape)
+        np.add.at(counts, (np.arange(len(pick))[:, None], pick), 1)
+        sx, sy = np.sign(x[:, None] - x[None, :]), np.sign(y[:, None] - y[None, :])
+        num = ((counts @ (sx * sy)) * counts).sum(axis=1)
+        den = np.sqrt(((counts @ np.abs(sx)) * counts).sum(axis=1) * ((counts @ np.abs(sy)) * counts).sum(axis=1))
+    else:
+        xs, ys = x[pick], y[pick]
+        if method == 'spearman':
+            xs, ys = rankdata(xs, axis=1), rankdata(ys, axis=1)
+        xs, ys = xs - xs.mean(axis=1, keepdims=True), ys - ys.mean(axis=1, keepdims=True)
+        num, den = (xs * ys).sum(axis=1), np.sqrt((xs * xs).sum(axis=1) * (ys * ys).sum(axis=1))
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def resamples(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """``n_resamples`` rows of ``n`` indices drawn with replacement by ``numpy.random.default_rng(seed)``."""
+    return np.random.default_rng(seed).integers(0, n, (n_resamples, n))
+
+
 def bootstrap_interval(x, y, method: str, n_resamples: int = 1000, seed: int = 0,
                        level: float = 0.95) -> tuple:
-    """The percentile interval of ``method``'s coefficient over ``n_resamples`` resamples of the
-    pairs (with replacement), drawn by ``numpy.random.default_rng(seed)``; resamples where the
-    coefficient is undefined (a constant side) are left out. NaN, NaN with fewer than 3 pairs.
+    """The percentile interval of ``method``'s coefficient over the resamples of the pairs
+    (:func:`resamples`); resamples where the coefficient is undefined (a constant side) are left out.
+    NaN, NaN with fewer than 3 pairs.
 
     Example::
 
@@ -32,12 +61,8 @@ def bootstrap_interval(x, y, method: str, n_resamples: int = 1000, seed: int = 0
     x, y = finite_pairs(x, y)
     if len(x) < 3:
         return float('nan'), float('nan')
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_resamples):
-        pick = rng.integers(0, len(x), len(x))
-        values.append(correlation(x[pick], y[pick], method)[0])
-    found = np.asarray(values)
+    pick = resamples(len(x), n_resamples, seed)
+    found = coefficients(x, y, pick, method)
     found = found[np.isfinite(found)]
     if not len(found):
         return float('nan'), float('nan')

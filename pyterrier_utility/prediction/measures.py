@@ -29,16 +29,13 @@ class ContextMeasure(QueryPredictor):
         self.measure = ir_measures.parse_measure(measure) if isinstance(measure, str) else measure
         self._qrels = pd.DataFrame({'query_id': qrels['qid'].astype(str), 'doc_id': qrels['docno'].astype(str),
                                     'relevance': qrels['label'].astype(int)})
+        self.column = str(self.measure)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != '_qrels'}
 
     def __setstate__(self, state):
         self.__init__(state['qrels'], state['measure'])
-
-    @property
-    def name(self) -> str:
-        return str(self.measure)
 
     def predict(self, ranking: pd.DataFrame) -> float:
         run = pd.DataFrame({'query_id': ranking['qid'].astype(str), 'doc_id': ranking['docno'].astype(str),

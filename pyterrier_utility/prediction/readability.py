@@ -63,10 +63,7 @@ class Readability(QueryPredictor):
         check(formula in READABILITY, 'Readability', f'formula must be one of {list(READABILITY)}, got {formula!r}')
         self.formula = formula
         self.k = k
-
-    @property
-    def name(self) -> str:
-        return self.formula
+        self.column = formula
 
     def predict(self, ranking: pd.DataFrame) -> float:
         import textstat

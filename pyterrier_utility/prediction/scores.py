@@ -13,7 +13,6 @@ from typing import Callable, Optional
 import numpy as np
 import pandas as pd
 
-
 from ._base import QueryPredictor, depth
 from .terms import TermStatistics, words
 

@@ -4,7 +4,7 @@ collection's own texts (:class:`TermStatistics`)."""
 import math
 import re
 from collections import Counter
-from typing import Collection, Dict, Iterable, List, Optional
+from typing import Any, Callable, Collection, Dict, Iterable, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,7 @@ from .._util import check, resolve_verbose
 from ._base import QueryPredictor
 
 #: How SCQ's per-term values make one value per query (Zhao et al.: SumSCQ, AvgSCQ, MaxSCQ).
-SCQ_AGGREGATIONS = {'max': np.max, 'mean': np.mean, 'sum': np.sum}
+SCQ_AGGREGATIONS: Dict[str, Callable[..., Any]] = {'max': np.max, 'mean': np.mean, 'sum': np.sum}
 
 
 def words(text: str) -> List[str]:
@@ -156,10 +156,7 @@ class SCQ(_TermPredictor):
         super().__init__(statistics)
         check(agg in SCQ_AGGREGATIONS, 'SCQ', f'agg must be one of {list(SCQ_AGGREGATIONS)}, got {agg!r}')
         self.agg = agg
-
-    @property
-    def name(self) -> str:
-        return f'{self.agg}_scq'
+        self.column = f'{agg}_scq'
 
     def aggregate(self, terms: List[str]) -> float:
         s = self.statistics
