@@ -26,7 +26,8 @@ _NAMES = {
     'utility_qrels': 'methods.attribution',
 }
 _MODULES = ('backends', 'cache', 'contexts', 'datasets', 'errors', 'experiment', 'generation', 'interop', 'measures',
-            'methods', 'models', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings', 'vocabulary')
+            'methods', 'models', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'scoring', 'settings',
+            'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -62,6 +62,9 @@ from .output import owned
 from .study import variants
 from .systems import default_systems
 
+#: A row of ``signals.csv``: a label set and a study's cell.
+LABELLED_CELL = list(SIGNALS_COLUMNS[:4])
+CELL = LABELLED_CELL[1:]
 #: The answer system of the study's answers without context.
 ZERO_SHOT = '0-shot'
 
@@ -186,15 +189,14 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
     signals = per_query.assign(gain=per_query['fbert'] - per_query['fbert_0shot']).rename(columns={'ndcg': 'nDCG@k'})
     definitions['nDCG@k'] = "the study's nDCG@k of the context (per_query.csv)"
     signals = signals.merge(query_level.drop(columns='query').reset_index(), on='qid', how='left')
-    for frame, on in ((ranking_level, ['system', 'qid']), (context_level, ['system', 'k', 'qid']),
-                      (reader_level, ['system', 'k', 'qid'])):
+    for frame, on in ((ranking_level, ['system', 'qid']), (context_level, CELL), (reader_level, CELL)):
         if frame:
             signals = signals.merge(pd.concat(frame, ignore_index=True), on=on, how='left')
     signals['confidence_0shot'] = signals['qid'].map(zero_shot)
-    measures = _context_measures(contexts, qrels, signals[['labels', 'system', 'k']].drop_duplicates())
+    measures = _context_measures(contexts, qrels, signals[LABELLED_CELL[:-1]].drop_duplicates())
     for measure in ('P', 'AP', 'RR'):
         definitions[f'{measure}@k'] = f'ir_measures {measure}@k of the context, relevant as the label set says'
-    signals = signals.merge(measures, on=['labels', 'system', 'k', 'qid'], how='left')
+    signals = signals.merge(measures, on=LABELLED_CELL, how='left')
     names = [s for s in definitions if s in signals.columns]
     signals = signals[list(SIGNALS_COLUMNS) + names]
     return Prediction(signals, pd.DataFrame(columns=list(PREDICTION_COLUMNS)), definitions, settings)
@@ -210,7 +212,7 @@ def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.Dat
             cell = cell.assign(rank=cell['position'] - 1, score=-cell['position'].astype(float))
             values = {f'{m}@k': _first(ContextMeasure(binary, f'{m}@{k}')(cell), f'{m}@{k}') for m in ('P', 'AP', 'RR')}
             frames.append(pd.DataFrame(values).reset_index().assign(labels=labels, system=system, k=k))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=['labels', 'system', 'k', 'qid'])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LABELLED_CELL)
 
 
 def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: PredictionSettings) -> pd.DataFrame:
@@ -221,7 +223,7 @@ def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: Predict
     check(len(combine) == len(settings.combine), 'predict',
           f'--combine names signals that are not computed: {sorted(set(settings.combine) - set(combine))}')
     short = []
-    for (labels, system, k), cell in signals.groupby(['labels', 'system', 'k'], sort=False):
+    for (labels, system, k), cell in signals.groupby(LABELLED_CELL[:-1], sort=False):
         key = dict(labels=labels, level=PREDICTION_LEVELS[0], system=system, k=k)
         for target in PREDICTION_TARGETS:
             for signal in names:
@@ -270,7 +272,7 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
         found.prediction.to_csv(out / PREDICTION_FILES['prediction'], index=False)
         record = json.loads((out / SETTINGS_FILE).read_text())
         record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions,
-                                    targets={'utility': '(P_k - P_0) / P_0', 'gain': 'P_k - P_0', 'fbert': 'P_k'})
+                                    targets=dict(zip(PREDICTION_TARGETS, ('(P_k - P_0) / P_0', 'P_k - P_0', 'P_k'))))
         (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
     return sorted(list(PREDICTION_FILES.values()) + [SETTINGS_FILE])
 

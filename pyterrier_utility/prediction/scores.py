@@ -40,7 +40,7 @@ class _ScorePredictor(QueryPredictor):
 
 class NQC(_ScorePredictor):
     """Normalized Query Commitment (Shtok, Kurland, Carmel, Raiber & Markovits, TOIS 2012): the
-    standard deviation of the top ``k`` scores over |score(D)|; adds ``nqc``.
+    standard deviation of the top ``k`` scores over abs(score(D)); adds ``nqc``.
 
     Args:
         k: the scores considered (the paper: 100).
@@ -122,7 +122,7 @@ class WIG(_ScorePredictor):
 
 class SMV(_ScorePredictor):
     """Score Magnitude and Variance (Tao & Wu, CIKM 2014): the mean over the top ``k`` of
-    score(d) * |ln(score(d) / mean)|, ``mean`` that of the top ``k`` scores, over score(D); adds
+    score(d) * abs(ln(score(d) / mean)), ``mean`` that of the top ``k`` scores, over score(D); adds
     ``smv``. Scores must be positive (a logarithm of each).
 
     Args:
