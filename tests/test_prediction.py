@@ -173,12 +173,17 @@ def test_context_measures_against_a_hand_count():
     assert value(measured, 'AP@5') == pytest.approx((1 / 2 + 2 / 4) / 3)
     assert value(measured, 'RR@5') == pytest.approx(1 / 2)
     assert value(measured, 'P@3', 'q2') == 0.0
+    # A document given twice counts once, at its first position: 'x' first, then the relevant 'r'.
+    twice = pd.DataFrame({'qid': ['q3'] * 3, 'docno': ['x', 'r', 'x'], 'score': [3.0, 2.0, 1.0]})
+    judged = pd.DataFrame({'qid': ['q3'], 'docno': ['r'], 'label': [1]})
+    assert value(P.ContextMeasure(judged, 'RR@3')(twice), 'RR@3', 'q3') == 0.5
 
 
 def test_answer_confidence_is_the_mean_of_the_answers_mean_logprob():
-    answers = pd.DataFrame({'qid': ['q1', 'q1', 'q2'], 'qanswer': ['a', 'b', 'c'], 'mean_logprob': [-0.5, -1.5, -2.0]})
+    answers = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q2'], 'qanswer': ['a', 'b', 'c', 'd'],
+                            'mean_logprob': [-0.5, -1.5, -4.0, -2.0]})
     out = P.AnswerConfidence()(answers)
-    assert value(out, 'answer_confidence') == -1.0 and value(out, 'answer_confidence', 'q2') == -2.0
+    assert value(out, 'answer_confidence') == -2.0 and value(out, 'answer_confidence', 'q2') == -2.0
     assert 'confidence_0shot' in P.AnswerConfidence('confidence_0shot')(answers).columns
 
 
