@@ -300,3 +300,6 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     settings = json.loads((tmp_path / 'settings.json').read_text())
     assert settings['command'] == 'study' and settings['prediction']['folds'] == 3
     assert 'nqc_authors' in settings['prediction']['signals']
+    # The report gains the section and, among its figures, the heatmap.
+    page = (tmp_path / 'report.html').read_text()
+    assert 'id="prediction"' in page and 'fig6_prediction_rho.png' in page

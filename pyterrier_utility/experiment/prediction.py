@@ -52,13 +52,17 @@ from ..vocabulary import (
     PREDICTION_FILES,
     PREDICTION_LEVELS,
     PREDICTION_TARGETS,
+    REPORT_FILE,
     REVERSED_SYSTEMS,
     SETTINGS_FILE,
     SIGNALS_COLUMNS,
 )
 from .config import StudyConfig
+from .figures import _pyplot
 from .folder import StudyFolder, read_study
+from .html import write_report
 from .output import owned
+from .prediction_report import HEATMAP, prediction_heatmap
 from .study import variants
 from .systems import default_systems
 
@@ -264,8 +268,9 @@ def run_prediction(out: Union[str, Path], settings: PredictionSettings = Predict
 
 
 def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
-    """Writes ``signals.csv`` and ``prediction.csv`` into ``out`` and records the signals and their
-    parameters in its ``settings.json`` (under ``prediction``); returns the file names."""
+    """Writes ``signals.csv``, ``prediction.csv`` and the heatmap (:data:`.prediction_report.HEATMAP`)
+    into ``out``, records the signals and their parameters in its ``settings.json`` (under
+    ``prediction``) and writes the study's ``report.html`` again with them; returns the file names."""
     out = Path(out)
     with owned(out):
         found.signals.to_csv(out / PREDICTION_FILES['signals'], index=False)
@@ -274,7 +279,14 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
         record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions,
                                     targets=dict(zip(PREDICTION_TARGETS, ('(P_k - P_0) / P_0', 'P_k - P_0', 'P_k'))))
         (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
-    return sorted(list(PREDICTION_FILES.values()) + [SETTINGS_FILE])
+        written = list(PREDICTION_FILES.values()) + [SETTINGS_FILE]
+        if len(found.prediction):
+            _pyplot().close(prediction_heatmap(found.prediction, out / HEATMAP))
+            written.append(HEATMAP)
+        if (out / FRAME_FILES['per_query']).is_file():  # a study's folder: its page gains the section
+            write_report(out)
+            written.append(REPORT_FILE)
+    return sorted(written)
 
 
 def summary(prediction: pd.DataFrame) -> str:
