@@ -303,3 +303,23 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     # The report gains the section and, among its figures, the heatmap.
     page = (tmp_path / 'report.html').read_text()
     assert 'id="prediction"' in page and 'fig6_prediction_rho.png' in page
+
+
+@pytest.mark.slow
+def test_context_perplexity_equals_a_forward_pass_per_prefix_of_the_readers_model(gemma):
+    import torch
+
+    def by_prefixes(text):  # each token's probability from a forward pass over the tokens before it alone
+        ids = gemma.tokenizer(text).input_ids
+        with torch.no_grad():
+            logprobs = [torch.log_softmax(gemma.model(torch.tensor([ids[:i]])).logits[0, -1].float(), -1)[ids[i]]
+                        for i in range(1, len(ids))]
+        return math.exp(-float(sum(logprobs)) / len(logprobs))
+    top = ['the lift of a wing is large', 'drag and lift', 'wing flow lift']  # q1's top 3
+    each = [by_prefixes(t) for t in top]
+    mean = P.perplexity.ContextPerplexity(gemma, 'mean', k=3)
+    out = mean(RANKING)
+    assert value(out, 'mean_perplexity') == pytest.approx(np.mean(each), rel=2e-2)
+    for agg, expected in (('max', max(each)), ('min', min(each)), ('whole', by_prefixes('\n\n'.join(top)))):
+        found = P.perplexity.ContextPerplexity(gemma, agg, k=3).sharing(mean)(RANKING)
+        assert value(found, f'{agg}_perplexity') == pytest.approx(expected, rel=2e-2), agg

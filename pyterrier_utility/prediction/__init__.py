@@ -16,10 +16,12 @@ from .._lazy import lazy_module
 #: Public name -> the module defining it.
 _NAMES = {
     'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'ContextMeasure': 'measures',
-    'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores', 'QueryPredictor': '_base',
-    'PredictionSettings': 'settings', 'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms',
-    'SMV': 'scores', 'Spatial': 'dense', 'TermStatistics': 'terms', 'WIG': 'scores',
+    'ContextPerplexity': 'perplexity', 'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores',
+    'PredictionSettings': 'settings', 'QueryPredictor': '_base', 'READABILITY': 'readability',
+    'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores', 'Spatial': 'dense', 'TermStatistics': 'terms',
+    'WIG': 'scores',
 }
-_MODULES = ('answers', 'dense', 'evaluation', 'measures', 'readability', 'scores', 'settings', 'terms')
+_MODULES = ('answers', 'dense', 'evaluation', 'measures', 'perplexity', 'readability', 'scores', 'settings',
+            'terms')
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
