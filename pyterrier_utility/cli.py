@@ -120,6 +120,9 @@ def _add_predict(sub) -> None:
                          help='bootstrap resamples per 95%% interval')
     command.add_argument('--apair-k', type=number(int, 2), default=defaults.apair_k, metavar='N',
                          help="A-Pair-Ratio's documents per query (each encoded once by the MiniLM encoder)")
+    command.add_argument('--perplexity', action='store_true',
+                         help="also the reader's perplexity of each context (its model loaded here, in process; one "
+                              'forward pass per document and context, nothing generated)')
     command.add_argument('--combine', nargs='+', default=list(defaults.combine), metavar='SIGNAL',
                          help='the signals the linear regression combines')
 
@@ -128,7 +131,8 @@ def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
     from .experiment import prediction  # after parsing: --help needs no PyTerrier nor torch
     prediction.predict(args.out, PredictionSettings(folds=args.folds, seed=args.seed, n_resamples=args.resamples,
-                                                    apair_k=args.apair_k, combine=tuple(args.combine)))
+                                                    apair_k=args.apair_k, combine=tuple(args.combine),
+                                                    perplexity=args.perplexity))
     return 0
 
 

@@ -323,3 +323,17 @@ def test_context_perplexity_equals_a_forward_pass_per_prefix_of_the_readers_mode
     for agg, expected in (('max', max(each)), ('min', min(each)), ('whole', by_prefixes('\n\n'.join(top)))):
         found = P.perplexity.ContextPerplexity(gemma, agg, k=3).sharing(mean)(RANKING)
         assert value(found, f'{agg}_perplexity') == pytest.approx(expected, rel=2e-2), agg
+
+
+def test_cli_predict_refuses_a_folder_that_is_not_a_finished_study_in_one_line(tmp_path, capsys):
+    from pyterrier_utility import cli
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(['predict', '--out', str(tmp_path)])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count('\n') == 0 and 'per_query.csv does not exist' in error
+    (tmp_path / 'per_query.csv').write_text('labels,system,k,qid,n_docs,ndcg,fbert_0shot,fbert,utility\n'
+                                            'label>=2,BM25,1,1,1,0.5,0.5,0.6,0.2\n')
+    with pytest.raises(SystemExit):
+        cli.main(['predict', '--out', str(tmp_path)])
+    assert 'answers.csv does not exist: predict reads a finished study folder' in capsys.readouterr().err

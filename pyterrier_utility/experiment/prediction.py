@@ -34,6 +34,7 @@ from ..prediction import (
     APairRatio,
     AuthorsNQC,
     ContextMeasure,
+    ContextPerplexity,
     MaxIDF,
     MaxScore,
     MeanIDF,
@@ -42,6 +43,7 @@ from ..prediction import (
     TermStatistics,
 )
 from ..prediction.evaluation import correlate, out_of_fold, system_tau
+from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
 from ..prediction.readability import READABILITY
 from ..prediction.settings import PredictionSettings
 from ..settings import LabelSet
@@ -130,6 +132,18 @@ def _rankings(config: StudyConfig, dataset, qrels: pd.DataFrame, topics: pd.Data
     return rankings
 
 
+def _reader_model(config: StudyConfig):
+    """The study's reader as an in-process model (a backend that is only given texts to score), or a
+    :class:`SettingError` when it runs elsewhere."""
+    from .. import backends
+    name = config.readers[0]
+    backend = backends.get_backend(name, **config.backend_options(name))
+    if not isinstance(backend, backends.CausalLMBackend):
+        raise SettingError(f'--perplexity needs a reader whose model runs in process (an offline reader or '
+                           f'huggingface:MODEL); the study\'s is {name!r}')
+    return backend
+
+
 def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionSettings,
                   verbose: bool = True) -> Prediction:
     """Every signal of every (label set, system, k, query) of ``study``, and the targets."""
@@ -172,6 +186,11 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
     on_context = [(Spatial(k=max(config.all_ks)).sharing(a_pair), "-log volume of the box of query and context "
                    "embeddings, MiniLM (the authors' code)")]
     on_context += [(Readability(f), f'textstat {READABILITY[f]} of the context joined') for f in READABILITY]
+    if settings.perplexity:
+        first = ContextPerplexity(_reader_model(config), 'mean')
+        on_context += [(first if agg == 'mean' else ContextPerplexity(first.backend, agg).sharing(first),
+                        f"the reader's perplexity of the context's documents ({agg}) by a forward pass")
+                       for agg in PERPLEXITY_AGGREGATIONS]
     for (system, k), cell in contexts.groupby(['system', 'k'], sort=False):
         cell = cell.sort_values(['qid', 'position']).assign(rank=lambda f: f['position'] - 1,
                                                             score=lambda f: -f['position'].astype(float))

@@ -19,6 +19,8 @@ class PredictionSettings:
         seed: the seed of the folds and of the bootstrap.
         n_resamples: bootstrap resamples per interval.
         combine: the signals of the regression.
+        perplexity: also the reader's perplexity of the contexts (its model loaded in process, one
+            forward pass per distinct document and context; nothing generated).
 
     Example::
 
@@ -31,6 +33,7 @@ class PredictionSettings:
     seed: int = 0
     n_resamples: int = 1000
     combine: Tuple[str, ...] = PREDICTION_COMBINATION
+    perplexity: bool = False
 
     def as_dict(self) -> dict:
         return dict(asdict(self), combine=list(self.combine))
