@@ -309,9 +309,11 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
 
 
 def summary(prediction: pd.DataFrame) -> str:
-    """Spearman's rho of each signal with each target, per system and k (the first label set)."""
+    """Spearman's rho of each signal with U and with P_k (the authors' two tasks; prediction.csv has the
+    absolute gain too), per system and k, for the first label set."""
     rows = prediction[(prediction['level'] == PREDICTION_LEVELS[0])
-                      & (prediction['labels'] == prediction['labels'].iloc[0])]
+                      & (prediction['labels'] == prediction['labels'].iloc[0])
+                      & prediction['target'].isin([PREDICTION_TARGETS[0], PREDICTION_TARGETS[-1]])]
     table = rows.assign(cell=rows['system'] + ' k=' + rows['k'].astype(int).astype(str)).pivot_table(
         index='signal', columns=['target', 'cell'], values='spearman', sort=False)
     return f"Spearman's rho with each target, {prediction['labels'].iloc[0]}:\n{table.round(3).to_string()}"
