@@ -65,7 +65,7 @@ from .folder import StudyFolder, read_study
 from .html import write_report
 from .output import owned
 from .prediction_report import HEATMAP, prediction_heatmap
-from .study import variants
+from .study import _ranked, variants
 from .systems import default_systems
 
 #: A row of ``signals.csv``: a label set and a study's cell.
@@ -121,8 +121,7 @@ def _rankings(config: StudyConfig, dataset, qrels: pd.DataFrame, topics: pd.Data
                               bm25=config.bm25, verbose=config.verbose, reranker='Neural' in bases)
     rankings = {}
     for base in bases:
-        ranking = cast(pd.DataFrame, systems[base](topics)).astype({'qid': str})
-        ranking = ranking.sort_values(['qid', 'rank'], kind='stable')
+        ranking = _ranked(cast(pd.DataFrame, systems[base](topics)).astype({'qid': str}))
         for (k, qid), given in contexts[contexts['system'] == base].groupby(['k', 'qid']):
             now = ranking[ranking['qid'] == qid]['docno'].head(int(k)).tolist()
             if now != given.sort_values('position')['docno'].tolist():
