@@ -186,10 +186,10 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
                    "embeddings, MiniLM (the authors' code)")]
     on_context += [(Readability(f), f'textstat {READABILITY[f]} of the context joined') for f in READABILITY]
     if settings.perplexity:
-        first = ContextPerplexity(_reader_model(config), 'mean')
-        on_context += [(first if agg == 'mean' else ContextPerplexity(first.backend, agg).sharing(first),
-                        f"the reader's perplexity of the context's documents ({agg}) by a forward pass")
-                       for agg in PERPLEXITY_AGGREGATIONS]
+        backend = _reader_model(config)
+        scorers = [ContextPerplexity(backend, agg, verbose=verbose) for agg in PERPLEXITY_AGGREGATIONS]
+        on_context += [(p.sharing(scorers[0]), f"the reader's perplexity of the context's documents ({p.agg}) by a "
+                        'forward pass') for p in scorers]
     for (system, k), cell in contexts.groupby(['system', 'k'], sort=False):
         cell = cell.sort_values(['qid', 'position']).assign(rank=lambda f: f['position'] - 1,
                                                             score=lambda f: -f['position'].astype(float))

@@ -25,6 +25,7 @@ class ContextPerplexity(QueryPredictor):
             and ``tokenizer``; texts are cut at its ``max_input_length`` tokens).
         agg: a value of :data:`PERPLEXITY_AGGREGATIONS`.
         k: the documents of the context; ``None``: every row.
+        verbose: a bar of the queries.
 
     Example::
 
@@ -34,12 +35,13 @@ class ContextPerplexity(QueryPredictor):
     needs = ('qid', 'docno', 'text')
     undefined = 'a text of fewer than one predicted token'
 
-    def __init__(self, backend: Any, agg: str = 'mean', k: Optional[int] = None):
+    def __init__(self, backend: Any, agg: str = 'mean', k: Optional[int] = None, verbose: bool = False):
         check(agg in PERPLEXITY_AGGREGATIONS, 'ContextPerplexity',
               f'agg must be one of {list(PERPLEXITY_AGGREGATIONS)}, got {agg!r}')
         self.backend = backend
         self.agg = agg
         self.k = k
+        self.verbose = verbose
         self.column = f'{agg}_perplexity'
         self._perplexities: Dict[str, float] = {}
 
@@ -75,4 +77,4 @@ class ContextPerplexity(QueryPredictor):
         return float(getattr(values, self.agg)())
 
     def __repr__(self) -> str:
-        return f'ContextPerplexity({self.backend.model_id!r}, agg={self.agg!r}, k={self.k!r})'
+        return f'ContextPerplexity({self.backend.model_id!r}, agg={self.agg!r}, k={self.k!r}, verbose={self.verbose})'
