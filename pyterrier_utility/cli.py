@@ -14,6 +14,7 @@ from pathlib import Path
 from ._options import LEFT_OUT, OPTIONS, given, number, placement, shown
 from .errors import UtilityError
 from .experiment import config as cfg
+from .prediction.settings import PredictionSettings
 from .settings import FIELDS
 from .vocabulary import ATTRIBUTION_METHODS, CORRECTIONS, NDCG_ORDERS
 
@@ -145,7 +146,40 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument('--ndcg-order', choices=NDCG_ORDERS, default=study.ndcg_order,
                      help='how the study computed nDCG@k of reversed systems, for the figure labels '
                           '(default: %(default)s)')
+    _add_predict(sub)
     return main_parser
+
+
+def _add_predict(sub) -> None:
+    """The ``predict`` command's parser: a finished study folder, the parameters of the signals'
+    meta-evaluation."""
+    defaults = PredictionSettings()
+    command = sub.add_parser('predict', help='which signals predict U, P_k - P_0 and P_k in a finished study folder '
+                                             '(query-performance predictors, readability, IR measures, the '
+                                             "reader's confidence): signals.csv and prediction.csv, generating nothing")
+    command.add_argument('--out', required=True, metavar='STUDY_DIR', help='the study folder, read and written into')
+    command.add_argument('--folds', type=number(int, 2), default=defaults.folds, metavar='N',
+                         help='folds of the out-of-fold linear regression (KFold over queries)')
+    command.add_argument('--seed', type=number(int, 0), default=defaults.seed, metavar='N',
+                         help='the seed of the folds and of the bootstrap')
+    command.add_argument('--resamples', type=number(int, 1), default=defaults.n_resamples, metavar='N',
+                         help='bootstrap resamples per 95%% interval')
+    command.add_argument('--apair-k', type=number(int, 2), default=defaults.apair_k, metavar='N',
+                         help="A-Pair-Ratio's documents per query (each encoded once by the MiniLM encoder)")
+    command.add_argument('--perplexity', action='store_true',
+                         help="also the reader's perplexity of each context (its model loaded here, in process; one "
+                              'forward pass per document and context, nothing generated)')
+    command.add_argument('--combine', nargs='+', default=list(defaults.combine), metavar='SIGNAL',
+                         help='the signals the linear regression combines')
+
+
+def predict(args) -> int:
+    """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
+    from .experiment import prediction  # after parsing: --help needs no PyTerrier nor torch
+    prediction.predict(args.out, PredictionSettings(folds=args.folds, seed=args.seed, n_resamples=args.resamples,
+                                                    apair_k=args.apair_k, combine=tuple(args.combine),
+                                                    perplexity=args.perplexity))
+    return 0
 
 
 def main(argv=None) -> int:
@@ -158,6 +192,8 @@ def main(argv=None) -> int:
     try:
         if args.command == 'report':
             return report(args)
+        if args.command == 'predict':
+            return predict(args)
         config = config_of(args, args.base)
         if args.command == 'study':
             driver.study(config, argv=sys.argv[1:] if argv is None else list(argv), **placement(args))

@@ -109,6 +109,25 @@ ANSWER_INFO: Dict[str, str] = {'logprob': 'number', 'mean_logprob': 'number', 't
 CORRELATION_FIELDS = ('method', 'r', 'p', 'n')
 #: The layout of ``correlations.csv`` and ``confidence_correlations.csv``.
 CORRELATION_COLUMNS = ('labels',) + CELL[:2] + CORRELATION_FIELDS
+# What predicts utility (the predict command, :mod:`~pyterrier_utility.experiment.prediction`).
+#: What the signals are correlated with: U (per_query.csv's ``utility``, the relative gain), the absolute
+#: gain P_k - P_0 (the authors' utility) and P_k (``fbert``).
+PREDICTION_TARGETS = ('utility', 'gain', 'fbert')
+#: The levels of ``prediction.csv``'s rows: over the queries of one (labels, system, k) cell, or over the
+#: cells of a label set (Kendall's tau between the orderings of the cells by mean signal and mean target).
+PREDICTION_LEVELS = ('query', 'system')
+#: The signals the ``predict`` command's linear regression combines unless told otherwise: the authors'
+#: unsupervised predictors and the answer's confidence (their BERT-QPP, perplexity and QualT5 are not computed).
+PREDICTION_COMBINATION = ('nqc_authors', 'max_score', 'spatial', 'a_pair_ratio', 'answer_confidence')
+#: The signal name of the linear regression over several signals, evaluated out of fold.
+COMBINED = 'combined'
+#: The files of the ``predict`` command.
+PREDICTION_FILES = {'signals': 'signals.csv', 'prediction': 'prediction.csv'}
+#: ``signals.csv``'s first columns (a column per signal follows).
+SIGNALS_COLUMNS = ('labels',) + CELL + PREDICTION_TARGETS
+#: ``prediction.csv``'s columns: per method its coefficient, p-value and bootstrap 95% interval.
+PREDICTION_COLUMNS = (('labels', 'level', 'system', 'k', 'signal', 'target', 'n')
+                      + tuple(m + s for m in CORRELATION_METHODS for s in ('', '_p', '_low', '_high')))
 #: ``health.csv``'s values per (dataset, reader,) system and k (:mod:`~pyterrier_utility.experiment.health`):
 #: the answers, the shares empty, cut at max_new_tokens and copied from a document, and the mean tokens.
 HEALTH_COLUMNS = ('answers', 'empty', 'cut', 'copied', 'mean_tokens')

@@ -25,6 +25,7 @@ from ..scoring.correlation import MIN_PAIRS
 from ..vocabulary import MIN_N, PER_QUERY_VALUES
 from . import health as answer_health, stats
 from .folder import StudyFolder, read_study
+from .prediction_report import prediction_section
 
 ZERO_SHOT = '0-shot'
 #: The page's title when none is given: the study folder's name.
@@ -303,6 +304,7 @@ def _overview_html(study: StudyFolder) -> str:
                       f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(name)}</figcaption></figure>'
                       for name, png in study.figures.items())
     settings = (_settings_html(study.settings) if study.settings is not None else missing('settings.json'))
+    predicted = prediction_section(study.path)
     return '\n'.join([
         _verdict_html(study),
         _summary_html(study),
@@ -314,6 +316,7 @@ def _overview_html(study: StudyFolder) -> str:
         section('Correlation with U across queries', _correlations_html(study), 'correlations'),
         *([section('Which document carried the utility', _attribution_html(study), 'attribution')]
           if study.attribution is not None else []),
+        *([section('What predicts utility', predicted, 'prediction')] if predicted else []),
         f'<details id="settings"><summary>Settings of the run (settings.json)</summary>\n{settings}</details>',
     ])
 

@@ -1,0 +1,329 @@
+"""The ``predict`` command: which signals, available before or without generating, predict a study's
+utility and answer quality (Tian, Ganguly & Macdonald, ECIR 2026), over a finished study folder.
+
+It reads the folder (per_query.csv, answers.csv, contexts.csv, queries.csv, settings.json), runs the
+study's retrieval systems again for their scores (the same index and re-ranker: the rankings must
+give the study's contexts, or it stops), computes every signal of :mod:`pyterrier_utility.prediction`
+per (label set, system, k, query), and correlates each with U, the absolute gain P_k - P_0 and P_k
+(:mod:`pyterrier_utility.prediction.evaluation`). No answer is generated: no reader is built.
+
+Example::
+
+    from pyterrier_utility.experiment import prediction
+    found = prediction.run_prediction('results/study')
+    prediction.save_prediction(found, 'results/study')
+"""
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Sequence, Union, cast
+
+import numpy as np
+import pandas as pd
+
+from .._util import check, say, warn
+from ..datasets import get_dataset
+from ..errors import FrameError, SettingError
+from ..prediction import (
+    NQC,
+    SCQ,
+    SMV,
+    WIG,
+    AnswerConfidence,
+    APairRatio,
+    AuthorsNQC,
+    ContextMeasure,
+    ContextPerplexity,
+    MaxIDF,
+    MaxScore,
+    MeanIDF,
+    Readability,
+    Spatial,
+    TermStatistics,
+)
+from ..prediction.evaluation import correlate, out_of_fold, system_tau
+from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
+from ..prediction.readability import READABILITY
+from ..prediction.settings import PredictionSettings
+from ..settings import LabelSet
+from ..vocabulary import (
+    COMBINED,
+    FRAME_FILES,
+    PREDICTION_COLUMNS,
+    PREDICTION_FILES,
+    PREDICTION_LEVELS,
+    PREDICTION_TARGETS,
+    REPORT_FILE,
+    REVERSED_SYSTEMS,
+    SETTINGS_FILE,
+    SIGNALS_COLUMNS,
+)
+from .config import StudyConfig
+from .figures import _pyplot
+from .folder import StudyFolder, read_study
+from .html import write_report
+from .output import owned
+from .prediction_report import HEATMAP, prediction_heatmap
+from .study import _ranked, variants
+from .systems import default_systems
+
+#: A row of ``signals.csv``: a label set and a study's cell.
+LABELLED_CELL = list(SIGNALS_COLUMNS[:4])
+CELL = LABELLED_CELL[1:]
+#: The answer system of the study's answers without context.
+ZERO_SHOT = '0-shot'
+
+
+@dataclass
+class Prediction:
+    """What ``predict`` finds and writes.
+
+    Attributes:
+        signals: one row per label set, system, k and query: the targets and every signal
+            (:data:`~pyterrier_utility.vocabulary.SIGNALS_COLUMNS`, then a column per signal).
+        prediction: one row per label set, level, system, k, signal and target
+            (:data:`~pyterrier_utility.vocabulary.PREDICTION_COLUMNS`).
+        definitions: signal -> what it is and where it comes from (recorded in settings.json).
+        settings: the parameters.
+    """
+    signals: pd.DataFrame
+    prediction: pd.DataFrame
+    definitions: Dict[str, str] = field(default_factory=dict)
+    settings: PredictionSettings = field(default_factory=PredictionSettings)
+
+
+def _first(frame: pd.DataFrame, column: str, by: Sequence[str] = ('qid',)) -> pd.Series:
+    """The query-level ``column`` of a predictor's output, one value per ``by``."""
+    return frame.drop_duplicates(list(by)).set_index(list(by))[column]
+
+
+def _checked(study: StudyFolder) -> StudyConfig:
+    """The study's config, or a :class:`SettingError` naming what the folder lacks."""
+    for name in ('answers', 'contexts', 'queries'):
+        if getattr(study, name) is None:
+            raise SettingError(f'{study.path / FRAME_FILES[name]} does not exist: predict reads a finished study '
+                               'folder')
+    if study.settings is None:
+        raise SettingError(f'{study.path / SETTINGS_FILE} does not exist: predict needs the study\'s settings')
+    if study.named_datasets:
+        raise SettingError(f'{study.path}: a study of several datasets or readers; predict reads one of each')
+    return StudyConfig.from_dict(study.settings)
+
+
+def _rankings(config: StudyConfig, dataset, qrels: pd.DataFrame, topics: pd.DataFrame, contexts: pd.DataFrame,
+              depth: int) -> Dict[str, pd.DataFrame]:
+    """The ranking of each retrieval system of the study, run again, checked against its contexts."""
+    bases = [s for s in REVERSED_SYSTEMS if s in config.systems]
+    if not bases:
+        return {}
+    systems = default_systems(dataset, qrels, neural=config.neural, depth=depth, index=config.index,
+                              bm25=config.bm25, verbose=config.verbose, reranker='Neural' in bases)
+    rankings = {}
+    for base in bases:
+        ranking = _ranked(cast(pd.DataFrame, systems[base](topics)).astype({'qid': str}))
+        for (k, qid), given in contexts[contexts['system'] == base].groupby(['k', 'qid']):
+            now = ranking[ranking['qid'] == qid]['docno'].head(int(k)).tolist()
+            if now != given.sort_values('position')['docno'].tolist():
+                raise FrameError(f'{base} qid {qid}: its ranking run again ({now}) is not the study\'s context at '
+                                 f"k={k} ({given['docno'].tolist()}): the index or re-ranker differs from the study's")
+        rankings[base] = ranking
+    return rankings
+
+
+def _reader_model(config: StudyConfig):
+    """The study's reader as an in-process model (a backend that is only given texts to score), or a
+    :class:`SettingError` when it runs elsewhere."""
+    from .. import backends
+    name = config.readers[0]
+    backend = backends.get_backend(name, **config.backend_options(name))
+    if not isinstance(backend, backends.CausalLMBackend):
+        raise SettingError(f'--perplexity needs a reader whose model runs in process (an offline reader or '
+                           f'huggingface:MODEL); the study\'s is {name!r}')
+    return backend
+
+
+def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionSettings,
+                  verbose: bool = True) -> Prediction:
+    """Every signal of every (label set, system, k, query) of ``study``, and the targets."""
+    name = config.datasets[0]
+    dataset = get_dataset(name)
+    qrels = dataset.get_qrels().astype({'qid': str, 'docno': str})
+    queries, given, answers = (cast(pd.DataFrame, f) for f in (study.queries, study.contexts, study.answers))
+    topics = queries[['qid', 'query']].astype({'qid': str})
+    contexts = given[given['docno'] != ''].merge(topics, on='qid')
+    from pyterrier_pisa.stopwords import _STOPWORDS  # the stopwords of this package's PISA index
+    statistics = TermStatistics.from_texts(dataset.texts.values(), stopwords=_STOPWORDS['terrier'], name=name,
+                                           verbose=verbose)
+    definitions: Dict[str, str] = {}
+
+    def describe(transformer, text: str) -> str:
+        definitions[transformer.column] = f'{text}; {transformer!r}'
+        return transformer.column
+
+    # Before retrieval: the query's terms.
+    query_level = topics.set_index('qid')
+    for predictor, text in ((MaxIDF(statistics), 'max log(N/df) of the query terms (He & Ounis 2004)'),
+                            (MeanIDF(statistics), 'mean log(N/df) of the query terms (He & Ounis 2004)'),
+                            (SCQ(statistics, 'max'), 'MaxSCQ (Zhao, Scholer & Tsegay, ECIR 2008)')):
+        query_level[describe(predictor, text)] = _first(predictor(topics), predictor.column)
+    # Over each retrieval system's ranking, whatever the context's k and order.
+    ranking_level = []
+    a_pair = APairRatio(settings.apair_k, verbose=verbose)
+    ranked = [(NQC(settings.depth), 'std of the top scores / |mean score of the ranking| (Shtok et al., TOIS 2012)'),
+              (AuthorsNQC(statistics, settings.depth), "variance of the top scores x max BM25 IDF (the authors' code)"),
+              (WIG(settings.wig_k), 'WIG (Zhou & Croft, SIGIR 2007), mean score of the ranking as score(D)'),
+              (SMV(settings.depth), 'SMV (Tao & Wu, CIKM 2014), mean score of the ranking as score(D)'),
+              (MaxScore(), 'the top score'),
+              (a_pair, "A-Pair-Ratio, MiniLM embeddings (the authors' code)")]
+    for base, ranking in _rankings(config, dataset, qrels, topics, contexts, settings.depth).items():
+        values = pd.DataFrame({describe(p, text): _first(p(ranking), p.column) for p, text in ranked})
+        for label, _, _ in variants(base, [base], config.orderings, config.study_windows):
+            ranking_level.append(values.assign(system=label).reset_index())
+    # Over each context as the reader saw it.
+    context_level = []
+    on_context = [(Spatial(k=max(config.all_ks)).sharing(a_pair), "-log volume of the box of query and context "
+                   "embeddings, MiniLM (the authors' code)")]
+    on_context += [(Readability(f), f'textstat {READABILITY[f]} of the context joined') for f in READABILITY]
+    if settings.perplexity:
+        backend = _reader_model(config)
+        scorers = [ContextPerplexity(backend, agg, verbose=verbose) for agg in PERPLEXITY_AGGREGATIONS]
+        on_context += [(p.sharing(scorers[0]), f"the reader's perplexity of the context's documents ({p.agg}) by a "
+                        'forward pass') for p in scorers]
+    for (system, k), cell in contexts.groupby(['system', 'k'], sort=False):
+        cell = cell.sort_values(['qid', 'position']).assign(rank=lambda f: f['position'] - 1,
+                                                            score=lambda f: -f['position'].astype(float))
+        values = pd.DataFrame({describe(p, text): _first(p(cell), p.column) for p, text in on_context})
+        context_level.append(values.assign(system=system, k=k).reset_index())
+    # The answers' confidence, k-shot and 0-shot.
+    if 'mean_logprob' not in answers.columns or answers['mean_logprob'].isna().all():
+        warn(f'{study.path / FRAME_FILES["answers"]}: no mean_logprob (the reader gave no log-probability): '
+             'answer_confidence and confidence_0shot are NaN')
+        answers = answers.assign(mean_logprob=np.nan)
+    confidence, zero = AnswerConfidence(), AnswerConfidence('confidence_0shot')
+    describe(confidence, 'mean over samples of the k-shot answers\' mean token log-probability')
+    describe(zero, 'the same of the 0-shot answers')
+    reader_level = [_first(confidence(cell), confidence.column).reset_index().assign(system=system, k=k)
+                    for (system, k), cell in answers[answers['system'] != ZERO_SHOT].groupby(['system', 'k'])]
+    zero_shot = _first(zero(answers[answers['system'] == ZERO_SHOT]), zero.column)
+
+    per_query = study.per_query.drop(columns=['dataset']).astype({'qid': str})
+    signals = per_query.assign(gain=per_query['fbert'] - per_query['fbert_0shot']).rename(columns={'ndcg': 'nDCG@k'})
+    definitions['nDCG@k'] = "the study's nDCG@k of the context (per_query.csv)"
+    signals = signals.merge(query_level.drop(columns='query').reset_index(), on='qid', how='left')
+    for frame, on in ((ranking_level, ['system', 'qid']), (context_level, CELL), (reader_level, CELL)):
+        if frame:
+            signals = signals.merge(pd.concat(frame, ignore_index=True), on=on, how='left')
+    signals['confidence_0shot'] = signals['qid'].map(zero_shot)
+    measures = _context_measures(contexts, qrels, signals[LABELLED_CELL[:-1]].drop_duplicates())
+    for measure in ('P', 'AP', 'RR'):
+        definitions[f'{measure}@k'] = f'ir_measures {measure}@k of the context, relevant as the label set says'
+    signals = signals.merge(measures, on=LABELLED_CELL, how='left')
+    names = [s for s in definitions if s in signals.columns]
+    signals = signals[list(SIGNALS_COLUMNS) + names]
+    return Prediction(signals, pd.DataFrame(columns=list(PREDICTION_COLUMNS)), definitions, settings)
+
+
+def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """P@k, AP@k and RR@k of each context, per label set (a document relevant as the label set says)."""
+    frames = []
+    for labels in cells['labels'].unique():
+        binary = qrels.assign(label=LabelSet.parse(labels).contains(qrels['label']).astype(int))
+        for system, k in cells[cells['labels'] == labels][['system', 'k']].itertuples(index=False):
+            cell = contexts[(contexts['system'] == system) & (contexts['k'] == k)].sort_values(['qid', 'position'])
+            cell = cell.assign(rank=cell['position'] - 1, score=-cell['position'].astype(float))
+            values = {f'{m}@k': _first(ContextMeasure(binary, f'{m}@{k}')(cell), f'{m}@{k}') for m in ('P', 'AP', 'RR')}
+            frames.append(pd.DataFrame(values).reset_index().assign(labels=labels, system=system, k=k))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LABELLED_CELL)
+
+
+def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: PredictionSettings) -> pd.DataFrame:
+    """The correlation of every signal (and of the out-of-fold combination) with every target per
+    (label set, system, k) over its queries, and Kendall's tau over the cells of each label set."""
+    rows: List[dict] = []
+    combine = [s for s in settings.combine if s in signals.columns]
+    check(len(combine) == len(settings.combine), 'predict',
+          f'--combine names signals that are not computed: {sorted(set(settings.combine) - set(combine))}')
+    short = []
+    for (labels, system, k), cell in signals.groupby(LABELLED_CELL[:-1], sort=False):
+        key = dict(labels=labels, level=PREDICTION_LEVELS[0], system=system, k=k)
+        for target in PREDICTION_TARGETS:
+            for signal in names:
+                rows.append(dict(key, signal=signal, target=target,
+                                 **correlate(cell[signal], cell[target], settings.n_resamples, settings.seed)))
+            complete = cell[combine + [target]].dropna()
+            if len(complete) < max(settings.folds, 3):
+                short.append(f'{labels} {system} k={k} {target} ({len(complete)} complete)')
+                rows.append(dict(key, signal=COMBINED, target=target, n=len(complete)))
+                continue
+            predicted = out_of_fold(cell[combine], cell[target], settings.folds, settings.seed)
+            rows.append(dict(key, signal=COMBINED, target=target,
+                             **correlate(predicted, cell.loc[predicted.index, target], settings.n_resamples,
+                                         settings.seed)))
+    if short:
+        warn(f'the combination needs {max(settings.folds, 3)} queries with every signal of {list(combine)}; '
+             f'NaN for {"; ".join(short[:10])}' + (f' ... ({len(short)} in all)' if len(short) > 10 else ''))
+    for labels, block in signals.groupby('labels', sort=False):
+        for target in PREDICTION_TARGETS:
+            for signal in names:
+                tau = system_tau(block, signal, target)
+                rows.append(dict(labels=labels, level=PREDICTION_LEVELS[1], system='', signal=signal, target=target,
+                                 n=tau['n'], kendall=tau['tau'], kendall_p=tau['p']))
+    return pd.DataFrame(rows).reindex(columns=list(PREDICTION_COLUMNS))
+
+
+def run_prediction(out: Union[str, Path], settings: PredictionSettings = PredictionSettings(),
+                   verbose: bool = True) -> Prediction:
+    """The signals of the study folder ``out`` and their correlations with its targets; nothing is
+    generated."""
+    study = read_study(out)
+    config = _checked(study)
+    found = study_signals(study, config, settings, verbose)
+    names = list(found.definitions)
+    say(f'{len(found.signals)} rows, {len(names)} signals; correlating with {list(PREDICTION_TARGETS)}')
+    found.prediction = meta_evaluate(found.signals, names, settings)
+    return found
+
+
+def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
+    """Writes ``signals.csv``, ``prediction.csv`` and the heatmap (:data:`.prediction_report.HEATMAP`)
+    into ``out``, records the signals and their parameters in its ``settings.json`` (under
+    ``prediction``) and writes the study's ``report.html`` again with them; returns the file names."""
+    out = Path(out)
+    with owned(out):
+        found.signals.to_csv(out / PREDICTION_FILES['signals'], index=False)
+        found.prediction.to_csv(out / PREDICTION_FILES['prediction'], index=False)
+        record = json.loads((out / SETTINGS_FILE).read_text())
+        record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions,
+                                    targets=dict(zip(PREDICTION_TARGETS, ('(P_k - P_0) / P_0', 'P_k - P_0', 'P_k'))))
+        (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
+        written = list(PREDICTION_FILES.values()) + [SETTINGS_FILE]
+        if len(found.prediction):
+            _pyplot().close(prediction_heatmap(found.prediction, out / HEATMAP))
+            written.append(HEATMAP)
+        if (out / FRAME_FILES['per_query']).is_file():  # a study's folder: its page gains the section
+            write_report(out)
+            written.append(REPORT_FILE)
+    return sorted(written)
+
+
+def summary(prediction: pd.DataFrame) -> str:
+    """Spearman's rho of each signal with U and with P_k (the authors' two tasks; prediction.csv has the
+    absolute gain too), per system and k, for the first label set."""
+    rows = prediction[(prediction['level'] == PREDICTION_LEVELS[0])
+                      & (prediction['labels'] == prediction['labels'].iloc[0])
+                      & prediction['target'].isin([PREDICTION_TARGETS[0], PREDICTION_TARGETS[-1]])]
+    table = rows.assign(cell=rows['system'] + ' k=' + rows['k'].astype(int).astype(str)).pivot_table(
+        index='signal', columns=['target', 'cell'], values='spearman', sort=False)
+    return f"Spearman's rho with each target, {prediction['labels'].iloc[0]}:\n{table.round(3).to_string()}"
+
+
+def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()) -> Prediction:
+    """The ``predict`` command: runs, saves and prints the summary."""
+    start = time.time()
+    with owned(Path(out)):
+        found = run_prediction(out, settings)
+        written = save_prediction(found, out)
+    print(summary(found.prediction))
+    print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; 0 answers generated')
+    return found
