@@ -138,8 +138,8 @@ def test_template_arguments_override_the_format(counting_backend):
     assert reader.prompter.build_prompt('q') == PROMPT_FORMATS['authors'].build('q')
 
 
-def test_unknown_or_broken_formats_are_refused():
+def test_unknown_or_broken_formats_are_refused(counting_backend):
     with pytest.raises(SettingError, match="one of \\['authors', 'authors-short', 'example', 'plain'\\]"):
-        Reader(None, prompt_format='figure2')
+        Reader(counting_backend, prompt_format='figure2')
     with pytest.raises(SettingError, match='kshot must be a string with {contexts}, {query}'):
         PromptFormat('broken', '{query}', '{query}', '{text}')
