@@ -134,9 +134,9 @@ def main():
         if cli.main(command):
             raise SystemExit('the main job failed')
     wall = time.perf_counter() - start
+    print(job.line('main job generation'), flush=True)
     after = grid(prompts)
     print(after.line('grid (after)'))
-    print(job.line('main job generation'))
 
     reference = (before.answers + after.answers) / (before.seconds + after.seconds)
     rate = job.answers / job.seconds
