@@ -1,30 +1,164 @@
-"""The main job (``pyterrier-utility study`` with its defaults): wall time and peak memory.
+"""The main job (``pyterrier-utility study`` with its defaults) against the generation grid, in one run.
 
-Runs the main-job command (README, Setting up) in a child process with a fresh output folder (nothing
-generated yet; converted models and indices are reused from the cache folder when present) and
-reports its wall time against the 10-minute target and its peak resident memory.
+Prepares first, untimed: the offline reader converted, Cranfield's PISA index built, the grid's prompts made.
+Then, in this process, one after the other:
 
-Usage: python benchmarks/bench_main_job.py [extra study options, e.g. --queries 3]
+1. the reference: ``bench_generation.py``'s grid (``--grid-queries`` Cranfield queries x k = 1 ..
+   ``--grid-k-max`` x 6 systems + 0-shot, 5 samples, at most 32 new tokens, repetition penalty 1.2
+   over the whole sequence) through the project's path (``Reader`` over ``GenerationCache(
+   CausalLMBackend)``);
+2. the main job: ``pyterrier-utility study --out <a fresh folder>`` with its defaults (``--queries N``
+   for a smaller slice; other study options after ``--``): its wall time, its generation time (inside
+   the reader's ``generate``), the answers it generated and answers per second;
+3. the reference again, so that a change in the machine's load between the two shows.
+
+For both, what an answer costs in work, whatever the machine's load: prompt tokens asked and
+prefilled (prefix reuse), tokens generated, decode steps and the rows each carries, the share of the
+attention context that is left padding. A smaller slice's times are scaled to the main job's 20
+queries as an estimate; the process's peak resident memory is printed last.
+
+Usage: python benchmarks/bench_main_job.py [--queries 20] [--grid-queries 1] [--grid-k-max 10] [-- study options]
 """
+import argparse
 import resource
-import subprocess
-import sys
 import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import List
 
+import torch
+from bench_generation import grid_prompts
+
+#: What a newcomer's first run should take, models prepared (seconds).
 TARGET_S = 600
+#: The main job's queries at its defaults (a smaller slice is scaled to them).
+FULL_QUERIES = 20
+
+
+@dataclass
+class Work:
+    """What the reader did while a :func:`counted` block ran."""
+    seconds: float = 0.0
+    answers: int = 0
+    prompt_tokens: int = 0
+    prefilled: int = 0
+    generated: int = 0
+    steps: int = 0
+    row_steps: int = 0
+    context: int = 0
+    padding: int = 0
+    #: (backend, its counters when first seen, the hook on its decoder)
+    seen: List[tuple] = field(default_factory=list)
+
+    def line(self, name: str) -> str:
+        n = max(self.answers, 1)
+        return (f'{name}: {self.answers} answers in {self.seconds:.1f} s ({self.answers / self.seconds:.2f} answers/s, '
+                f'{self.seconds / n:.3f} s an answer); per answer: {self.prompt_tokens / n:.0f} prompt tokens asked, '
+                f'{self.prefilled / n:.1f} prefilled, {self.generated / n:.1f} generated, '
+                f'{self.steps / n:.2f} decode steps of {self.row_steps / max(self.steps, 1):.1f} rows; '
+                f'padding {self.padding / max(self.context, 1):.0%} of the attention context')
+
+
+@contextmanager
+def counted():
+    """Counts the work of every ``CausalLMBackend`` answering inside the block (a wrapper around its
+    ``generate`` and a forward hook on its model's decoder, attached on first use)."""
+    from pyterrier_utility.backends.hf.backend import CausalLMBackend
+    work = Work()
+    generate = CausalLMBackend.generate
+
+    def wrapped(backend, inps, **kwargs):
+        if all(backend is not b for b, _, _ in work.seen):
+            work.seen.append((backend, (backend.prompt_tokens, backend.prefilled_tokens, backend.generated_tokens),
+                              backend.model.get_decoder().register_forward_pre_hook(on_decoder, with_kwargs=True)))
+        start = time.perf_counter()
+        outs = generate(backend, inps, **kwargs)
+        work.seconds += time.perf_counter() - start
+        work.answers += len(inps)
+        return outs
+
+    def on_decoder(module, args, kwargs):
+        mask = kwargs.get('attention_mask')
+        if mask is not None and kwargs['input_ids'].shape[1] == 1:  # a decode step
+            work.steps += 1
+            work.row_steps += mask.shape[0]
+            work.context += mask.numel()
+            work.padding += mask.numel() - int(mask.sum())
+
+    CausalLMBackend.generate = wrapped
+    try:
+        yield work
+    finally:
+        CausalLMBackend.generate = generate
+        for backend, (asked, prefilled, generated), hook in work.seen:
+            hook.remove()
+            work.prompt_tokens += backend.prompt_tokens - asked
+            work.prefilled += backend.prefilled_tokens - prefilled
+            work.generated += backend.generated_tokens - generated
+
+
+def grid(prompts) -> Work:
+    """The grid answered by the project's path, with a fresh backend (nothing cached)."""
+    import pyterrier_utility as pu
+    backend = pu.backends.gemma3_270m(temperature=0.3, top_k=50, max_new_tokens=32, repetition_penalty=1.2)
+    reader = pu.Reader(pu.GenerationCache(backend), n_samples=5, stop=list(pu.reader.BASE_MODEL_STOP))
+    with counted() as work:
+        reader.answer(prompts)
+    return work
 
 
 def main():
-    out = tempfile.mkdtemp(prefix='pu-main-job-')
-    command = [sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', out] + sys.argv[1:]
-    print('running:', ' '.join(command))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--queries', type=int, default=20, help="the main job's queries (its default: 20)")
+    parser.add_argument('--grid-queries', type=int, default=1)
+    parser.add_argument('--grid-k-max', type=int, default=10)
+    parser.add_argument('study', nargs='*', help='further options of the study command (after --)')
+    args = parser.parse_args()
+
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    print(f'CPU: {cpu_name()}; {torch.get_num_threads()} torch threads')
+    pu.backends.gemma3_270m_path()
+    pu.datasets.cranfield().bm25(num_results=1)
+    prompts = grid_prompts(args.grid_queries, range(1, args.grid_k_max + 1), 20)
+    print(f'grid: {args.grid_queries} queries x k=1..{args.grid_k_max} x 6 systems + 0-shot = {len(prompts)} prompts '
+          'x 5 samples, <= 32 new tokens')
+
+    before = grid(prompts)
+    print(before.line('grid (before)'), flush=True)
+    command = ['study', '--out', tempfile.mkdtemp(prefix='pu-main-job-'), '--queries', str(args.queries), *args.study]
+    print('main job: pyterrier-utility', ' '.join(command), flush=True)
     start = time.perf_counter()
-    subprocess.run(command, check=True)
+    with counted() as job:
+        if cli.main(command):
+            raise SystemExit('the main job failed')
     wall = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(f'wall time:   {wall:7.1f} s  ({wall / TARGET_S:.2f} of the {TARGET_S} s target)')
-    print(f'peak memory: {peak_kib / 2**20:7.2f} GiB (resident)')
+    print(job.line('main job generation'), flush=True)
+    after = grid(prompts)
+    print(after.line('grid (after)'))
+
+    reference = (before.answers + after.answers) / (before.seconds + after.seconds)
+    rate = job.answers / job.seconds
+    print(f'main job: wall {wall:.1f} s ({wall / TARGET_S:.2f} of the {TARGET_S} s target), generation '
+          f'{job.seconds:.1f} s ({job.seconds / wall:.0%} of it), {rate:.2f} answers/s against the grid\'s '
+          f'{reference:.2f} (an answer of the main job costs {reference / rate:.2f}x one of the grid)')
+    print(f'peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB')
+    if args.queries != FULL_QUERIES:
+        scale = FULL_QUERIES / args.queries
+        print(f'the full main job ({FULL_QUERIES} queries, about {job.answers * scale:.0f} answers) at this rate: '
+              f'generation about {job.seconds * scale:.0f} s, wall about {wall * scale:.0f} s')
+
+
+def cpu_name() -> str:
+    """The CPU's model name and its bf16 matrix instructions, from ``/proc/cpuinfo``."""
+    try:
+        info = open('/proc/cpuinfo').read().splitlines()
+    except OSError:
+        return 'unknown'
+    name = next((line.split(':', 1)[1].strip() for line in info if line.startswith('model name')), 'unknown')
+    flags = next((line.split(':', 1)[1].split() for line in info if line.startswith('flags')), [])
+    return f'{name} ({", ".join(f for f in ("amx_bf16", "avx512_bf16", "avx512f") if f in flags) or "no bf16"})'
 
 
 if __name__ == '__main__':
