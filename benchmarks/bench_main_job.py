@@ -113,6 +113,8 @@ def main():
     parser.add_argument('--queries', type=int, default=20, help="the main job's queries (its default: 20)")
     parser.add_argument('--grid-queries', type=int, default=1)
     parser.add_argument('--grid-k-max', type=int, default=10)
+    parser.add_argument('--out', help="the main job's study folder, kept (default: a fresh temporary folder); "
+                        'it must not hold a generation cache of an earlier run')
     parser.add_argument('study', nargs='*', help='further options of the study command (after --)')
     args = parser.parse_args()
 
@@ -127,7 +129,7 @@ def main():
 
     before = grid(prompts)
     print(before.line('grid (before)'), flush=True)
-    command = ['study', '--out', tempfile.mkdtemp(prefix='pu-main-job-'), '--queries', str(args.queries), *args.study]
+    command = ['study', '--out', args.out or tempfile.mkdtemp(prefix='pu-main-job-'), '--queries', str(args.queries), *args.study]
     print('main job: pyterrier-utility', ' '.join(command), flush=True)
     start = time.perf_counter()
     with counted() as job:
