@@ -30,12 +30,13 @@ def main():
     args = parser.parse_args()
 
     import pyterrier_utility as pu
-    from pyterrier_utility.experiment import StudyConfig, driver
+    from pyterrier_utility.experiment import StudyConfig, preparation
     config = StudyConfig(queries=args.queries, ks=(args.k,), samples=args.samples, label_sets=(2,),
                          decoding=StudyConfig.decoding.replace(max_new_tokens=args.max_new_tokens))
-    dataset, qrels, topics, config = driver.load_collection('cranfield', config)
+    collection = preparation.load_collection('cranfield', config)
+    dataset, qrels, topics, config = collection.dataset, collection.qrels, collection.topics, collection.config
     contexts = (dataset.bm25(num_results=args.k) % args.k)(topics)
-    loaded = driver.build_reader(config, config.readers[0])
+    loaded = preparation.build_reader(config, config.readers[0])
     scorer = pu.FBertScorer(qrels, dataset.texts, labels=2, model_type=config.scorer)
 
     def fresh():

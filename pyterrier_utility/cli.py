@@ -84,8 +84,8 @@ def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfi
 
 def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
-    from .experiment import driver  # after parsing: --help needs no PyTerrier nor torch
-    driver.report(args.folders, Path(args.out), correction=args.correction, fig4_k=args.fig4_k,
+    from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
+    commands.report(args.folders, Path(args.out), correction=args.correction, fig4_k=args.fig4_k,
                   ndcg_order=args.ndcg_order, html=args.html, min_n=args.min_n)
     return 0
 
@@ -117,6 +117,10 @@ def parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_options(command, base, name)
         command.set_defaults(base=base)
+    sub.choices['study'].add_argument_group('prediction').add_argument(
+        '--predict', action='store_true',
+        help='then the predict command over the study folder, with its defaults: signals.csv, prediction.csv and '
+             "the report's section on what predicts utility")
     attribution = sub.choices['attribute'].add_argument_group('attribution')
     attribution.add_argument('--method', choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0],
                              help='exact Shapley (2^k coalitions, k <= 10), Shapley by permutation sampling (with '
@@ -173,12 +177,20 @@ def _add_predict(sub) -> None:
                          help='the signals the linear regression combines')
 
 
+def prediction_settings(args) -> PredictionSettings:
+    """The predict command's settings from its options (those of ``study --predict``: its defaults)."""
+    defaults = PredictionSettings()
+    return PredictionSettings(folds=getattr(args, 'folds', defaults.folds), seed=getattr(args, 'seed', defaults.seed),
+                              n_resamples=getattr(args, 'resamples', defaults.n_resamples),
+                              apair_k=getattr(args, 'apair_k', defaults.apair_k),
+                              combine=tuple(getattr(args, 'combine', defaults.combine)),
+                              perplexity=getattr(args, 'perplexity', defaults.perplexity))
+
+
 def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
-    from .experiment import prediction  # after parsing: --help needs no PyTerrier nor torch
-    prediction.predict(args.out, PredictionSettings(folds=args.folds, seed=args.seed, n_resamples=args.resamples,
-                                                    apair_k=args.apair_k, combine=tuple(args.combine),
-                                                    perplexity=args.perplexity))
+    from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
+    commands.predict(args.out, prediction_settings(args))
     return 0
 
 
@@ -188,20 +200,21 @@ def main(argv=None) -> int:
         quiet_third_parties()
     from pyterrier.validate import InputValidationError
 
-    from .experiment import driver  # after parsing: --help needs no PyTerrier nor torch
+    from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
     try:
         if args.command == 'report':
             return report(args)
         if args.command == 'predict':
             return predict(args)
         config = config_of(args, args.base)
+        given_argv = sys.argv[1:] if argv is None else list(argv)
         if args.command == 'study':
-            driver.study(config, argv=sys.argv[1:] if argv is None else list(argv), **placement(args))
+            commands.study(config, argv=given_argv, prediction=prediction_settings(args) if args.predict else None,
+                           **placement(args))
         elif args.command == 'attribute':
-            from .experiment import attribution
-            attribution.attribute(config, args.method, args.budget, argv=sys.argv[1:] if argv is None else list(argv))
+            commands.attribute(config, args.method, args.budget, argv=given_argv)
         else:
-            driver.one_k(config, argv=sys.argv[1:] if argv is None else list(argv))
+            commands.experiment(config, argv=given_argv)
         return 0
     except (UtilityError, InputValidationError) as e:
         parser().exit(2, f'pyterrier-utility {args.command}: error: {e}\n')

@@ -281,7 +281,7 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
 
 
 def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_it_promises(monkeypatch):
-    from pyterrier_utility.experiment.driver import engine_record
+    from pyterrier_utility.experiment.preparation import engine_record
     config = cfg.StudyConfig(readers=('openai:m', 'gemma3-270m'), reproducible=True)
     assert config.backend_options('openai:m')['reproducible'] is True
     assert 'reproducible' not in config.backend_options('gemma3-270m')  # reproducible without being asked
@@ -309,10 +309,10 @@ def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
 
 
 def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(tmp_path, capsys):
-    from pyterrier_utility.experiment import driver
+    from pyterrier_utility.experiment import preparation
     paper = cfg.PRESETS['paper']
     readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
-    record = driver.announce('study', paper, readers, tmp_path)
+    record = preparation.announce('study', paper, readers, tmp_path)
     err = capsys.readouterr().err
     for line in ("temperature=0.3: authors' code", "top_k=50: authors' code (tools/llama_tools.py: top_k=50)",
                  'top_p=0.95: llama-cpp-python 0.2.75 default', 'min_p=0.05: llama-cpp-python 0.2.75 default',
@@ -327,5 +327,5 @@ def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(t
            'counts every prompt and output token' in err
     assert set(record['decoding_sources']) == set(pu.settings.FIELDS) and record['decoding_notes']
     given = cfg.resolve(paper, {'readers': ('huggingface:m',), 'temperature': 0.7})
-    assert driver.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
-    assert given.decoding_notes() == {} and driver.decoding_sources(cfg.StudyConfig()) == {}
+    assert preparation.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
+    assert given.decoding_notes() == {} and preparation.decoding_sources(cfg.StudyConfig()) == {}

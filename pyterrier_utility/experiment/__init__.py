@@ -22,12 +22,12 @@ _NAMES = {
     'table1_markdown': 'rendering', 'table1_paper': 'rendering', 'utility_ci': 'stats',
     'StudyResults': 'results', 'write_tables': 'results', 'run_study': 'study', 'system_names': 'study',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'config', 'default_systems': 'systems',
-    'one_k': 'driver', 'report': 'driver', 'run': 'driver', 'save': 'driver',
+    'one_k': 'commands', 'report': 'commands', 'run': 'driver', 'save': 'driver', 'prepare': 'preparation',
     'run_attribution': 'attribution', 'save_attribution': 'attribution', 'study_contexts': 'study',
 }
-# ``study`` is the module (run_study's); the CLI's study command is ``driver.study``.
-_MODULES = ('attribution', 'config', 'driver', 'figures', 'folder', 'html', 'rendering', 'results', 'stats', 'study',
-            'systems', 'viewer')
+# ``study`` is the module (run_study's); the CLI's study command is ``commands.study``.
+_MODULES = ('attribution', 'commands', 'config', 'driver', 'figures', 'folder', 'html', 'preparation', 'rendering',
+            'results', 'stats', 'study', 'systems', 'viewer')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -14,7 +14,6 @@ Example::
     attribution.save_attribution(found, config)
 """
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
@@ -26,21 +25,19 @@ from ..errors import SettingError
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import check_method
 from ..methods.attribution.qrels import check_trec_ids
-from ..methods.attribution.summary import attribution_table
 from ..vocabulary import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_FILES,
     CELL,
     COALITION_COLUMNS,
     FRAME_FILES,
-    GENERATIONS_FILE,
     REPORT_FILE,
     SETTINGS_FILE,
 )
 from .config import StudyConfig
-from .driver import _scorer, announce, build_reader, build_systems, check_out, load_collection, scorer_factory
 from .html import write_report
 from .output import owned
+from .preparation import prepare
 from .study import study_contexts
 
 #: How ``utility.qrels`` grades a document, as ``settings.json`` records it.
@@ -73,16 +70,13 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
         if len(values) > 1:
             raise SettingError(f'attribute takes one {what}, got {len(values)} ({", ".join(map(str, values))})')
     check_method(method, budget)
-    out = Path(config.out)
-    check_out(out)
-    name, reader_name = config.datasets[0], config.readers[0]
-    dataset, qrels, topics, config = load_collection(name, config)
-    reader = build_reader(config, reader_name, out / GENERATIONS_FILE)
-    record = announce('attribute', config, {reader_name: reader}, out, argv)
+    prepared = prepare(config, 'attribute', argv)
+    collection, reader = prepared.collections[config.datasets[0]], prepared.readers[config.readers[0]]
+    name, qrels, topics, config = collection.name, collection.qrels, collection.topics, collection.config
+    record = prepared.record
     record['attribution'] = {'method': method, 'budget': budget, 'seed': config.seed, 'qrels': QRELS_RULE}
-    bertscore = _scorer(config.scorer) if config.bertscore_needed else None
-    scorer_for = scorer_factory(config, dataset, qrels, bertscore)
-    systems = build_systems(config, name, dataset, qrels, topics, reader)
+    scorer_for = prepared.scorer_for(collection)
+    systems = prepared.systems(collection, reader)
     say(f'{name}: {len(topics)} queries, systems {list(systems)}, k {list(config.ks)}, method {method}')
     contexts = study_contexts(topics, qrels, systems, config.ks, config.label_sets)
     check_trec_ids(f'attribute ({ATTRIBUTION_FILES["qrels"]})', contexts[contexts['docno'].notna()])
@@ -129,18 +123,3 @@ def save_attribution(found: Attribution, config: StudyConfig) -> List[str]:
             write_report(out)
             return sorted(list(ATTRIBUTION_FILES.values()) + [SETTINGS_FILE, REPORT_FILE])
     return sorted(list(ATTRIBUTION_FILES.values()) + [SETTINGS_FILE])
-
-
-def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int] = None,
-              argv: Optional[list] = None) -> Attribution:
-    """The ``attribute`` command: runs, saves and prints the summary."""
-    start = time.time()
-    with owned(Path(config.out)):
-        found = run_attribution(config, method, budget, argv)
-        written = save_attribution(found, config)
-    table = attribution_table(found.attribution)
-    print(f'mean share of U (phi_utility) by position, mean phi of the relevant and other documents, share with '
-          f'negative phi:\n{table.round(4).to_string(index=False)}')
-    print(f'written to {config.out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
-          f'{found.settings["generated"]} answers generated')
-    return found

@@ -1,0 +1,196 @@
+"""The commands of ``pyterrier-utility``, each what its subcommand runs, prints and writes:
+:func:`study`, :func:`experiment`, :func:`attribute`, :func:`report` and :func:`predict`. Each starts
+from :mod:`.preparation` (or a finished folder) and calls the library's functions.
+
+Example::
+
+    from pyterrier_utility.experiment import StudyConfig, commands
+    commands.study(StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small'))
+    commands.report(['results/small'], Path('results/report'), html=True)
+"""
+import json
+import time
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
+import pandas as pd
+import pyterrier as pt
+from ir_measures import nDCG
+
+from .. import measures
+from .._util import say
+from ..errors import SettingError
+from ..methods.attribution.summary import attribution_table
+from ..prediction.settings import PredictionSettings
+from ..scoring.utility import UtilityEvaluator
+from ..vocabulary import HEALTH_FILE, SETTINGS_FILE
+from . import figures, health, stats
+from .attribution import Attribution, run_attribution, save_attribution
+from .config import StudyConfig
+from .driver import run, save
+from .folder import read_health, study_folder
+from .html import write_report
+from .output import check_out, owned
+from .preparation import prepare, ranked_systems
+from .results import StudyResults, blocks, write_tables
+from .study import variants, window
+from .validate import read_per_query
+
+
+def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional[PredictionSettings] = None,
+          **placement) -> StudyResults:
+    """The ``study`` command: runs (in process, or where ``placement`` says: see :func:`run`), saves
+    and prints Table 1 in the paper's layout; with ``prediction``, then :func:`predict` over its
+    folder with those settings."""
+    if prediction is not None and (len(config.datasets) > 1 or len(config.readers) > 1):
+        raise SettingError(f'--predict reads a study of one dataset and one reader; this one has datasets '
+                           f'{list(config.datasets)} and readers {list(config.readers)}')
+    start = time.time()
+    with owned(Path(config.out)):
+        results, branches = run(config, argv, **placement)
+        written = save(results, config, branches)
+    if branches is not None:
+        share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())
+        say('COS-Mix fell back to the sparse documents for '
+            + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index))
+    out = Path(config.out)
+    print()
+    print((out / 'table1_paper.md').read_text())
+    cut = stats.truncation(results.answers)
+    # Beside Table 1, not only in a warning: answers cut mid-sentence are scored as they are.
+    print(f'{cut} ({config.decoding.max_new_tokens}; answers.csv says which, in its truncated column)' if cut
+          else 'The engine did not say whether any answer was cut at max_new_tokens.')
+    print(health.summary(read_health(out / HEALTH_FILE)))
+    detail = health.control_detail(health.positive_control(results.table(correction=config.correction),
+                                                           min_n=config.min_n))
+    if detail:
+        print(detail)
+    print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
+          f'{results.generated} answers generated')
+    if prediction is not None:
+        print()
+        predict(out, prediction)
+    return results
+
+
+def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
+    """The ``experiment`` command: the systems at one k as pipelines in ``pt.Experiment`` (nDCG@k,
+    FBERT, FBERT0, Utility, t-tests against Rel); one dataset, one k, one label set."""
+    for what, values in (('dataset', config.datasets), ('k', config.ks), ('label set', config.label_sets),
+                         ('reader', config.readers)):
+        if len(values) > 1:
+            raise SettingError(f'experiment takes one {what}, got {len(values)} '
+                               f'({", ".join(map(str, values))}); the study command takes several')
+    start = time.time()
+    out = Path(config.out)
+    prepared = prepare(config, 'experiment', argv)
+    (out / SETTINGS_FILE).write_text(json.dumps(prepared.record, indent=2, sort_keys=True, default=str) + '\n')
+    collection, reader = prepared.collections[config.datasets[0]], prepared.readers[config.readers[0]]
+    name, k, topics, qrels = collection.name, config.ks[0], collection.topics, collection.qrels
+    config = collection.config
+    evaluate = UtilityEvaluator(reader, prepared.scorer_for(collection)(config.label_sets[0]))
+    systems = prepared.systems(collection, reader)
+    pipelines = {}
+    for s, system in systems.items():
+        for label, ordering, first in variants(s, ranked_systems(config, systems), config.orderings,
+                                               config.study_windows):
+            cut = window(first, k, config.window_step)
+            cut = system >> cut if cut is not None else system % k
+            pipelines[label] = cut if ordering is None else cut >> ordering
+    # Each system runs once; both evaluations below read its stored output.
+    outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]
+    metrics = [nDCG @ k, measures.FBERT, measures.FBERT0, measures.Utility]
+    names = list(pipelines)
+    table = pt.Experiment(outputs, topics, qrels, metrics, names=names,
+                          baseline=names.index('Rel') if 'Rel' in names else None, round=4)
+    per_query = pt.Experiment(outputs, topics, qrels, metrics, names=names, perquery=True)
+    table.to_csv(out / 'experiment.csv', index=False)
+    per_query.to_csv(out / 'per_query.csv', index=False)
+    print(f'{name}: {len(topics)} queries, k={k}; significance vs Rel (paired t-test)')
+    print(table.to_string(index=False))
+    print(f'written to {out}/ in {time.time() - start:.0f} s ({reader.backend.generated} answers generated, '
+          f'{len(reader.backend)} cached)')
+    return table
+
+
+def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int] = None,
+              argv: Optional[list] = None) -> Attribution:
+    """The ``attribute`` command: runs, saves and prints the summary."""
+    start = time.time()
+    with owned(Path(config.out)):
+        found = run_attribution(config, method, budget, argv)
+        written = save_attribution(found, config)
+    table = attribution_table(found.attribution)
+    print(f'mean share of U (phi_utility) by position, mean phi of the relevant and other documents, share with '
+          f'negative phi:\n{table.round(4).to_string(index=False)}')
+    print(f'written to {config.out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
+          f'{found.settings["generated"]} answers generated')
+    return found
+
+
+def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()):
+    """The ``predict`` command over the finished study folder ``out``: runs, saves and prints the
+    summary (:func:`pyterrier_utility.experiment.prediction.predict`); nothing is generated."""
+    from .prediction import predict as run_and_save  # scikit-learn and the predictors only where asked for
+    return run_and_save(out, settings)
+
+
+#: The ``experiment`` command's former name, kept for one release.
+one_k = experiment
+
+def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
+    """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
+    no such file, or one without ``ks``)."""
+    path = folder / 'settings.json'
+    if not path.is_file():
+        return None
+    settings = json.loads(path.read_text())
+    if 'ks' not in settings:
+        return None
+    return settings['ks'], settings.get('figure_ks') or settings['ks']
+
+
+def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = StudyConfig.fig4_k,
+           ndcg_order: str = StudyConfig.ndcg_order, html: bool = False, min_n: int = StudyConfig.min_n) -> List[str]:
+    """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
+    e.g. one per dataset, make one table); nothing is generated. Table 1 is over the ``ks`` and
+    Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has
+    none). With ``html``, also each folder's browsable page (``report.html`` in ``out``, or
+    ``NAME-report.html`` for several folders). Returns the file names."""
+    frames, healths, table_ks, figure_ks = [], [], set(), set()
+    for folder in folders:
+        path = study_folder(folder) / 'per_query.csv'
+        frame = read_per_query(path)
+        if 'dataset' not in frame.columns:
+            frame.insert(0, 'dataset', Path(folder).name)
+        frames.append(frame)
+        if (Path(folder) / HEALTH_FILE).is_file():
+            found = read_health(Path(folder) / HEALTH_FILE)
+            if 'dataset' not in found.columns:
+                found.insert(0, 'dataset', Path(folder).name)
+            healths.append(found)
+        recorded = _recorded_ks(Path(folder))
+        table_ks |= set(recorded[0] if recorded else frame['k'])
+        figure_ks |= set(recorded[1] if recorded else frame['k'])
+    per_query = pd.concat(frames, ignore_index=True)
+    if per_query['dataset'].nunique() == 1 and len(folders) == 1:
+        per_query = per_query.drop(columns=['dataset'])
+    check_out(out)
+    baseline = 'Rel' if 'Rel' in set(per_query['system']) else None
+    # Marks need every folder's health: without one folder's, none are given.
+    found = pd.concat(healths, ignore_index=True) if len(healths) == len(folders) else None
+    if found is not None and 'dataset' not in per_query.columns:
+        found = found.drop(columns='dataset')
+    paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks),
+                         health=found)
+    ks = sorted(set(per_query['k']))
+    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
+                                 ndcg_order=ndcg_order, ks=sorted(figure_ks))
+    print(paths['table1_paper.md'].read_text())
+    written = sorted(list(paths) + drawn)
+    if html:
+        for folder in folders:
+            page = out / ('report.html' if len(folders) == 1 else f'{Path(folder).name}-report.html')
+            written.append(write_report(folder, page).name)
+    print(f'written to {out}/ ({", ".join(written)}); nothing generated')
+    return written

@@ -1,0 +1,62 @@
+"""The commands' one preparation (:mod:`pyterrier_utility.experiment.preparation`) and ``study
+--predict``: the study and the predict command over its folder in one run."""
+import json
+
+import pandas as pd
+import pytest
+from support.backends import CountingBackend
+
+import pyterrier_utility as pu
+from pyterrier_utility import cli
+from pyterrier_utility.experiment import StudyConfig, commands, preparation
+
+
+def test_prepare_gives_each_command_its_collection_readers_record_and_scorer(tmp_path, monkeypatch):
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    config = StudyConfig(queries=2, ks=(1,), samples=1, systems=('Rel',), quality='fbert-docs', out=str(tmp_path))
+    prepared = preparation.prepare(config, 'experiment', ['experiment'])
+    collection = prepared.collections['cranfield']
+    assert len(collection.topics) == 2 and collection.config == config
+    assert set(prepared.readers) == set(config.readers)
+    assert prepared.record['command'] == 'experiment' and prepared.record['argv'] == ['experiment']
+    assert prepared.record['studied_as'] == {}  # Cranfield is studied as the config says
+    systems = prepared.systems(collection, prepared.readers[config.readers[0]])
+    assert list(systems) == ['Rel']
+    scorer = prepared.scorer_for(collection)(config.label_sets[0])
+    assert isinstance(scorer, pu.FBertScorer)
+    assert prepared.bertscore is not None and scorer.bertscore is prepared.bertscore  # loaded once, shared
+
+
+def test_the_former_names_of_the_commands_still_run_them():
+    assert pu.experiment.one_k is commands.experiment
+    assert pu.experiment.report is commands.report
+
+
+def test_study_predict_refuses_several_datasets_or_readers_before_running(tmp_path, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError('the study ran')
+    monkeypatch.setattr(commands, 'run', refuse)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(['study', '--predict', '--reader', 'gemma3-270m', 'smollm2-135m', '--out', str(tmp_path)])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count('\n') == 0 and '--predict reads a study of one dataset and one reader' in error
+    assert "readers ['gemma3-270m', 'smollm2-135m']" in error
+
+
+@pytest.mark.slow
+def test_study_predict_writes_the_study_then_its_signals_and_prediction(tmp_path, monkeypatch, capsys):
+    backend = CountingBackend(logprobs=True)
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: backend)
+    assert cli.main(['study', '--predict', '--systems', 'BM25', 'Rel', '--no-reverse', '-k', '2', '--queries', '5',
+                     '--samples', '1', '--labels', '2', '--out', str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.index('Mean utility') < printed.index("Spearman's rho") and '0 answers generated' in printed
+    per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str})
+    signals = pd.read_csv(tmp_path / 'signals.csv', dtype={'qid': str})
+    assert len(signals) == len(per_query) == 2 * 5
+    assert (tmp_path / 'prediction.csv').is_file()
+    settings = json.loads((tmp_path / 'settings.json').read_text())
+    assert settings['command'] == 'study'
+    assert settings['prediction']['folds'] == pu.prediction.settings.PredictionSettings().folds
+    assert 'id="prediction"' in (tmp_path / 'report.html').read_text()
