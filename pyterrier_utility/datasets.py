@@ -19,16 +19,10 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, 
 import pandas as pd
 import pyterrier as pt
 
-from ._util import (
-    built_once,
-    cache_dir,
-    encodable,
-    native_output_silenced,
-    stable_hash,
-    validate_columns,
-    warn,
-    warn_qids,
-)
+from ._files import built_once, cache_dir, stable_hash
+from ._frames import validate_columns
+from ._messages import native_output_silenced, warn, warn_qids
+from ._text import encodable
 from .errors import SettingError
 from .protocols import BatchTexts
 from .settings import LabelSet
@@ -281,7 +275,7 @@ class Dataset(pt.datasets.Dataset):
     def pisa_index(self, path: Optional[str] = None, threads: Optional[int] = None, verbose: bool = False):
         """A PISA index of the corpus: ``path`` if given (built there if new or empty), else in the
         cache folder, built on first use with ``threads`` (default: every core) by one process while
-        others wait (:func:`~pyterrier_utility._util.built_once`); PISA's log lines only when ``verbose``."""
+        others wait (:func:`~pyterrier_utility._files.built_once`); PISA's log lines only when ``verbose``."""
         import pyterrier_pisa
         location = Path(path or cache_dir() / 'indices' / (re.sub(r'[^\w.-]+', '_', self.corpus_name) + '.pisa'))
         threads = threads or os.cpu_count() or 1

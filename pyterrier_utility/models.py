@@ -7,7 +7,7 @@ from typing import Callable, Dict, Union
 import pyterrier as pt
 
 from . import vocabulary
-from ._util import built_once, cache_dir, exclusive
+from ._files import built_once, cache_dir, exclusive
 
 
 def minilm_path() -> str:

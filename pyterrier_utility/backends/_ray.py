@@ -26,7 +26,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 
 from pyterrier_rag.backend import Backend
 
-from .._util import check, check_int, check_number
+from .._checks import check, check_int, check_number
 from ..engines import build_backend, engine_for
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend

@@ -5,7 +5,8 @@ from typing import Mapping, Union
 import pandas as pd
 import pyterrier as pt
 
-from .._util import normalise_frame, validate_columns, warn_qids
+from .._frames import normalise_frame, validate_columns
+from .._messages import warn_qids
 from ..datasets import texts_of
 from ..errors import FrameError, SettingError
 

@@ -18,7 +18,7 @@ import pyterrier as pt
 from ir_measures import nDCG
 
 from .. import backends, measures
-from .._util import say
+from .._messages import say
 from .._version import __version__
 from ..cache import GenerationCache, backend_key
 from ..contexts.runs import RunFile

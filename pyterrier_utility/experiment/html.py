@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Union
 
 import pandas as pd
 
-from .._util import count
+from .._messages import count
 from ..methods.attribution.summary import attribution_table
 from ..scoring.correlation import MIN_PAIRS
 from ..vocabulary import MIN_N, PER_QUERY_VALUES

@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 import numpy as np
 import pandas as pd
 
-from .._util import check
+from .._checks import check
 from ._base import QueryPredictor, depth
 
 

@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from .._util import check, check_int
+from .._checks import check, check_int
 from ..errors import SettingError
 from ..vocabulary import SUBMEASURES
 from .embeddings import Embedded, EmbeddingStore

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, validate_columns, warn_qids
+from .._checks import check
+from .._frames import validate_columns
+from .._messages import warn_qids
 from ..datasets import GoldLike, gold_answers
 from ..vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 from .bertscore import BertScore

@@ -4,7 +4,8 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..._util import built_once, cache_dir, check, stable_hash
+from ..._checks import check
+from ..._files import built_once, cache_dir, stable_hash
 
 
 class CorpusEmbeddings:
