@@ -12,7 +12,7 @@ from .._cutoff import with_fewer_results
 from .._files import stable_hash
 from .._frames import normalise_frame, validate_columns
 from .._messages import warn_qids
-from ..datasets import texts_of
+from ..datasets.texts import texts_of
 from ..errors import SettingError
 from ..protocols import IndexedTexts
 from ..settings import LabelSet, LabelsLike

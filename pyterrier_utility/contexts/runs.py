@@ -7,7 +7,7 @@ import pyterrier as pt
 
 from .._frames import normalise_frame, validate_columns
 from .._messages import warn_qids
-from ..datasets import texts_of
+from ..datasets.texts import texts_of
 from ..errors import FrameError, SettingError
 
 #: The fields of a line of a TREC run.

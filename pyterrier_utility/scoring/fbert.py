@@ -9,7 +9,7 @@ from .._checks import check
 from .._frames import validate_columns
 from .._messages import warn, warn_qids
 from .._text import visible
-from ..datasets import texts_of
+from ..datasets.texts import texts_of
 from ..settings import LabelSet, LabelsLike
 from ..vocabulary import AGGREGATIONS, SUBMEASURES
 from .bertscore import PAPER_MODEL, BertScore

@@ -17,7 +17,7 @@ import pyterrier as pt
 from .._checks import check
 from .._frames import validate_columns
 from .._messages import warn_qids
-from ..datasets import GoldLike, gold_answers
+from ..datasets.gold import GoldLike, gold_answers
 from ..vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 from .bertscore import BertScore
 

@@ -8,7 +8,7 @@ import pyterrier as pt
 from ..._checks import check_int
 from ..._cutoff import with_fewer_results
 from ..._frames import validate_columns
-from ...datasets import texts_of
+from ...datasets.texts import texts_of
 from .partition import CorpusEmbeddings
 
 
