@@ -24,7 +24,7 @@ class CorpusEmbeddings:
     """
 
     def __init__(self, texts: Mapping[str, str], model: Optional[str] = None, batch_size: int = 32):
-        from ...models import minilm_path
+        from ...rerankers import minilm_path
         self.model_name = str(model or minilm_path())
         self.batch_size = batch_size
         self.docnos = [str(d) for d in texts]
