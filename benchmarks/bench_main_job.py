@@ -129,7 +129,8 @@ def main():
 
     before = grid(prompts)
     print(before.line('grid (before)'), flush=True)
-    command = ['study', '--out', args.out or tempfile.mkdtemp(prefix='pu-main-job-'), '--queries', str(args.queries), *args.study]
+    command = ['study', '--out', args.out or tempfile.mkdtemp(prefix='pu-main-job-'), '--queries', str(args.queries),
+               *args.study]
     print('main job: pyterrier-utility', ' '.join(command), flush=True)
     start = time.perf_counter()
     with counted() as job:
