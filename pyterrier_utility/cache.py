@@ -13,7 +13,8 @@ from typing import Dict, List, Optional, Sequence, Union
 
 from pyterrier_rag.backend import Backend
 
-from ._util import stable_hash, warn
+from ._files import stable_hash
+from ._messages import warn
 from .backends._base import Answer
 from .errors import CacheError
 from .generation import generate_batches
@@ -24,7 +25,7 @@ CACHE_FORMAT = 'pyterrier_utility.generations/1'
 #: How an answer's key is computed (:meth:`GenerationCache.key`), recorded in a file's ``meta`` table
 #: (``key``) and checked when the file is reopened: a file keyed otherwise is refused, since none of
 #: its answers would be found. ``sha256`` is of the JSON list of the parts (keys sorted, as
-#: :func:`~pyterrier_utility._util.stable_hash`); ``settings`` is the JSON text (keys sorted) of
+#: :func:`~pyterrier_utility._files.stable_hash`); ``settings`` is the JSON text (keys sorted) of
 #: :func:`settings_key`, which the file's ``settings`` table holds under its id.
 KEY_DEFINITION = json.dumps({'answer': 'sha256([settings id, prompt, seed or null for a deterministic backend])',
                              'settings id': 'sha256([settings])',

@@ -22,7 +22,7 @@ import pyterrier as pt
 import torch
 from pyterrier_rag.backend import Backend
 
-from ._util import encodable
+from ._text import encodable
 from .backends._base import Answer, cut_at_stop, work_batches
 from .errors import BackendError
 from .protocols import StreamingBackend, answers_each, supports_seeds

@@ -8,7 +8,9 @@ import pyterrier as pt
 import pyterrier_alpha as pta
 from pyterrier.validate import InputValidationError
 
-from ._util import check_encodable, check_int, normalise_frame, warn_qids
+from ._checks import check_int
+from ._frames import check_encodable, normalise_frame
+from ._messages import warn_qids
 from .errors import BackendError, FrameError
 from .prompts import PromptFormat, prompt_format as as_prompt_format
 

@@ -6,7 +6,8 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from ._util import check_int, validate_columns
+from ._checks import check_int
+from ._frames import validate_columns
 from .backends import get_backend, reader_names
 from .backends._base import Answer
 from .cache import GenerationCache, warn_unseeded

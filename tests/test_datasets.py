@@ -48,6 +48,24 @@ def test_bm25_retrieves_with_text(cranfield):
     assert (res['text'] == res['docno'].map(cranfield.texts)).all()
 
 
+def test_the_package_gives_every_name_of_its_modules_and_the_entry_point_resolves():
+    import importlib
+    import tomllib
+    from pathlib import Path
+    defined = {'collection': ['Dataset', 'answerable_topics'],
+               'embedded': ['CRANFIELD_LABELS', 'Cranfield', 'UtilityDatasetProvider', 'cranfield'],
+               'external': ['PyTerrierDataset'], 'gold': ['GOLD_COLUMNS', 'GoldLike', 'gold_answers'],
+               'local': ['LocalDataset'], 'pisa': ['PisaBM25'], 'records': ['read_records'],
+               'texts': ['LazyTexts', 'TextLoader', 'texts_of']}
+    modules = {m: importlib.import_module(f'pyterrier_utility.datasets.{m}') for m in defined}
+    assert sorted(pu.datasets.__all__) == sorted(['get_dataset', *(n for names in defined.values() for n in names)])
+    assert [(m, n) for m, names in defined.items() for n in names
+            if getattr(pu.datasets, n) is not getattr(modules[m], n)] == []
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / 'pyproject.toml').read_text())['project']
+    module, _, name = project['entry-points']['pyterrier.dataset_provider']['utility'].partition(':')
+    assert getattr(importlib.import_module(module), name) is modules['embedded'].UtilityDatasetProvider
+
+
 def test_get_dataset_default():
     assert isinstance(pu.datasets.get_dataset('cranfield'), pu.datasets.Cranfield)
 

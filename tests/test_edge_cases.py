@@ -284,7 +284,7 @@ def test_cli_out_pointing_at_a_file_is_named(tmp_path, capsys):
 
 
 def test_text_that_cannot_be_encoded_is_named_by_qid_and_docno():
-    from pyterrier_utility._util import check_encodable
+    from pyterrier_utility._frames import check_encodable
     from pyterrier_utility.errors import FrameError
     fine = frame([('q1', 'lift', 'd1', 'one', 0)])
     check_encodable('Reader', fine)

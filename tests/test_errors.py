@@ -25,7 +25,7 @@ def _stderr(code: str, *args: str) -> str:
 
 def test_a_warning_of_the_package_is_one_plain_line_and_others_keep_their_form():
     err = _stderr('import warnings\n'
-                  'from pyterrier_utility._util import warn\n'
+                  'from pyterrier_utility._messages import warn\n'
                   "warn('3 of 6 answers reached max_new_tokens')\n"
                   "warnings.warn('not ours')\n")
     lines = err.splitlines()
@@ -35,7 +35,7 @@ def test_a_warning_of_the_package_is_one_plain_line_and_others_keep_their_form()
 
 def test_the_package_warning_is_still_a_user_warning_to_filters_and_pytest():
     with pytest.warns(UserWarning, match='^cut$') as caught:
-        from pyterrier_utility._util import warn
+        from pyterrier_utility._messages import warn
         warn('cut')
     assert caught[0].category is UtilityWarning and caught[0].filename == __file__
     pu.errors.plain_warnings()  # a second installation wraps nothing twice

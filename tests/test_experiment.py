@@ -449,7 +449,7 @@ SMALL_STUDY = ['study', '--queries', '2', '-k', '1', '--samples', '1', '--max-ne
 def converted_gemma() -> Path:
     """The offline Gemma converted already (this session's cache, else the user's), or converted now."""
     from pyterrier_utility import backends
-    from pyterrier_utility._util import cache_dir
+    from pyterrier_utility._files import cache_dir
     for cache in (cache_dir(), Path.home() / '.cache' / 'pyterrier_utility'):
         if (cache / 'models' / 'gemma-3-270m' / 'config.json').exists():
             return cache / 'models' / 'gemma-3-270m'
@@ -460,7 +460,7 @@ def converted_gemma() -> Path:
 def test_two_studies_started_together_on_one_fresh_cache_give_the_tables_of_each_alone(tmp_path):
     # Real processes over one fresh cache folder: the PISA index is built in it by one of them while
     # the other waits (they aborted with SIGABRT, the index half written). The converted reader is
-    # linked in to keep the test short; tests/test_util.py races a conversion.
+    # linked in to keep the test short; tests/test_files.py races a conversion.
     root = Path(__file__).resolve().parents[1]
 
     def fresh_cache(name: str) -> Path:

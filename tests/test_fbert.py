@@ -4,7 +4,7 @@ import pytest
 from bert_score import BERTScorer
 
 from pyterrier_utility import BertScore, FBertScorer
-from pyterrier_utility.models import minilm_path
+from pyterrier_utility.rerankers import minilm_path
 
 ANSWERS = ['the lift of a wing in a slipstream increases', 'heat conduction in slabs',
            'a sigmet is a weather advisory', 'wing']

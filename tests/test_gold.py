@@ -8,7 +8,7 @@ from pyterrier_rag._measures import ems, f1_score
 
 from pyterrier_utility import GoldAnswerScorer
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.models import minilm_path
+from pyterrier_utility.rerankers import minilm_path
 from pyterrier_utility.scoring.gold import exact_match, gold_answers, normalize_answer, token_f1
 
 GOLD = {'q1': ['Paris', 'the city of Paris'], 'q2': ['yes'], 'q3': ['Mach 2.5', 'two and a half']}

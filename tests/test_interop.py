@@ -60,7 +60,7 @@ class _BertScoreMetric:
 
     def __init__(self):
         from bert_score import BERTScorer
-        self.scorer = BERTScorer(model_type=pu.models.minilm_path(), num_layers=6)
+        self.scorer = BERTScorer(model_type=pu.rerankers.minilm_path(), num_layers=6)
 
     def compute(self, predictions, references, lang, model_type, verbose):
         p, r, f = self.scorer.score(predictions, references)

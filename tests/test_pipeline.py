@@ -35,7 +35,7 @@ def test_design_card_pipeline_in_experiment(cranfield, minilm, counting_backend,
     evaluate = pu.UtilityEvaluator(reader, pu.FBertScorer(qrels, cranfield.texts, labels=2, model_type=minilm))
     bm25 = cranfield.bm25(num_results=20)
     monot5 = MonoT5ReRanker(model=tiny_t5, tok_model=tiny_t5, batch_size=8, verbose=False)
-    dense = pu.models.minilm_reranker()
+    dense = pu.rerankers.minilm_reranker()
     k = 3
     systems = {
         'BM25': bm25 % k,

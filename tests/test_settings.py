@@ -60,7 +60,7 @@ def test_decoding_is_validated_once_and_names_the_setting():
 def test_settings_added_to_decoding_leave_the_keys_of_answers_cached_before_them(tmp_path):
     """Unset, min_p and repeat_last_n are absent from the key: an answer cached before they existed,
     under the key of the six settings there were, is found; set, they make keys of their own."""
-    from pyterrier_utility._util import stable_hash
+    from pyterrier_utility._files import stable_hash
     before = {'backend': 'DecodingCountingBackend', 'model': 'counting',
               'decoding': {'temperature': 0.3, 'top_k': 50, 'top_p': None, 'max_new_tokens': 32,
                            'repetition_penalty': None, 'stop': ['STOP']}}

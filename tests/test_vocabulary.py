@@ -96,8 +96,8 @@ def test_the_lists_hold_distinct_names(name):
 
 def test_the_named_values_follow_the_vocabulary():
     from pyterrier_utility.experiment import study
-    from pyterrier_utility.models import RERANKERS
     from pyterrier_utility.prompts import PROMPT_FORMATS
+    from pyterrier_utility.rerankers import RERANKERS
     assert tuple(PROMPT_FORMATS) == vocabulary.PROMPT_FORMAT_NAMES
     assert tuple(RERANKERS) == vocabulary.RERANKERS
     assert tuple(study.ORDERINGS) == vocabulary.ORDERING_NAMES

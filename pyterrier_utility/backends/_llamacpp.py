@@ -4,7 +4,7 @@ import json
 import urllib.request
 from typing import Dict, Optional, Sequence, Union
 
-from .._util import check
+from .._checks import check
 from ..engines import ENGINES_BY_NAME
 from ..settings import Decoding
 from ._openai import OpenAICompatibleBackend

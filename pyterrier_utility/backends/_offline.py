@@ -5,7 +5,8 @@ from pathlib import Path
 
 import torch
 
-from .._util import built_once, cache_dir, say
+from .._files import built_once, cache_dir
+from .._messages import say
 from ..engines import ENGINES_BY_NAME
 from .hf import CausalLMBackend
 

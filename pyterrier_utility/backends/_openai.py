@@ -20,7 +20,9 @@ import uuid
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from .._util import check, check_int, check_number, either, encodable, say
+from .._checks import check, check_int, check_number
+from .._messages import either, say
+from .._text import encodable
 from ..engines import ENGINES_BY_NAME
 from ..errors import BackendError
 from ..settings import Decoding

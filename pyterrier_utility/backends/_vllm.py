@@ -1,7 +1,7 @@
 """vLLM in this process: one GPU node (or vLLM's CPU build), all prompts of a call scheduled together."""
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .._util import check_int
+from .._checks import check_int
 from ..engines import ENGINES_BY_NAME
 from ..errors import BackendError, SettingError
 from ..settings import Decoding

@@ -7,8 +7,12 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check_int, normalise_frame, stable_hash, validate_columns, warn_qids, with_fewer_results
-from ..datasets import texts_of
+from .._checks import check_int
+from .._cutoff import with_fewer_results
+from .._files import stable_hash
+from .._frames import normalise_frame, validate_columns
+from .._messages import warn_qids
+from ..datasets.texts import texts_of
 from ..errors import SettingError
 from ..protocols import IndexedTexts
 from ..settings import LabelSet, LabelsLike

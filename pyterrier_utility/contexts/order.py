@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, check_int, validate_columns
+from .._checks import check, check_int
+from .._frames import validate_columns
 from ..settings import is_int
 
 

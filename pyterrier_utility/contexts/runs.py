@@ -5,8 +5,9 @@ from typing import Mapping, Union
 import pandas as pd
 import pyterrier as pt
 
-from .._util import normalise_frame, validate_columns, warn_qids
-from ..datasets import texts_of
+from .._frames import normalise_frame, validate_columns
+from .._messages import warn_qids
+from ..datasets.texts import texts_of
 from ..errors import FrameError, SettingError
 
 #: The fields of a line of a TREC run.

@@ -20,7 +20,7 @@ from typing import List, Optional
 
 import pandas as pd
 
-from .._util import say, warn_qids
+from .._messages import say, warn_qids
 from ..errors import SettingError
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import check_method

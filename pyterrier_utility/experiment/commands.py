@@ -18,7 +18,7 @@ import pyterrier as pt
 from ir_measures import nDCG
 
 from .. import measures
-from .._util import say
+from .._messages import say
 from ..errors import SettingError
 from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from .._util import either
+from .._messages import either
 from ..engines import ENGINE_OPTIONS, ENGINES_BY_NAME, engine_for, engine_of, kind_decoding
 from ..errors import SettingError
 from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet

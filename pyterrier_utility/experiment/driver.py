@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple, cast
 
 import pandas as pd
 
-from .._util import say
+from .._messages import say
 from .._version import __version__
 from ..methods.cosmix import COSMix
 from . import figures

@@ -10,7 +10,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import pandas as pd
 
-from .._util import count
+from .._messages import count
 from ..errors import SettingError
 from ..vocabulary import ORACLES
 from . import stats

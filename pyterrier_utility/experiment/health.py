@@ -32,7 +32,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from .._util import count, visible
+from .._messages import count
+from .._text import visible
 from ..vocabulary import CELL, HEALTH_COLUMNS, MIN_N, ORACLES
 
 #: The fewest consecutive words shared with a document that count as copied.

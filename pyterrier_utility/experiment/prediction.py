@@ -22,7 +22,8 @@ from typing import Dict, List, Sequence, Union, cast
 import numpy as np
 import pandas as pd
 
-from .._util import check, say, warn
+from .._checks import check
+from .._messages import say, warn
 from ..datasets import get_dataset
 from ..errors import FrameError, SettingError
 from ..prediction import (

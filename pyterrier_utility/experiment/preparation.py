@@ -23,7 +23,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .. import backends
-from .._util import say
+from .._messages import say
 from .._version import __version__
 from ..cache import GenerationCache, backend_key
 from ..contexts.runs import RunFile

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
-from .._util import check
+from .._checks import check
 from ..reader import Reader
 from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, TABLE_FILES
 from . import health as answer_health, rendering, stats

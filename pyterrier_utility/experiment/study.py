@@ -8,7 +8,9 @@ import pandas as pd
 import pyterrier as pt
 
 from .. import vocabulary
-from .._util import check, check_int, either, normalise_frame, say, validate_columns, warn, warn_qids
+from .._checks import check, check_int
+from .._frames import normalise_frame, validate_columns
+from .._messages import either, say, warn, warn_qids
 from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff

@@ -6,7 +6,7 @@ import pyterrier as pt
 
 from ..contexts.oracle import OracleSampler
 from ..errors import SettingError
-from ..models import RERANKERS, reranker as cached_reranker
+from ..rerankers import RERANKERS, reranker as cached_reranker
 from ..settings import LabelsLike
 from ..vocabulary import DEFAULT_SYSTEMS, ORACLE_MODES, REVERSED_SYSTEMS
 
@@ -33,7 +33,7 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         verbose: keep the engines' own logs.
         retrieval: build BM25 (its index) and the re-ranker; ``False`` gives the oracles alone.
         reranker: load the neural re-ranker (``False``: no ``Neural`` system); its scores are
-            kept in the cache folder across runs (:func:`pyterrier_utility.models.reranker`).
+            kept in the cache folder across runs (:func:`pyterrier_utility.rerankers.reranker`).
         oracle: how Rel and NRel pick documents: ``'sampled'`` (the paper's text: a random sample of
             relevant / judged non-relevant documents, NRel completed from unjudged ones) or
             ``'authors'`` (the authors' released runs: every judged document sorted by label,

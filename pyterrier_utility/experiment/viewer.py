@@ -9,8 +9,9 @@ from typing import Mapping, Optional
 import pandas as pd
 
 from ..errors import SettingError
+from .explorer import ZERO_SHOT
 from .folder import StudyFolder, read_study, study_from_frames
-from .html import CUT_MARK, ZERO_SHOT, _number, _table
+from .html import CUT_MARK, _number, _table
 
 
 class QueryView:

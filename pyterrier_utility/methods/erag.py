@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import normalise_frame, validate_columns
+from .._frames import normalise_frame, validate_columns
 from ..errors import SettingError
 from ..reader import Reader
 from ..scoring.fbert import FBertScorer

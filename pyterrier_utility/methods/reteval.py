@@ -16,7 +16,9 @@ import pandas as pd
 import pyterrier as pt
 from pyterrier_rag.backend import Backend
 
-from .._util import check, check_int, check_number, normalise_frame, validate_columns, warn_qids
+from .._checks import check, check_int, check_number
+from .._frames import normalise_frame, validate_columns
+from .._messages import warn_qids
 from ..cache import GenerationCache
 from ..errors import SettingError
 from ..protocols import DecodingBackend

@@ -5,7 +5,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check_int, validate_columns, warn_qids
+from .._checks import check_int
+from .._frames import validate_columns
+from .._messages import warn_qids
 
 
 class QueryPredictor(pt.Transformer):

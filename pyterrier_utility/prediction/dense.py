@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 import numpy as np
 import pandas as pd
 
-from .._util import check
+from .._checks import check
 from ._base import QueryPredictor, depth
 
 
@@ -43,7 +43,7 @@ class _DensePredictor(QueryPredictor):
         if self._model is None:
             import pyterrier_dr
 
-            from ..models import minilm_path
+            from ..rerankers import minilm_path
             self._model = pyterrier_dr.SBertBiEncoder(minilm_path(), batch_size=32, verbose=False)
         return self._model
 

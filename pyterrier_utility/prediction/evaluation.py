@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from .._util import check, check_int
+from .._checks import check, check_int
 from ..scoring.correlation import correlation
 from ..vocabulary import CORRELATION_METHODS
 

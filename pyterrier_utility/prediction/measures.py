@@ -5,7 +5,7 @@ from typing import Union
 import ir_measures
 import pandas as pd
 
-from .._util import validate_columns
+from .._frames import validate_columns
 from ._base import QueryPredictor
 
 

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 import pandas as pd
 
-from .._util import check
+from .._checks import check
 from ._base import QueryPredictor
 
 #: How the documents' perplexities make one value per query, or ``whole``: that of the documents joined.

@@ -11,7 +11,8 @@ from typing import Optional
 
 import pandas as pd
 
-from .._util import built_once, cache_dir, check
+from .._checks import check
+from .._files import built_once, cache_dir
 from ._base import QueryPredictor
 
 #: The readability formulas offered: the column each adds -> textstat's function.

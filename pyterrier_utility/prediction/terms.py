@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check
+from .._checks import check
 from ._base import QueryPredictor
 
 #: How SCQ's per-term values make one value per query (Zhao et al.: SumSCQ, AvgSCQ, MaxSCQ).

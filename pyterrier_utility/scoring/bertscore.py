@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from .._util import check, check_int
+from .._checks import check, check_int
 from ..errors import SettingError
 from ..vocabulary import SUBMEASURES
 from .embeddings import Embedded, EmbeddingStore
@@ -67,7 +67,7 @@ class BertScore:
         from bert_score.utils import get_idf_dict, model2layers
         self.model_name = model_type
         if model_type == OFFLINE_MODEL:
-            from ..models import minilm_path
+            from ..rerankers import minilm_path
             model_type, num_layers = minilm_path(), num_layers or 6
         check(isinstance(model_type, (str, Path)), 'BertScore', f'model_type must be a model name or a path, got '
                                                                  f'{type(model_type).__name__} {model_type!r}')
@@ -112,7 +112,7 @@ class BertScore:
     def __setstate__(self, state):
         self.__dict__.update(state)
         if self.model_type == OFFLINE_MODEL:
-            from ..models import minilm_path
+            from ..rerankers import minilm_path
             self.model_type = minilm_path()
         self._load()
 

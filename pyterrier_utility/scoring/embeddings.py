@@ -8,7 +8,7 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from .._util import stable_hash
+from .._files import stable_hash
 
 #: A text's token ids and its token embeddings (tokens x dimension, float32).
 Embedded = Tuple[torch.Tensor, torch.Tensor]

@@ -5,8 +5,11 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, validate_columns, visible, warn, warn_qids
-from ..datasets import texts_of
+from .._checks import check
+from .._frames import validate_columns
+from .._messages import warn, warn_qids
+from .._text import visible
+from ..datasets.texts import texts_of
 from ..settings import LabelSet, LabelsLike
 from ..vocabulary import AGGREGATIONS, SUBMEASURES
 from .bertscore import PAPER_MODEL, BertScore

@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import check, validate_columns, warn_qids
-from ..datasets import GoldLike, gold_answers
+from .._checks import check
+from .._frames import validate_columns
+from .._messages import warn_qids
+from ..datasets.gold import GoldLike, gold_answers
 from ..vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
 from .bertscore import BertScore
 

@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._util import validate_columns, warn_qids
+from .._frames import validate_columns
+from .._messages import warn_qids
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer
 from ..reader import Reader

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 from pyterrier_rag.backend import BackendOutput
 
-from ..._util import check, check_int
+from ..._checks import check, check_int
 from ...engines import ENGINES_BY_NAME
 from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches

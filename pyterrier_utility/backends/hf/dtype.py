@@ -6,7 +6,7 @@ from typing import Optional, Union
 
 import torch
 
-from ..._util import check
+from ..._checks import check
 
 #: dtypes a backend can be asked for by name.
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}

@@ -30,7 +30,8 @@ from typing import Callable, Dict, FrozenSet, List, Optional
 
 import numpy as np
 
-from ..._util import check, check_int, either
+from ..._checks import check, check_int
+from ..._messages import either
 from ...vocabulary import ATTRIBUTION_METHODS
 
 #: A coalition: the 1-based context positions of the documents in the prompt.

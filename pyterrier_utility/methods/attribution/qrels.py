@@ -5,7 +5,8 @@ from typing import Union
 
 import pandas as pd
 
-from ..._util import check, validate_columns
+from ..._checks import check
+from ..._frames import validate_columns
 from ...errors import FrameError
 
 #: The share of U (``phi_utility``) at and above which a document is graded 2.

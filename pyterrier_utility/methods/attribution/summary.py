@@ -4,7 +4,7 @@ from typing import List
 
 import pandas as pd
 
-from ..._util import validate_columns
+from ..._frames import validate_columns
 from ...vocabulary import CELL
 
 

@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..._util import check_int, normalise_frame, validate_columns, warn_qids
+from ..._checks import check_int
+from ..._frames import normalise_frame, validate_columns
+from ..._messages import warn_qids
 from ...protocols import AnswerScorer
 from ...reader import Reader
 from ...scoring.utility import UtilityEvaluator, utility

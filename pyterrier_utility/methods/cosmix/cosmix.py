@@ -5,10 +5,11 @@ from typing import List, Optional
 import pandas as pd
 import pyterrier as pt
 
-from ..._util import check_int, normalise_frame, validate_columns
+from ..._checks import check_int
+from ..._frames import normalise_frame, validate_columns
 from ...contexts.order import LostInTheMiddle
-from ...models import reranker as cached_reranker
 from ...reader import Reader
+from ...rerankers import reranker as cached_reranker
 from .partition import CorpusEmbeddings, SparsePartition
 from .retrieval import DenseRetriever, HybridRetriever
 from .validator import Validator

@@ -4,7 +4,8 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..._util import built_once, cache_dir, check, stable_hash
+from ..._checks import check
+from ..._files import built_once, cache_dir, stable_hash
 
 
 class CorpusEmbeddings:
@@ -23,7 +24,7 @@ class CorpusEmbeddings:
     """
 
     def __init__(self, texts: Mapping[str, str], model: Optional[str] = None, batch_size: int = 32):
-        from ...models import minilm_path
+        from ...rerankers import minilm_path
         self.model_name = str(model or minilm_path())
         self.batch_size = batch_size
         self.docnos = [str(d) for d in texts]

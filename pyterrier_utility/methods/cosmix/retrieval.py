@@ -5,8 +5,10 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..._util import check_int, validate_columns, with_fewer_results
-from ...datasets import texts_of
+from ..._checks import check_int
+from ..._cutoff import with_fewer_results
+from ..._frames import validate_columns
+from ...datasets.texts import texts_of
 from .partition import CorpusEmbeddings
 
 

@@ -4,7 +4,7 @@ from typing import Sequence
 import numpy as np
 from pyterrier_rag.backend import Backend
 
-from ..._util import check
+from ..._checks import check
 from ...cache import GenerationCache
 from ...protocols import DecodingBackend
 

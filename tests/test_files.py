@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pyterrier_utility._util import built_once
+from pyterrier_utility._files import built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILDER = '''
 import os, sys, time
 from pathlib import Path
-from pyterrier_utility._util import built_once
+from pyterrier_utility._files import built_once
 target, log, pause = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 
 def build(staging):

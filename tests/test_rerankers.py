@@ -28,13 +28,13 @@ def _frame():
 
 
 def test_a_cached_scorer_scores_each_pair_once_across_runs(tmp_path):
-    first = pu.models.cached_scorer(CountingScorer(), tmp_path / 'scores')
+    first = pu.rerankers.cached_scorer(CountingScorer(), tmp_path / 'scores')
     out = first(_frame())
     assert first.scorer.scored == 3
     assert out.sort_values(['qid', 'docno'])[['docno', 'score', 'rank']].values.tolist() == [
         ['a', 5.0, 1], ['b', 13.0, 0], ['a', 5.0, 0]]
     first.close()
-    again = pu.models.cached_scorer(CountingScorer(), tmp_path / 'scores')  # a later run
+    again = pu.rerankers.cached_scorer(CountingScorer(), tmp_path / 'scores')  # a later run
     pd.testing.assert_frame_equal(again(_frame()), out)
     assert again.scorer.scored == 0
     more = pd.concat([_frame(), pd.DataFrame({'qid': ['2'], 'query': ['drag'], 'docno': ['b'], 'text': ['xx']})])
@@ -43,7 +43,7 @@ def test_a_cached_scorer_scores_each_pair_once_across_runs(tmp_path):
 
 
 def test_a_cached_scorer_pickles_as_its_folder(tmp_path):
-    cached = pu.models.cached_scorer(CountingScorer(), tmp_path / 'scores')
+    cached = pu.rerankers.cached_scorer(CountingScorer(), tmp_path / 'scores')
     cached(_frame())
     copy = pickle.loads(pickle.dumps(cached))
     assert copy.scorer.scored == 3
@@ -53,7 +53,7 @@ def test_a_cached_scorer_pickles_as_its_folder(tmp_path):
 
 def test_the_study_reranker_is_cached_per_model_and_corpus(tmp_path, monkeypatch, cranfield):
     monkeypatch.setenv('PYTERRIER_UTILITY_CACHE', str(tmp_path))
-    dense = pu.models.reranker('dense', cranfield.corpus_name)
+    dense = pu.rerankers.reranker('dense', cranfield.corpus_name)
     assert str(dense.path) == str(tmp_path / 'scores' / 'dense@cranfield')
     topics = cranfield.get_topics().head(2)
     run = (cranfield.bm25(num_results=5))(topics)
@@ -61,11 +61,11 @@ def test_the_study_reranker_is_cached_per_model_and_corpus(tmp_path, monkeypatch
     inner = dense.scorer.transform
     calls = []
     monkeypatch.setattr(dense.scorer, 'transform', lambda inp: calls.append(len(inp)) or inner(inp))
-    second = pu.models.reranker('dense', cranfield.corpus_name)
+    second = pu.rerankers.reranker('dense', cranfield.corpus_name)
     second.scorer = dense.scorer
     pd.testing.assert_frame_equal(second(run), first)
     assert sum(calls) == 0  # (pt.inspect probes it with an empty frame)
-    assert not isinstance(pu.models.reranker('dense', 'x', cache=False), type(dense))
+    assert not isinstance(pu.rerankers.reranker('dense', 'x', cache=False), type(dense))
 
 
 # One process of the test below: the scorer logs each call that scores rows and holds it until both
@@ -75,7 +75,7 @@ import os, sys, time
 from pathlib import Path
 import pandas as pd
 import pyterrier as pt
-from pyterrier_utility.models import cached_scorer
+from pyterrier_utility.rerankers import cached_scorer
 path, log, ready = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 
 def slow(inp):
@@ -107,3 +107,10 @@ def test_two_processes_scoring_into_one_fresh_cache_score_each_pair_once(tmp_pat
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     assert [out for out, _ in outs] == ['[5.0, 13.0, 5.0]\n'] * 2
     assert len(log.read_text().split()) == 1  # the second process read the first's scores
+
+
+def test_the_deprecated_module_name_gives_the_same_functions():
+    from pyterrier_utility import models, rerankers
+    assert models.__all__ == ['RERANKERS', 'cached_scorer', 'minilm_path', 'minilm_reranker', 'monot5_reranker',
+                              'reranker']
+    assert all(getattr(models, name) is getattr(rerankers, name) for name in models.__all__)
