@@ -170,8 +170,9 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
     'ray': [
         (('--ray',), 'ray', dict(type=ray_address, metavar='ADDRESS'),
          "generate on a Ray cluster: 'auto' (the one this host is a node of, started with ray start), 'local' (a "
-         f'new one here, on 127.0.0.1) or HOST:PORT (the run stops, naming it, when nothing there answers within '
-         f'{RAY_CONNECT_TIMEOUT} s); the same answers and tables as in process (default: in process)'),
+         f'new one here, on 127.0.0.1) or HOST:PORT (for auto and HOST:PORT the run stops, naming the address, when '
+         f'nothing there answers within {RAY_CONNECT_TIMEOUT} s); the same answers and tables as in process (default: '
+         'in process)'),
         (('--replicas',), 'replicas', dict(type=number(int, 1), metavar='N'),
          "with --ray: copies of the reader, each in a Ray actor of its own (default: 1)"),
         (('--replica-gpus',), 'replica_gpus', dict(type=number(float, 0), metavar='N'),

@@ -89,6 +89,17 @@ def test_a_cluster_address_where_nothing_answers_ends_in_one_line_naming_it(caps
     assert f'nothing there answers within {RAY_CONNECT_TIMEOUT} s' in ' '.join(capsys.readouterr().out.split())
 
 
+def test_auto_where_the_recorded_cluster_is_dead_ends_in_one_line_naming_its_address():
+    with socket.socket() as unused:  # the address of a cluster whose head is gone
+        unused.bind(('127.0.0.1', 0))
+        address = '127.0.0.1:%d' % unused.getsockname()[1]
+        done = subprocess.run([sys.executable, '-c', UNREACHABLE, 'auto'], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(TESTS.parent), RAY_ADDRESS=address))
+    assert done.stdout.splitlines() == [f'RayBackend: no Ray cluster at auto ({address}) (connection refused within '
+                                        f'{RAY_CONNECT_TIMEOUT} s): start one there (ray start --head) or give the '
+                                        'address its head node printed'], done.stderr[-2000:]
+
+
 @pytest.mark.parametrize('replicas', ['0', '-1', 'x'])
 def test_a_replica_count_that_is_not_a_positive_integer_is_refused_naming_replicas(replicas, capsys):
     with pytest.raises(SystemExit):

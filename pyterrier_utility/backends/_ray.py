@@ -59,24 +59,45 @@ def connect(address: Optional[str] = None):
         if address == 'local':
             ray.init(address=address, include_dashboard=False)
         else:
-            if address is not None and address not in RAY_ADDRESSES:
+            if address == 'auto':
+                found = _auto_address()
+                if found:
+                    _reachable(found, f'auto ({found})')
+            elif address is not None and address not in RAY_ADDRESSES:
                 _reachable(address)
             ray.init(address=address)
     return ray
 
 
-def _reachable(address: str) -> None:
-    """A :class:`~pyterrier_utility.errors.BackendError` naming ``address`` (``[ray://]HOST:PORT``)
-    unless it accepts a connection within :data:`~pyterrier_utility.vocabulary.RAY_CONNECT_TIMEOUT`
-    seconds: ``ray.init`` would retry for minutes."""
+def _auto_address() -> Optional[str]:
+    """The cluster ``'auto'`` joins, as Ray finds it (``$RAY_ADDRESS``, else the address the last
+    ``ray start`` on this machine recorded, else a running one), or ``None`` where this Ray cannot say
+    (``ray.init`` then decides); a :class:`~pyterrier_utility.errors.BackendError` where it finds none."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:
+        return None
+    try:
+        found = get_ray_address_from_environment('auto', None)
+    except ConnectionError:
+        raise BackendError('RayBackend: --ray auto: no Ray cluster on this machine: start one (ray start --head) '
+                           'or give its address') from None
+    return found if found and found != 'auto' else None
+
+
+def _reachable(address: str, shown: Optional[str] = None) -> None:
+    """A :class:`~pyterrier_utility.errors.BackendError` naming ``address`` (``[ray://]HOST:PORT``; as
+    ``shown`` where given) unless it accepts a connection within
+    :data:`~pyterrier_utility.vocabulary.RAY_CONNECT_TIMEOUT` seconds: ``ray.init`` would retry for
+    minutes (a cluster whose head died leaves its address recorded for ``auto``)."""
     host, _, port = address.split('://', 1)[-1].rpartition(':')
     check(bool(host) and port.isdigit(), 'RayBackend', f'a cluster\'s address is HOST:PORT, got {address!r}')
     try:
         socket.create_connection((host.strip('[]'), int(port)), timeout=RAY_CONNECT_TIMEOUT).close()
     except OSError as e:
         why = 'no answer' if isinstance(e, socket.timeout) else (e.strerror or type(e).__name__).lower()
-        raise BackendError(f'RayBackend: no Ray cluster at {address} ({why} within {RAY_CONNECT_TIMEOUT} s): start '
-                           'one there (ray start --head) or give the address its head node printed') from None
+        raise BackendError(f'RayBackend: no Ray cluster at {shown or address} ({why} within {RAY_CONNECT_TIMEOUT} '
+                           's): start one there (ray start --head) or give the address its head node printed') from None
 
 
 def _answered(backend: Backend, prompts: List[str], seeds: List[int], max_new_tokens: Optional[int],
