@@ -169,6 +169,10 @@ def _add_predict(sub) -> None:
     command.add_argument('--perplexity', action='store_true',
                          help="also the reader's perplexity of each context (its model loaded here, in process; one "
                               'forward pass per document and context, nothing generated)')
+    command.add_argument('--udcg', action='store_true',
+                         help="also UDCG of each context: the reader's probability of answering NO-RESPONSE from "
+                              'each document alone (its model loaded here; one prefill per query and document, '
+                              'nothing generated), relevant documents adding, others taking away')
     command.add_argument('--combine', nargs='+', default=list(defaults.combine), metavar='SIGNAL',
                          help='the signals the linear regression combines')
 
@@ -178,7 +182,7 @@ def predict(args) -> int:
     from .experiment import prediction  # after parsing: --help needs no PyTerrier nor torch
     prediction.predict(args.out, PredictionSettings(folds=args.folds, seed=args.seed, n_resamples=args.resamples,
                                                     apair_k=args.apair_k, combine=tuple(args.combine),
-                                                    perplexity=args.perplexity))
+                                                    perplexity=args.perplexity, udcg=args.udcg))
     return 0
 
 
