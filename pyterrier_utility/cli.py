@@ -173,24 +173,20 @@ def _add_predict(sub) -> None:
     command.add_argument('--perplexity', action='store_true',
                          help="also the reader's perplexity of each context (its model loaded here, in process; one "
                               'forward pass per document and context, nothing generated)')
+    command.add_argument('--udcg', action='store_true',
+                         help="also UDCG of each context: the reader's probability of answering NO-RESPONSE from "
+                              'each document alone (its model loaded here; one prefill per query and document, '
+                              'nothing generated), relevant documents adding, others taking away')
     command.add_argument('--combine', nargs='+', default=list(defaults.combine), metavar='SIGNAL',
                          help='the signals the linear regression combines')
-
-
-def prediction_settings(args) -> PredictionSettings:
-    """The predict command's settings from its options (those of ``study --predict``: its defaults)."""
-    defaults = PredictionSettings()
-    return PredictionSettings(folds=getattr(args, 'folds', defaults.folds), seed=getattr(args, 'seed', defaults.seed),
-                              n_resamples=getattr(args, 'resamples', defaults.n_resamples),
-                              apair_k=getattr(args, 'apair_k', defaults.apair_k),
-                              combine=tuple(getattr(args, 'combine', defaults.combine)),
-                              perplexity=getattr(args, 'perplexity', defaults.perplexity))
 
 
 def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
     from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
-    commands.predict(args.out, prediction_settings(args))
+    commands.predict(args.out, PredictionSettings(folds=args.folds, seed=args.seed, n_resamples=args.resamples,
+                                                  apair_k=args.apair_k, combine=tuple(args.combine),
+                                                  perplexity=args.perplexity, udcg=args.udcg))
     return 0
 
 
@@ -209,7 +205,7 @@ def main(argv=None) -> int:
         config = config_of(args, args.base)
         given_argv = sys.argv[1:] if argv is None else list(argv)
         if args.command == 'study':
-            commands.study(config, argv=given_argv, prediction=prediction_settings(args) if args.predict else None,
+            commands.study(config, argv=given_argv, prediction=PredictionSettings() if args.predict else None,
                            **placement(args))
         elif args.command == 'attribute':
             commands.attribute(config, args.method, args.budget, argv=given_argv)

@@ -303,6 +303,11 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     # The report gains the section and, among its figures, the heatmap.
     page = (tmp_path / 'report.html').read_text()
     assert 'id="prediction"' in page and 'fig6_prediction_rho.png' in page
+    # UDCG needs the reader's model in this process: a reader it can only ask for answers is refused.
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend(logprobs=True))
+    with pytest.raises(SystemExit):
+        cli.main(['predict', '--out', str(tmp_path), '--udcg'])
+    assert '--perplexity and --udcg need a reader whose model runs in process' in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -323,6 +328,80 @@ def test_context_perplexity_equals_a_forward_pass_per_prefix_of_the_readers_mode
     for agg, expected in (('max', max(each)), ('min', min(each)), ('whole', by_prefixes('\n\n'.join(top)))):
         found = P.perplexity.ContextPerplexity(gemma, agg, k=3).sharing(mean)(RANKING)
         assert value(found, f'{agg}_perplexity') == pytest.approx(expected, rel=2e-2), agg
+
+
+#: The reader's probability of NO-RESPONSE from each document of RANKING alone.
+NO_RESPONSE = {'a': 0.2, 'b': 0.9, 'c': 0.05, 'd': 0.5, 'e': 0.7, 'f': 0.3, 'g': 0.4}
+
+
+def test_udcg_is_the_sigmoid_of_the_mean_of_relevant_utility_and_irrelevant_distraction():
+    # q1 ranks b c e a d; c (label 2) and a (label 1) relevant, e judged 0, b and d unjudged.
+    qrels = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q1'], 'docno': ['c', 'a', 'e', 'z'], 'label': [2, 1, 0, 1]})
+    scored = RANKING.assign(no_response=RANKING['docno'].map(NO_RESPONSE))
+
+    def formula(docs, relevant, gamma=1 / 3):  # UDCG with its published weights: +1 relevant, -gamma irrelevant
+        gains = [(1 - NO_RESPONSE[d]) if d in relevant else -gamma * (1 - NO_RESPONSE[d]) for d in docs]
+        return 1 / (1 + math.exp(-sum(gains) / len(gains)))
+    out = P.UDCG(qrels)(scored)
+    assert value(out, 'udcg') == pytest.approx(formula('bcead', 'ca'))
+    assert value(out, 'udcg', 'q2') == pytest.approx(formula('gf', ''))  # no relevant document: below 1/2
+    assert value(P.UDCG(qrels, k=3)(scored), 'udcg') == pytest.approx(formula('bce', 'ca'))
+    assert value(P.UDCG(qrels, relevant_weight=2.0, irrelevant_weight=-1.0)(scored), 'udcg') == pytest.approx(
+        1 / (1 + math.exp(-(2 * 0.95 + 2 * 0.8 - 0.1 - 0.3 - 0.5) / 5)))
+    # Every position weighs the same: the documents in the reverse order give the same value.
+    reverse = scored.assign(score=-scored['score'])
+    assert value(P.UDCG(qrels)(reverse), 'udcg') == pytest.approx(value(out, 'udcg'))
+    assert list(out.columns) == list(scored.columns) + ['udcg'] and len(out) == len(scored)
+    with pytest.warns(pu.errors.UtilityWarning, match='no document or no probability, udcg is NaN: qid q2'):
+        missing = P.UDCG(qrels)(scored.assign(no_response=scored['no_response'].where(scored['docno'] != 'g')))
+    assert np.isnan(value(missing, 'udcg', 'q2'))
+
+
+def test_udcg_prints_pickles_and_composes():
+    qrels = pd.DataFrame({'qid': ['q1'], 'docno': ['c'], 'label': [1]})
+    predictor = P.UDCG(qrels, k=3)
+    assert repr(predictor) == ('UDCG(qrels=<1 judgements>, relevant_weight=1.0, '
+                               'irrelevant_weight=-0.3333333333333333, k=3)')
+    attributes = pt.inspect.transformer_attributes(predictor)
+    assert all(a.value is not pt.inspect.TransformerAttribute.MISSING for a in attributes)
+    scored = RANKING.assign(no_response=RANKING['docno'].map(NO_RESPONSE))
+    pd.testing.assert_frame_equal(pickle.loads(pickle.dumps(predictor))(scored), predictor(scored))
+    pipeline = pt.Transformer.from_df(scored) >> predictor
+    assert 'udcg' in pipeline(RANKING[['qid', 'query']].drop_duplicates()).columns
+
+
+def test_the_predict_commands_udcg_follows_each_label_set():
+    from pyterrier_utility.experiment.prediction import _context_measures
+    contexts = pd.DataFrame({'system': ['BM25'] * 2, 'k': [2, 2], 'qid': ['1', '1'], 'position': [2, 1],
+                             'docno': ['y', 'x'], 'no_response': [0.6, 0.2]})
+    qrels = pd.DataFrame({'qid': ['1', '1'], 'docno': ['x', 'y'], 'label': [1, 2]})
+    cells = pd.DataFrame({'labels': ['label>=1', 'label>=2'], 'system': ['BM25'] * 2, 'k': [2, 2]})
+    found = _context_measures(contexts, qrels, cells).set_index('labels')['udcg']
+    assert found['label>=1'] == pytest.approx(1 / (1 + math.exp(-(0.8 + 0.4) / 2)))
+    assert found['label>=2'] == pytest.approx(1 / (1 + math.exp(-(-0.8 / 3 + 0.4) / 2)))
+    assert 'udcg' not in _context_measures(contexts.drop(columns='no_response'), qrels, cells).columns
+
+
+@pytest.mark.slow
+def test_no_response_is_the_readers_next_token_probability_of_the_marker():
+    import torch
+    gemma = pu.backends.gemma3_270m(dtype='float32')  # the prefill's chunks and one forward pass agree closely
+    marker = gemma.tokenizer.encode(' NO-RESPONSE', add_special_tokens=False)[0]  # a base model: after "Answer:"
+    assert gemma.tokenizer.decode([marker]) == ' NO'
+
+    def by_forward_pass(query, text):
+        prompt = P.abstention.ABSTENTION_PROMPT.format(query=query, text=text)
+        assert prompt.endswith(f'Document: {text}\nQuestion: {query}\nAnswer:') and 'NO-RESPONSE' in prompt
+        with torch.no_grad():
+            logits = gemma.model(torch.tensor([gemma.tokenizer(prompt).input_ids])).logits[0, -1].float()
+        return float(torch.log_softmax(logits, -1)[marker])
+    scorer = P.NoResponse(gemma)
+    out = scorer(RANKING)
+    for row in out.itertuples():
+        assert math.log(row.no_response) == pytest.approx(by_forward_pass(row.query, row.text), abs=1e-3), row.docno
+    assert len(scorer._probabilities) == len(RANKING)
+    assert repr(scorer) == "NoResponse('gemma-3-270m-q4_k_m', verbose=False)"
+    assert out['no_response'].between(0, 1).all() and list(out.columns) == list(RANKING.columns) + ['no_response']
 
 
 def test_cli_predict_refuses_a_folder_that_is_not_a_finished_study_in_one_line(tmp_path, capsys):

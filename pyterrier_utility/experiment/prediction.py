@@ -39,6 +39,7 @@ from ..prediction import (
     MaxIDF,
     MaxScore,
     MeanIDF,
+    NoResponse,
     Readability,
     Spatial,
     TermStatistics,
@@ -47,6 +48,7 @@ from ..prediction.evaluation import correlate, out_of_fold, system_tau
 from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
 from ..prediction.readability import READABILITY
 from ..prediction.settings import PredictionSettings
+from ..prediction.udcg import UDCG
 from ..settings import LabelSet
 from ..vocabulary import (
     COMBINED,
@@ -139,14 +141,15 @@ def _reader_model(config: StudyConfig):
     name = config.readers[0]
     backend = backends.get_backend(name, **config.backend_options(name))
     if not isinstance(backend, backends.CausalLMBackend):
-        raise SettingError(f'--perplexity needs a reader whose model runs in process (an offline reader or '
-                           f'huggingface:MODEL); the study\'s is {name!r}')
+        raise SettingError(f'--perplexity and --udcg need a reader whose model runs in process (an offline reader '
+                           f'or huggingface:MODEL); the study\'s is {name!r}')
     return backend
 
 
 def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionSettings,
                   verbose: bool = True) -> Prediction:
     """Every signal of every (label set, system, k, query) of ``study``, and the targets."""
+    backend = _reader_model(config) if settings.perplexity or settings.udcg else None  # refused before any work
     name = config.datasets[0]
     dataset = get_dataset(name)
     qrels = dataset.get_qrels().astype({'qid': str, 'docno': str})
@@ -187,7 +190,6 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
                    "embeddings, MiniLM (the authors' code)")]
     on_context += [(Readability(f), f'textstat {READABILITY[f]} of the context joined') for f in READABILITY]
     if settings.perplexity:
-        backend = _reader_model(config)
         scorers = [ContextPerplexity(backend, agg, verbose=verbose) for agg in PERPLEXITY_AGGREGATIONS]
         on_context += [(p.sharing(scorers[0]), f"the reader's perplexity of the context's documents ({p.agg}) by a "
                         'forward pass') for p in scorers]
@@ -216,6 +218,11 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
         if frame:
             signals = signals.merge(pd.concat(frame, ignore_index=True), on=on, how='left')
     signals['confidence_0shot'] = signals['qid'].map(zero_shot)
+    if settings.udcg:
+        contexts = NoResponse(backend, verbose=verbose)(contexts)
+        definitions[UDCG.column] = ("UDCG (Trappolini et al., EACL 2026): sigmoid of the mean over the context's "
+                                    'documents of w (1 - p(NO-RESPONSE | query, document alone)), w = 1 relevant as '
+                                    'the label set says, -1/3 otherwise; the reader by a forward pass')
     measures = _context_measures(contexts, qrels, signals[LABELLED_CELL[:-1]].drop_duplicates())
     for measure in ('P', 'AP', 'RR'):
         definitions[f'{measure}@k'] = f'ir_measures {measure}@k of the context, relevant as the label set says'
@@ -226,7 +233,8 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
 
 
 def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """P@k, AP@k and RR@k of each context, per label set (a document relevant as the label set says)."""
+    """P@k, AP@k and RR@k of each context, per label set (a document relevant as the label set says), and
+    its UDCG where ``contexts`` has the reader's ``no_response``."""
     frames = []
     for labels in cells['labels'].unique():
         binary = qrels.assign(label=LabelSet.parse(labels).contains(qrels['label']).astype(int))
@@ -234,6 +242,8 @@ def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.Dat
             cell = contexts[(contexts['system'] == system) & (contexts['k'] == k)].sort_values(['qid', 'position'])
             cell = cell.assign(rank=cell['position'] - 1, score=-cell['position'].astype(float))
             values = {f'{m}@k': _first(ContextMeasure(binary, f'{m}@{k}')(cell), f'{m}@{k}') for m in ('P', 'AP', 'RR')}
+            if 'no_response' in cell.columns:
+                values[UDCG.column] = _first(UDCG(binary)(cell), UDCG.column)
             frames.append(pd.DataFrame(values).reset_index().assign(labels=labels, system=system, k=k))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LABELLED_CELL)
 

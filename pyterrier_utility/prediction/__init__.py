@@ -1,6 +1,6 @@
 """What predicts the utility of a context and the quality of an answer (Tian, Ganguly & Macdonald,
-ECIR 2026): query-performance predictors, readability, IR measures and the reader's confidence, each
-a transformer adding one query-level column to a ranking, and their meta-evaluation
+ECIR 2026): query-performance predictors, readability, IR measures, UDCG and the reader's
+confidence, each a transformer adding one query-level column to a ranking, and their meta-evaluation
 (:mod:`.evaluation`).
 
 Example::
@@ -17,11 +17,11 @@ from .._lazy import lazy_module
 _NAMES = {
     'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'ContextMeasure': 'measures',
     'ContextPerplexity': 'perplexity', 'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores',
-    'PredictionSettings': 'settings', 'QueryPredictor': '_base', 'READABILITY': 'readability',
-    'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores', 'Spatial': 'dense', 'TermStatistics': 'terms',
-    'WIG': 'scores',
+    'NoResponse': 'abstention', 'PredictionSettings': 'settings', 'QueryPredictor': '_base',
+    'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores', 'Spatial': 'dense',
+    'TermStatistics': 'terms', 'UDCG': 'udcg', 'WIG': 'scores',
 }
-_MODULES = ('answers', 'dense', 'evaluation', 'measures', 'perplexity', 'readability', 'scores', 'settings',
-            'terms')
+_MODULES = ('abstention', 'answers', 'dense', 'evaluation', 'measures', 'perplexity', 'readability', 'scores',
+            'settings', 'terms', 'udcg')
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

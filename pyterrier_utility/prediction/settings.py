@@ -21,6 +21,8 @@ class PredictionSettings:
         combine: the signals of the regression.
         perplexity: also the reader's perplexity of the contexts (its model loaded in process, one
             forward pass per distinct document and context; nothing generated).
+        udcg: also UDCG (Trappolini et al., EACL 2026) of the contexts, per label set (the reader's
+            model loaded in process, one prefill per distinct query and document; nothing generated).
 
     Example::
 
@@ -34,6 +36,7 @@ class PredictionSettings:
     n_resamples: int = 1000
     combine: Tuple[str, ...] = PREDICTION_COMBINATION
     perplexity: bool = False
+    udcg: bool = False
 
     def as_dict(self) -> dict:
         return dict(asdict(self), combine=list(self.combine))

@@ -168,6 +168,15 @@ class CausalLMBackend(DecodingBackendBase):
         self.truncated += sum(bool(a.truncated) for a in texts.values())
         return [texts[i] for i in range(len(inps))]
 
+    @torch.no_grad()
+    def next_token_logprobs(self, prompt: str) -> torch.Tensor:
+        """The log-probabilities (float32, one per vocabulary entry) of the token that would follow
+        ``prompt``, formatted and cut as for generating: one prefill (its prefixes' KV caches reused and
+        kept), nothing generated."""
+        ids, ends = self._tokenize(prompt)
+        _, logits = self._prefill(ids, ends)
+        return torch.log_softmax(logits[0], dim=-1)
+
     def _tokenize(self, prompt: str):
         """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""
         text = self._format(prompt)
