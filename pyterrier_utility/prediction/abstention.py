@@ -6,7 +6,7 @@ from typing import Any, Dict, Tuple
 import pandas as pd
 import pyterrier as pt
 
-from .._util import validate_columns
+from .._frames import validate_columns
 
 #: The answer the prompt asks for when the document does not hold the answer.
 NO_RESPONSE = 'NO-RESPONSE'

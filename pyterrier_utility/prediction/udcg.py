@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .._util import validate_columns
+from .._frames import validate_columns
 from ._base import QueryPredictor
 
 
