@@ -92,8 +92,8 @@ test:
 	$(MAKE) lint docs
 	$(BIN)/python -m pytest -q --durations=25 tests
 
-# Without the real engines, servers, browser and the tests that run a real model or study: for a
-# developer between changes.
+# Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
+# for a developer between changes, under 5 minutes on a quiet 2-core machine.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=10 -m 'not engine and not server and not browser and not slow' tests
 

@@ -24,6 +24,7 @@ def test_batched_greedy_equals_one_at_a_time(gemma):
     assert all(batched)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('repetition_penalty', [1.0, 1.3])
 def test_log_probability_is_the_models_own_for_the_chosen_tokens(gemma, repetition_penalty):
     """Checked against the model's forward pass over prompt + answer tokens, chosen independently by
@@ -113,6 +114,7 @@ def test_samples_of_a_prompt_prefill_once_and_equal_separate_prefills(gemma):
     assert shared == separate and len(set(shared)) > 1
 
 
+@pytest.mark.slow
 def test_prefix_reuse_gives_the_answers_of_no_reuse_in_any_order(gemma):
     prompts = nested_prompts(gemma)
     fresh = sampler(gemma, prefix_cache_mb=0)
@@ -148,6 +150,7 @@ def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
     assert same.generation_key['dtype_name'] == str(gemma.dtype).replace('torch.', '')
 
 
+@pytest.mark.slow
 def test_prompts_past_the_sliding_window_decode_together_as_alone(gemma):
     from pyterrier_utility import Reader
     # Gemma 3 keeps 512 tokens in its sliding-window layers: rows of different lengths on both sides
@@ -406,6 +409,7 @@ def test_repetition_penalty_window_counts_the_last_n_tokens():
         assert torch.equal(_Penalty(1.3, last_n)(padded, scores[:1]), _Penalty(1.3, last_n)(row, scores[:1]))
 
 
+@pytest.mark.slow
 def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens(gemma):
     """Greedy answers with the penalty over the last 3 tokens of prompt and answer equal a plain loop
     (the model's forward over the whole sequence, Hugging Face's penalty over its last 3 tokens), in

@@ -23,7 +23,7 @@ from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
 from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
 from pyterrier_utility.vocabulary import RAY_CONNECT_TIMEOUT  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # a Ray cluster or Ray's import in a process: seconds to a minute each
 TESTS = Path(__file__).resolve().parent
 #: The scripted prompts: ten questions, one context each; two seeds each.
 PROMPTS = [PROMPT_FORMATS['plain'].build(f'question {i}', [f'document {i}']) for i in range(10)]

@@ -86,6 +86,7 @@ def write_run(path, qids, docs):
     path.write_text(''.join(f'{q} Q0 {d} {r} {10 - r} myrun\n' for q in qids for r, d in enumerate(docs)))
 
 
+@pytest.mark.slow
 def test_cli_study_over_two_collections_with_a_run_writes_the_papers_table_and_figures(tiny, tmp_path, monkeypatch,
                                                                                        capsys):
     from pyterrier_utility import cli

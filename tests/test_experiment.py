@@ -187,6 +187,7 @@ def test_figures_show_what_their_titles_say(tmp_path):
         ex.ndcg_vs_utility(per_query, 7)
 
 
+@pytest.mark.slow
 def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     import pyterrier_utility as pu
     from pyterrier_utility import cli
@@ -374,6 +375,7 @@ def test_confidence_correlations_are_those_of_each_querys_mean_over_samples(meth
     assert math.isnan(b['r']) and b['n'] == 0
 
 
+@pytest.mark.slow
 def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, monkeypatch):
     """Table 1 at k = 2 and Figures 3 and 5 at k = 1, 2, 3 answer exactly the prompts of one study at
     k = 1, 2, 3, each once; Table 1 shows k = 2 only, the figures 1 to 3, and the report command

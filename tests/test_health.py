@@ -114,6 +114,7 @@ def test_control_detail_gives_rel_and_nrel_at_each_k():
     assert health.control_detail(health.positive_control(table[table['system'] == 'Rel'])) == ''
 
 
+@pytest.mark.slow
 def test_the_offline_default_reader_gives_answers_that_exist(tmp_path):
     """A small real study with every default of the offline reader (Gemma 3 270M, its prompt format and
     decoding): at most one empty answer of 42 (the default meets 1% on the main job), few cut, and

@@ -22,6 +22,7 @@ def fake_reader(monkeypatch):
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
 
 
+@pytest.mark.slow
 def test_a_second_run_into_the_same_folder_leaves_only_its_own_files(tmp_path, fake_reader):
     assert cli.main(ARGV + ['-k', '1', '2', '--fig4-k', '2', '--samples', '2', '--out', str(tmp_path)]) == 0
     assert (tmp_path / 'fig4_ndcg_vs_utility_k2.png').exists()
@@ -52,6 +53,7 @@ def test_a_folder_being_written_by_another_process_is_refused_naming_it(tmp_path
     assert (tmp_path / 'per_query.csv').exists() and not (tmp_path / LOCK).exists()
 
 
+@pytest.mark.slow
 def test_the_report_is_titled_after_the_study_folder_not_the_staging_one(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend(logprobs=True))
     out = tmp_path / 'lift-study'

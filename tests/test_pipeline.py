@@ -27,6 +27,7 @@ def tiny_t5(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow
 def test_design_card_pipeline_in_experiment(cranfield, minilm, counting_backend, tiny_t5):
     from pyterrier_t5 import MonoT5ReRanker
     qrels = cranfield.get_qrels()

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 JOB = Path(__file__).parent / 'support' / 'study_job.py'
 OUTPUTS = ('per_query.csv', 'answers.csv', 'table1.csv', 'table1.md', 'correlations.csv')
 
@@ -19,6 +21,7 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_killed_study_resumes_without_regenerating_and_gives_identical_results(tmp_path):
     whole = tmp_path / 'whole'
     run(whole)
@@ -49,6 +52,7 @@ def test_killed_study_resumes_without_regenerating_and_gives_identical_results(t
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_rerun_generates_nothing_and_writes_identical_bytes(tmp_path):
     out = tmp_path / 'run'
     run(out)

@@ -122,6 +122,7 @@ def test_the_cache_key_holds_every_decoding_setting(tmp_path):
     assert cache.generate(['q'], seeds=[0], max_new_tokens=32)[0].text == first
 
 
+@pytest.mark.slow
 def test_a_second_study_into_the_same_folder_with_other_decoding_generates_afresh(tmp_path, monkeypatch, capsys):
     from pyterrier_utility import cli
     backends = []
