@@ -17,7 +17,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence, Union, cast
+from typing import Dict, List, Sequence, Tuple, Union, cast
 
 import numpy as np
 import pandas as pd
@@ -146,6 +146,20 @@ def _reader_model(config: StudyConfig):
     return backend
 
 
+def _confidences(study: StudyFolder, answers: pd.DataFrame, describe) -> Tuple[List[pd.DataFrame], pd.Series]:
+    """The answers' confidence: the k-shot one per (system, k, query), the 0-shot one per query."""
+    if 'mean_logprob' not in answers.columns or answers['mean_logprob'].isna().all():
+        warn(f'{study.path / FRAME_FILES["answers"]}: no mean_logprob (the reader gave no log-probability): '
+             'answer_confidence and confidence_0shot are NaN')
+        answers = answers.assign(mean_logprob=np.nan)
+    confidence, zero = AnswerConfidence(), AnswerConfidence('confidence_0shot')
+    describe(confidence, 'mean over samples of the k-shot answers\' mean token log-probability')
+    describe(zero, 'the same of the 0-shot answers')
+    reader_level = [_first(confidence(cell), confidence.column).reset_index().assign(system=system, k=k)
+                    for (system, k), cell in answers[answers['system'] != ZERO_SHOT].groupby(['system', 'k'])]
+    return reader_level, _first(zero(answers[answers['system'] == ZERO_SHOT]), zero.column)
+
+
 def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionSettings,
                   verbose: bool = True) -> Prediction:
     """Every signal of every (label set, system, k, query) of ``study``, and the targets."""
@@ -198,17 +212,7 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
                                                             score=lambda f: -f['position'].astype(float))
         values = pd.DataFrame({describe(p, text): _first(p(cell), p.column) for p, text in on_context})
         context_level.append(values.assign(system=system, k=k).reset_index())
-    # The answers' confidence, k-shot and 0-shot.
-    if 'mean_logprob' not in answers.columns or answers['mean_logprob'].isna().all():
-        warn(f'{study.path / FRAME_FILES["answers"]}: no mean_logprob (the reader gave no log-probability): '
-             'answer_confidence and confidence_0shot are NaN')
-        answers = answers.assign(mean_logprob=np.nan)
-    confidence, zero = AnswerConfidence(), AnswerConfidence('confidence_0shot')
-    describe(confidence, 'mean over samples of the k-shot answers\' mean token log-probability')
-    describe(zero, 'the same of the 0-shot answers')
-    reader_level = [_first(confidence(cell), confidence.column).reset_index().assign(system=system, k=k)
-                    for (system, k), cell in answers[answers['system'] != ZERO_SHOT].groupby(['system', 'k'])]
-    zero_shot = _first(zero(answers[answers['system'] == ZERO_SHOT]), zero.column)
+    reader_level, zero_shot = _confidences(study, answers, describe)
 
     per_query = study.per_query.drop(columns=['dataset']).astype({'qid': str})
     signals = per_query.assign(gain=per_query['fbert'] - per_query['fbert_0shot']).rename(columns={'ndcg': 'nDCG@k'})
