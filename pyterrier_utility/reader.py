@@ -9,7 +9,7 @@ from pyterrier_rag.backend import Backend
 from ._checks import check_int
 from ._frames import validate_columns
 from .backends import get_backend, reader_names
-from .backends._base import Answer
+from .backends._base import Answer, call_changes
 from .cache import GenerationCache, warn_unseeded
 from .errors import BackendError, SettingError
 from .prompter import Prompter, checked_input
@@ -118,8 +118,8 @@ class Reader(pt.Transformer):
         #: The format the prompts are built with: ``prompt_format`` with the templates given.
         self.template = (replace(self.prompt_format, name=self.prompt_format.name + '+custom', **overrides)
                          if overrides else self.prompt_format)
-        self.backend = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
-        warn_unseeded(self.backend.backend, n_samples)
+        cache = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
+        warn_unseeded(inner, n_samples)
         self.n_samples = n_samples
         self.seed = seed
         if max_new_tokens is None and not isinstance(inner, DecodingBackend):
@@ -131,6 +131,18 @@ class Reader(pt.Transformer):
             self.stop = list(self.template.stops(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP))
         else:
             self.stop = list(Decoding(stop=stop).stop)  # type: ignore[arg-type]  # Decoding makes it a tuple
+        if isinstance(inner, DecodingBackend):
+            # The length and stops become the backend's decoding here, once: the cache keys the answers,
+            # and the backend generates, by that decoding alone.
+            changes = call_changes(inner.decoding, max_new_tokens, self.stop)
+            cache = cache.with_settings(**changes) if changes else cache
+            self._per_call: Dict[str, Any] = {}
+        else:  # pyterrier-rag's backends take them with each call
+            self._per_call = {'max_new_tokens': max_new_tokens, 'stop_sequences': self.stop}
+        #: The backend as given, its decoding without the reader's length and stops.
+        self.base_backend = inner
+        #: The generation cache the reader answers through (over the backend with the reader's settings).
+        self.backend = cache
         self.verbose = bool(verbose)
         self.tokenizer: Any = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
@@ -201,8 +213,7 @@ class Reader(pt.Transformer):
         """The answers to each prompt, one per sample, read back by the prompt format: each an
         :class:`~pyterrier_utility.backends.Answer`, its ``text`` with what the backend said of it
         (``logprob``, ``tokens``, ``truncated``: of the whole generated text)."""
-        answers = self.backend.answer(prompts, self.seeds(), max_new_tokens=self.max_new_tokens,
-                                              stop_sequences=self.stop, verbose=self.verbose)
+        answers = self.backend.answer(prompts, self.seeds(), verbose=self.verbose, **self._per_call)
         # pyterrier-rag is untyped: mypy sees no BackendOutput.text
         return [[replace(a, text=self.template.extract(a.text)) for a in per_prompt]  # type: ignore[call-arg]
                 for per_prompt in answers]

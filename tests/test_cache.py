@@ -1,8 +1,10 @@
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
+from support.backends import CountingBackend
 
 from pyterrier_utility import GenerationCache
 from pyterrier_utility.backends import Answer
@@ -265,3 +267,23 @@ def test_a_file_keyed_otherwise_is_refused_and_one_without_a_definition_gains_it
                                          'this version keys them as .*none of them would be found'):
         GenerationCache(counting_backend, path).generate(['a'], seeds=[0])
     assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_a_cache_written_by_version_0_1_0_serves_the_same_study_without_generating(tmp_path, capsys):
+    """The study's cache file as version 0.1.0 wrote it (``study --queries 1 -k 1 2 --samples 2
+    --systems BM25 Rel``, the offline reader, kept as SQL text with that run's answers.csv): the same
+    study generates none of its 12 answers again and writes the same answers. Its keys hold the
+    decoding as the reader applies it (the one-line stop, ``STOP``, the example's stops, 96 tokens)."""
+    from pyterrier_utility import cli
+    support = Path(__file__).parent / 'support'
+    out = tmp_path / 'study'
+    out.mkdir()
+    db = sqlite3.connect(out / 'generations.sqlite')
+    db.executescript((support / 'study_cache_v0.1.0.sql').read_text())
+    db.close()
+    assert cli.main(['study', '--queries', '1', '-k', '1', '2', '--samples', '2', '--systems', 'BM25', 'Rel',
+                     '--out', str(out)]) == 0
+    assert '; 0 answers generated' in capsys.readouterr().out
+    assert (out / 'answers.csv').read_bytes() == (support / 'study_cache_v0.1.0_answers.csv').read_bytes()
+    assert len(GenerationCache(CountingBackend(), out / 'generations.sqlite')) == 12

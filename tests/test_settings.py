@@ -27,11 +27,17 @@ class DecodingCountingBackend(pu.backends._base.DecodingBackendBase, CountingBac
     def __init__(self, **decoding):
         CountingBackend.__init__(self)
         self._set_decoding(Decoding(**decoding))
+        self.given: list = []  # the (max_new_tokens, stop_sequences) of every call
 
     def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
-        seeds, max_new_tokens, stop = self._call(inps, seeds, False, 1, max_new_tokens, stop_sequences)
+        self.given.append((max_new_tokens, stop_sequences))
+        backend, seeds = self._call(inps, seeds, False, 1, max_new_tokens, stop_sequences)
+        if backend is not self:  # a copy with the call's settings answers, its calls counted here
+            backend.calls, backend.given = self.calls, self.given
+            return backend.generate(inps, seeds=seeds)
         self.calls.extend(inps)
-        return [BackendOutput(text=f'{p[:8]} seed {s} max {max_new_tokens} stop {stop}')
+        decoding = self.decoding
+        return [BackendOutput(text=f'{p[:8]} seed {s} max {decoding.max_new_tokens} stop {list(decoding.stop)}')
                 for p, s in zip(inps, seeds)]
 
 
@@ -120,6 +126,32 @@ def test_the_cache_key_holds_every_decoding_setting(tmp_path):
     # A call's own limit is what counts, not the backend's.
     cache = GenerationCache(DecodingCountingBackend(max_new_tokens=300, stop=['STOP']), path)
     assert cache.generate(['q'], seeds=[0], max_new_tokens=32)[0].text == first
+
+
+
+def test_the_reader_applies_its_length_and_stops_to_the_decoding_once_and_the_keys_stay(tmp_path):
+    """The reader owns the call-time settings: its backend (behind the cache) holds them in its decoding,
+    and neither the cache nor the backend is given them with a call; the key is the one a call giving
+    them computed, so answers cached that way are found."""
+    path = tmp_path / 'answers.sqlite'
+    earlier = GenerationCache(DecodingCountingBackend(max_new_tokens=32, stop=['STOP']), path)
+    asked = earlier.generate(['Question: q'], seeds=[0], max_new_tokens=7, stop_sequences=['STOP', '\nQ'])[0]
+    assert asked.text == "Question seed 0 max 7 stop ['STOP', '\\nQ']" and earlier.generated == 1
+    backend = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
+    cache = GenerationCache(backend, path)
+    reader = pu.Reader(cache, max_new_tokens=7, stop=['STOP', '\nQ'], verbose=False)
+    assert reader.backend.backend.decoding == backend.decoding.replace(max_new_tokens=7, stop=('STOP', '\nQ'))
+    assert reader.base_backend is backend and backend.decoding.max_new_tokens == 32  # the given one unchanged
+    assert reader.answer(['Question: q'])[0][0].text == asked.text and backend.calls == []  # found: same key
+    assert reader.answer(['Question: r'])[0][0].text == "Question seed 0 max 7 stop ['STOP', '\\nQ']"
+    assert backend.given == [(None, None)] and backend.calls == ['Question: r']
+    assert cache.generated == reader.backend.generated == 1  # the reader's cache is the one given, over a copy
+    # Settings a caller gives with a call (pyterrier-rag's generate arguments) answer as the copy with them.
+    direct = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
+    assert (direct.generate(['p'], seeds=[1], max_new_tokens=5, stop_sequences=['x'])[0].text
+            == direct.with_settings(max_new_tokens=5, stop=['x']).generate(['p'], seeds=[1])[0].text
+            == "p seed 1 max 5 stop ['x']")
+    assert direct.generate(['p'], max_new_tokens=32, stop_sequences=['STOP'])[0].text == "p seed 0 max 32 stop ['STOP']"
 
 
 @pytest.mark.slow

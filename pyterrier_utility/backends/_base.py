@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from ..errors import SettingError
-from ..protocols import BatchedBackend, OrderedBackend
+from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
 from ..settings import FIELDS, Decoding
 
 
@@ -93,16 +93,43 @@ class DecodingBackendBase(Backend):
         return clone
 
     def _call(self, inps, seeds, return_logprobs: bool, num_responses: int, max_new_tokens, stop_sequences):
-        """The seeds (0 for every prompt when none are given), the new-token limit and the stop
-        sequences of a ``generate`` call (the decoding's where the call gives none)."""
+        """The backend that answers a ``generate`` call (this one, or its copy with the call's
+        ``max_new_tokens`` and ``stop_sequences``: :func:`call_settings`) and the seeds (0 for every
+        prompt when none are given). A backend reads its length and stops from its decoding alone."""
         if return_logprobs or num_responses != 1:
             raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        stop = list(self.decoding.stop if stop_sequences is None else stop_sequences)
-        return seeds, max_new_tokens or self.decoding.max_new_tokens, stop
+        return call_settings(self, max_new_tokens, stop_sequences), seeds
 
     def _copied(self) -> None:
         """Resets what a copy must not share (connections, locks)."""
+
+
+def call_changes(decoding: Decoding, max_new_tokens: Optional[int],
+                 stop_sequences: Optional[Sequence[str]]) -> Dict[str, object]:
+    """What a call's ``max_new_tokens`` and ``stop_sequences`` change in ``decoding``: the one rule by
+    which call-level settings (pyterrier-rag's ``generate`` arguments) become decoding settings. A
+    setting the call leaves ``None`` or ``0`` tokens is the decoding's; ``[]`` stops nowhere."""
+    changes: Dict[str, object] = {}
+    if max_new_tokens and max_new_tokens != decoding.max_new_tokens:
+        changes['max_new_tokens'] = max_new_tokens
+    # As a decoding takes them: a string is one stop sequence.
+    stop = None if stop_sequences is None else Decoding(stop=stop_sequences).stop  # type: ignore[arg-type]
+    if stop is not None and stop != decoding.stop:
+        changes['stop'] = stop
+    return changes
+
+
+def call_settings(backend, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]):
+    """The backend that answers with a call's ``max_new_tokens`` and ``stop_sequences``: a backend
+    holding a :class:`Decoding` (:class:`~pyterrier_utility.protocols.DecodingBackend`) itself when
+    they change nothing, else its ``with_settings`` copy; another backend (pyterrier-rag's, which take
+    them per call) as it is. The :class:`~pyterrier_utility.Reader` applies its settings so once,
+    when built; the generation cache and the backends only for a caller that gives them per call."""
+    if not isinstance(backend, DecodingBackend):
+        return backend
+    changes = call_changes(backend.decoding, max_new_tokens, stop_sequences)
+    return backend.with_settings(**changes) if changes else backend
 
 
 def sampling_fields(decoding: Decoding) -> Dict[str, object]:

@@ -433,8 +433,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         requests already sent finish and the error carries their answers (``completed``); on Ctrl-C,
         requests in flight are cut at once and the ``KeyboardInterrupt`` carries the answers
         completed (the generation cache stores them)."""
-        seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
-                                                 stop_sequences)
+        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
+        if backend is not self:  # settings given with the call: a copy with them answers
+            return backend.generate(inps, seeds=seeds, on_answers=on_answers)
+        max_new_tokens, stop = self.decoding.max_new_tokens, list(self.decoding.stop)
         bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
         with self._lock:
             self._server_errors.clear()

@@ -27,7 +27,7 @@ from .._checks import check, check_int, check_number
 from ..engines import build_backend, engine_for
 from ..errors import BackendError, SettingError
 from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
-from ._base import work_batches
+from ._base import call_settings, work_batches
 from ._ray_replica import Profile, Replica, queries_of
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
@@ -100,10 +100,9 @@ def _reachable(address: str, shown: Optional[str] = None) -> None:
                            's): start one there (ray start --head) or give the address its head node printed') from None
 
 
-def _answered(backend: Backend, prompts: List[str], seeds: List[int], max_new_tokens: Optional[int],
-              stop_sequences: Optional[List[str]]) -> list:
-    """One batch answered by an actor's backend, for :meth:`RayBackend.generate`."""
-    return backend.generate(prompts, seeds=seeds, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences)
+def _answered(backend: Backend, prompts: List[str], seeds: List[int]) -> list:
+    """One batch answered by an actor's backend (with its decoding), for :meth:`RayBackend.generate`."""
+    return backend.generate(prompts, seeds=seeds)
 
 
 class RayBackend(Backend):
@@ -311,10 +310,12 @@ class RayBackend(Backend):
         if return_logprobs or num_responses != 1:
             raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
+        backend = call_settings(self, max_new_tokens, stop_sequences)
+        if backend is not self:  # settings given with the call: a copy with them answers
+            return backend.generate(inps, seeds=seeds)
         groups = work_batches(self, inps, [1] * len(inps))
-        call = functools.partial(_answered, max_new_tokens=max_new_tokens, stop_sequences=stop_sequences)
         answers: Dict[int, Any] = {}
-        for i, outs in self.stream(call, [([inps[j] for j in g], [seeds[j] for j in g]) for g in groups]):
+        for i, outs in self.stream(_answered, [([inps[j] for j in g], [seeds[j] for j in g]) for g in groups]):
             answers.update(zip(groups[i], outs))
         return [answers[j] for j in range(len(inps))]
 

@@ -25,7 +25,9 @@ class ScriptedBackend(DecodingBackendBase):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None, return_logprobs: bool = False,
                  max_new_tokens: Optional[int] = None, stop_sequences: Optional[List[str]] = None,
                  num_responses: int = 1) -> List[Answer]:
-        seeds, _, _ = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
+        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
+        if backend is not self:
+            return backend.generate(inps, seeds=seeds)
         if self.fail_on is not None and any(self.fail_on in p for p in inps):
             raise ValueError('scripted failure')
         if self.kill_on is not None and any(self.kill_on in p for p in inps) and not Path(self.marker).exists():

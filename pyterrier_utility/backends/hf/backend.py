@@ -149,8 +149,10 @@ class CausalLMBackend(DecodingBackendBase):
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        seeds, max_new_tokens, stop = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens,
-                                                 stop_sequences)
+        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
+        if backend is not self:  # settings given with the call: a copy with them answers
+            return backend.generate(inps, seeds=seeds)
+        max_new_tokens, stop = self.decoding.max_new_tokens, list(self.decoding.stop)
         greedy = self.decoding.greedy
         rows: Dict[str, List[int]] = {}
         for i, prompt in enumerate(inps):
