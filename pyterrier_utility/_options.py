@@ -4,6 +4,7 @@ config fields."""
 import argparse
 from typing import Any, Dict, List, Tuple
 
+from .engines import ENGINES_BY_NAME, OFFLINE_MODELS, SERVER_ENGINES
 from .errors import SettingError, UtilityError
 from .settings import FIELDS, LabelSet
 from .vocabulary import (
@@ -22,6 +23,22 @@ from .vocabulary import (
     SUBMEASURES,
     SYSTEMS,
 )
+
+def readers_taking(option: str) -> str:
+    """Which readers a study option is for, as its help says it: the engines whose description
+    (:mod:`~pyterrier_utility.engines`) takes it, 'openai and llamacpp readers'."""
+    names = [name for name, engine in ENGINES_BY_NAME.items() if engine.takes(option)]
+    return (', '.join(names[:-1]) + ' and ' if len(names) > 1 else '') + names[-1] + ' readers'
+
+
+def _reader_names() -> str:
+    """The reader names for ``--reader``'s help, from the engines' descriptions."""
+    offline = ' or '.join(f"'{name}'" for name in OFFLINE_MODELS)
+    named = [name for name in ENGINES_BY_NAME if name != 'offline']
+    local = ', '.join(f"'{name}:MODEL'" for name in named if name not in SERVER_ENGINES)
+    servers = ' or '.join(f"'{name}:MODEL'" for name in named if name in SERVER_ENGINES)
+    return f'{offline} (offline), {local}, {servers} (with --base-url)'
+
 
 #: What ``--top-k none`` (and the other optional decoding settings' 'none') parses to, told apart from
 #: an option not given.
@@ -119,8 +136,7 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
     ],
     'reader': [
         (('--reader',), 'readers', dict(nargs='+', metavar='READER'),
-         "'gemma3-270m' or 'smollm2-135m' (offline), 'huggingface:MODEL', 'openai:MODEL' or 'llamacpp:MODEL' (with "
-         "--base-url) or 'vllm:MODEL'; several: each with its own 0-shot baseline, a reader column in the results"),
+         f'{_reader_names()}; several: each with its own 0-shot baseline, a reader column in the results'),
         (('--prompt-format',), 'prompt_format', dict(choices=PROMPT_FORMAT_NAMES),
          "the prompt layout: this project's plain one, the authors' exact one, their short-answer one, or the plain "
          'one with a worked example first (offline readers, unless given)'),
@@ -147,24 +163,24 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
     ],
     'servers and engines': [
         (('--base-url',), 'base_urls', dict(nargs='+', metavar='URL'),
-         'openai and llamacpp readers: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1, '
+         f"{readers_taking('base_urls')}: the servers, each ending in /v1 (default http://127.0.0.1:8000/v1, "
          "llama.cpp's 8080)"),
         (('--concurrency',), 'concurrency', dict(type=number(int, 1), metavar='N'),
-         'openai and llamacpp readers: requests in flight'),
+         f"{readers_taking('concurrency')}: requests in flight"),
         (('--endpoint',), 'endpoint', dict(choices=ENDPOINTS),
-         'openai and llamacpp readers: the raw prompt (completions) or a chat message'),
+         f"{readers_taking('endpoint')}: the raw prompt (completions) or a chat message"),
         (('--timeout',), 'timeout', dict(type=number(float, 0, exclusive=True), metavar='SECONDS'),
-         'openai and llamacpp readers: seconds per request'),
+         f"{readers_taking('timeout')}: seconds per request"),
         (('--max-retries',), 'max_retries', dict(type=number(int, 0), metavar='N'),
-         'openai and llamacpp readers: retries of a failed request'),
+         f"{readers_taking('max_retries')}: retries of a failed request"),
         (('--retry-deadline',), 'retry_deadline', dict(type=number(float, 0, exclusive=True), metavar='SECONDS'),
-         "openai and llamacpp readers: seconds after a prompt's first attempt when it is not tried again"),
+         f"{readers_taking('retry_deadline')}: seconds after a prompt's first attempt when it is not tried again"),
         (('--tensor-parallel-size',), 'tensor_parallel_size', dict(type=number(int, 1), metavar='N'),
-         'vllm readers: GPUs per model'),
+         f"{readers_taking('tensor_parallel_size')}: GPUs per model"),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
-         "huggingface and vllm readers: wrap the prompt in the model's chat template"),
+         f"{readers_taking('chat_template')}: wrap the prompt in the model's chat template"),
         (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
-         'vllm, openai and llamacpp readers: compute every answer alone (one sequence or request at a time per '
+         f"{readers_taking('reproducible')}: compute every answer alone (one sequence or request at a time per "
          'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),
     ],
     'ray': [

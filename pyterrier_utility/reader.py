@@ -72,6 +72,10 @@ class Reader(pt.Transformer):
         stop: stop sequences, removed from the answer (``None``: those the prompt format's text asks
             for, then the backend's decoding's where the format takes them (a base model's
             ``'\\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
+            For the backends of this package, the length and the stops become the backend's decoding
+            once, when the reader is built: ``backend`` is then the generation cache over its
+            ``with_settings`` copy (``base_backend``: the backend as given), and the answers' keys
+            hold them; pyterrier-rag's backends are given them with each call.
         prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
             :class:`~pyterrier_utility.prompts.PromptFormat` (``None``: the one the backend's model
             needs, ``'example'`` for the offline readers, else ``'plain'``).

@@ -4,7 +4,7 @@ import pytest
 from support.backends import CountingBackend
 
 import pyterrier_utility as pu
-from pyterrier_utility import engines
+from pyterrier_utility import _options, cli, engines
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import config as cfg
 
@@ -30,6 +30,19 @@ def test_an_engine_added_by_one_description_is_built_checked_and_named_everywher
     with pytest.raises(SettingError, match=r"the reader 'toy:tiny' cannot honour tensor_parallel_size"):
         cfg.StudyConfig(readers=('toy:tiny',), tensor_parallel_size=2)
     assert pu.Reader('toy:tiny').backend.backend.model == 'tiny'
+    # The command line's help says which readers take an option from the descriptions.
+    assert _options.readers_taking('concurrency') == 'openai, llamacpp and toy readers'
+    assert _options.readers_taking('tensor_parallel_size') == 'vllm readers'
+
+
+def test_the_help_of_the_engine_options_names_the_readers_their_descriptions_take():
+    help_text = ' '.join(cli.parser().format_help().split() + cli.parser()._subparsers._group_actions[0]
+                         .choices['study'].format_help().split())
+    assert "'huggingface:MODEL', 'vllm:MODEL', 'openai:MODEL' or 'llamacpp:MODEL' (with --base-url)" in help_text
+    for flag, option in (('--concurrency N', 'concurrency'), ('--chat-template', 'chat_template'),
+                         ('--reproducible', 'reproducible')):
+        assert f'{flag} {_options.readers_taking(option)}:' in help_text
+    assert _options.readers_taking('reproducible') == 'openai, vllm and llamacpp readers'
 
 
 def test_the_descriptions_are_what_the_backends_declare():
