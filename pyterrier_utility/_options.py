@@ -24,6 +24,7 @@ from .vocabulary import (
     SYSTEMS,
 )
 
+
 def readers_taking(option: str) -> str:
     """Which readers a study option is for, as its help says it: the engines whose description
     (:mod:`~pyterrier_utility.engines`) takes it, 'openai and llamacpp readers'."""
