@@ -13,19 +13,78 @@ Example::
     engine_for('vllm:meta-llama/Meta-Llama-3-8B-Instruct').server      # False: in process
     engine_for('gemma3-270m').prompt_format                             # 'example'
 """
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from .errors import SettingError
 from .settings import FIELDS, ONE_LINE_STOP, Decoding
 
-#: The options of a study (fields of :class:`~pyterrier_utility.experiment.config.StudyConfig`) that
-#: only some engines take: a reader whose engine does not take one that is set is refused. Fresh
+#: The options of a study (of :class:`EngineOptions`, ``StudyConfig.engine``) that only some engines
+#: take: a reader whose engine does not take one that is set is refused. Fresh
 #: answers that are the same on every run (``reproducible``) are asked of every engine; those that give
 #: them unasked (the offline and Hugging Face models) take no such option.
 ENGINE_OPTIONS = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline',
                   'tensor_parallel_size', 'chat_template')
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The study's options for the engines, one value (``StudyConfig.engine``); a reader's backend is
+    given those its engine's description takes (:attr:`Engine.options`), and one set for a reader whose
+    engine does not take it is refused.
+
+    Args:
+        base_urls: the servers, each ending in ``/v1`` (empty: each server engine's own default port).
+        concurrency: requests in flight.
+        endpoint: ``'completions'`` (the raw prompt) or ``'chat'`` (a chat message).
+        tensor_parallel_size: GPUs per vLLM model.
+        chat_template: wrap the prompt in the model's chat template.
+        reproducible: fresh answers the same on every run (each engine's ``reproducibility`` says how).
+        timeout: seconds per request.
+        max_retries: retries of a failed request.
+        retry_deadline: seconds after a prompt's first attempt when it is not tried again (``None``: none).
+
+    Example::
+
+        StudyConfig(readers=('openai:m',), engine=EngineOptions(base_urls=('http://gpu1:8000/v1',), concurrency=32))
+    """
+    base_urls: Tuple[str, ...] = ()
+    concurrency: int = 8
+    endpoint: str = 'completions'
+    tensor_parallel_size: int = 1
+    chat_template: bool = False
+    reproducible: bool = False
+    timeout: float = 600.0
+    max_retries: int = 5
+    retry_deadline: Optional[float] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, 'base_urls', tuple(self.base_urls))
+
+    def replace(self, **changes) -> 'EngineOptions':
+        """A copy with some options changed."""
+        return dataclasses.replace(self, **changes)
+
+    def set_apart_from_defaults(self) -> Tuple[str, ...]:
+        """The options of :data:`ENGINE_OPTIONS` set to other than their defaults."""
+        return tuple(name for name in ENGINE_OPTIONS if getattr(self, name) != getattr(_DEFAULT_OPTIONS, name))
+
+    def for_engine(self, engine: 'Engine') -> Dict[str, Any]:
+        """The backend keywords of ``engine``: the options it takes (``base_urls`` a list, left out when
+        empty so that each server engine uses its own default port)."""
+        options: Dict[str, Any] = {name: getattr(self, name) for name in engine.options}
+        if 'base_urls' in options:
+            options['base_urls'] = list(self.base_urls)
+            if not self.base_urls:
+                del options['base_urls']
+        return options
+
+
+#: The names of :class:`EngineOptions`, which ``StudyConfig`` also takes one by one.
+ENGINE_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(EngineOptions))
+_DEFAULT_OPTIONS = EngineOptions()
 #: What a pool of servers is told: where they are, how many requests fly at once, how they are asked,
 #: how long to wait and how often to try again.
 SERVER_OPTIONS = ENGINE_OPTIONS[:6]

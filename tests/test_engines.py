@@ -65,3 +65,27 @@ def test_a_mistyped_reader_name_is_answered_with_the_nearest():
         engines.engine_for('smollm-135m')
     with pytest.raises(SettingError, match=r"unknown reader 'vllm:'; choose from gemma3-270m, smollm2-135m, "):
         engines.engine_for('vllm:')
+
+
+def test_the_engine_options_are_one_value_of_the_config_given_and_read_one_by_one_as_before():
+    from pyterrier_utility.engines import ENGINE_OPTION_NAMES, EngineOptions
+    config = cfg.StudyConfig(readers=('openai:m',), concurrency=3, base_urls=['http://h:1/v1'])
+    assert config.engine == EngineOptions(concurrency=3, base_urls=('http://h:1/v1',))
+    assert (config.concurrency, config.base_urls, config.timeout) == (3, ('http://h:1/v1',), 600.0)
+    assert config.replace(timeout=5).engine == config.engine.replace(timeout=5)
+    assert config == cfg.StudyConfig(readers=('openai:m',), engine=config.engine)
+    # settings.json holds them one by one, where the flat fields were; it reads back.
+    written = config.to_dict()
+    assert 'engine' not in written and [k for k in written if k in ENGINE_OPTION_NAMES] == list(ENGINE_OPTION_NAMES)
+    keys = list(written)
+    assert keys[keys.index('seed') + 1:keys.index('seed') + 10] == list(ENGINE_OPTION_NAMES)
+    assert written['base_urls'] == ['http://h:1/v1'] and cfg.StudyConfig.from_dict(written) == config
+    assert config.backend_options('openai:m') == {'decoding': config.decoding, 'base_urls': ['http://h:1/v1'],
+                                                  'concurrency': 3, 'endpoint': 'completions', 'timeout': 600.0,
+                                                  'max_retries': 5, 'retry_deadline': None, 'reproducible': False}
+    with pytest.raises(SettingError, match='engine must be an EngineOptions, got 8'):
+        cfg.StudyConfig(engine=8)
+    with pytest.raises(SettingError, match='concurrency must be an integer >= 1, got 0'):
+        cfg.StudyConfig(concurrency=0)
+    with pytest.raises(AttributeError, match="no attribute 'concurency'"):
+        config.concurency  # noqa: B018

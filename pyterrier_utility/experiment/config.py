@@ -5,12 +5,13 @@ whole, and the ``paper`` preset is one instance of it (:data:`PRESETS`). It is v
 when made; the study trusts it.
 """
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._messages import either
-from ..engines import ENGINE_OPTIONS, ENGINES_BY_NAME, engine_for, engine_of, kind_decoding
+from ..engines import ENGINE_OPTION_NAMES, ENGINES_BY_NAME, EngineOptions, engine_for, engine_of, kind_decoding
 from ..errors import SettingError
 from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet
 from ..vocabulary import (
@@ -57,10 +58,11 @@ class StudyConfig:
     runs' order), ``oracle_seed`` (the Rel/NRel samples), ``prompt_format`` ('plain', 'authors',
     'authors-short'). Readers: ``readers`` (several: each
     with its own 0-shot baseline, one generation cache, a ``reader`` column in the results), ``decoding``,
-    ``samples`` per prompt, ``seed`` (sample j uses seed + j), and the engines' options
-    ``base_urls``, ``concurrency``, ``endpoint``, ``tensor_parallel_size``, ``chat_template``,
-    ``timeout``, ``max_retries``, ``reproducible`` (fresh answers the same on every run: each engine's
-    ``reproducibility`` says how). Scoring and output: ``quality`` (what P is, :data:`QUALITIES`:
+    ``samples`` per prompt, ``seed`` (sample j uses seed + j), and ``engine``, the engines' options
+    (:class:`~pyterrier_utility.engines.EngineOptions`: ``base_urls``, ``concurrency``, ``endpoint``,
+    ``tensor_parallel_size``, ``chat_template``, ``reproducible``, ``timeout``, ``max_retries``,
+    ``retry_deadline``), which may also be given and read one by one (``concurrency=16``). Scoring and
+    output: ``quality`` (what P is, :data:`QUALITIES`:
     FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
@@ -97,15 +99,7 @@ class StudyConfig:
     decoding: Decoding = _OFFLINE.decoding
     samples: int = 3
     seed: int = 0
-    base_urls: Tuple[str, ...] = ()
-    concurrency: int = 8
-    endpoint: str = 'completions'
-    tensor_parallel_size: int = 1
-    chat_template: bool = False
-    reproducible: bool = False
-    timeout: float = 600.0
-    max_retries: int = 5
-    retry_deadline: Optional[float] = None
+    engine: EngineOptions = EngineOptions()
     quality: str = 'fbert-docs'
     scorer: str = 'minilm'
     submeasure: str = 'F1'
@@ -122,13 +116,15 @@ class StudyConfig:
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
-        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'base_urls', 'orderings', 'windows',
-                     'window_grid', 'readers'):
+        for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'orderings', 'windows', 'window_grid',
+                     'readers'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
         if not isinstance(self.decoding, Decoding):
             raise SettingError(f'StudyConfig: decoding must be a Decoding, got {self.decoding!r}')
+        if not isinstance(self.engine, EngineOptions):
+            raise SettingError(f'StudyConfig: engine must be an EngineOptions, got {self.engine!r}')
         self._check_values()
         self._check_engine()
 
@@ -175,13 +171,14 @@ class StudyConfig:
         need(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
         need(self.prompt_format in PROMPT_FORMAT_NAMES,
              f'prompt_format must be one of {list(PROMPT_FORMAT_NAMES)}, got {self.prompt_format!r}')
-        need(self.retry_deadline is None or self.retry_deadline > 0,
-             f'retry_deadline must be > 0 seconds, got {self.retry_deadline!r}')
+        need(self.engine.retry_deadline is None or self.engine.retry_deadline > 0,
+             f'retry_deadline must be > 0 seconds, got {self.engine.retry_deadline!r}')
         need(self.neural in RERANKERS, f'neural must be {either(RERANKERS)}, got {self.neural!r}')
         need(self.bm25 in BM25_ENGINES, f'bm25 must be {either(BM25_ENGINES)}, got {self.bm25!r}')
-        need(self.endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {self.endpoint!r}')
-        need(self.timeout > 0 and isinstance(self.max_retries, int) and self.max_retries >= 0,
-             f'timeout must be > 0 and max_retries an integer >= 0, got {self.timeout}, {self.max_retries}')
+        need(self.engine.endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {self.engine.endpoint!r}')
+        timeout, retries = self.engine.timeout, self.engine.max_retries
+        need(timeout > 0 and isinstance(retries, int) and retries >= 0,
+             f'timeout must be > 0 and max_retries an integer >= 0, got {timeout}, {retries}')
 
     @property
     def bertscore_needed(self) -> bool:
@@ -217,12 +214,10 @@ class StudyConfig:
 
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
-        default = StudyConfig.__dataclass_fields__
         self.decoding_notes()
         for reader in self.readers:
             engine = engine_for(reader)
-            refused = [name for name in ENGINE_OPTIONS
-                       if getattr(self, name) != default[name].default and not engine.takes(name)]
+            refused = [name for name in self.engine.set_apart_from_defaults() if not engine.takes(name)]
             if refused:
                 raise SettingError(f'the reader {reader!r} cannot honour '
                                    + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
@@ -274,21 +269,22 @@ class StudyConfig:
 
     def backend_options(self, reader: str) -> Dict[str, Any]:
         """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
-        engine = engine_for(reader)
-        options: Dict[str, Any] = {'decoding': self.decoding}
-        options.update({name: getattr(self, name) for name in engine.options})
-        # Without base URLs, each server engine's own default port (vllm serve's 8000, llama.cpp's 8080).
-        if 'base_urls' in options:
-            options['base_urls'] = list(self.base_urls)
-            if not self.base_urls:
-                del options['base_urls']
-        return options
+        return dict(decoding=self.decoding, **self.engine.for_engine(engine_for(reader)))
+
+    def __getattr__(self, name: str) -> Any:
+        # An engine option read by its name (config.concurrency), as it may be given.
+        if name in ENGINE_OPTION_NAMES:
+            return getattr(object.__getattribute__(self, 'engine'), name)
+        raise AttributeError(f'{type(self).__name__!r} object has no attribute {name!r}')
 
     def to_dict(self) -> Dict[str, object]:
         """The config as JSON values (what ``settings.json`` holds); :meth:`from_dict` reads it back."""
-        out = {}
+        out: Dict[str, object] = {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name == 'engine':  # settings.json holds the options one by one
+                out.update((name, list(v) if isinstance(v, tuple) else v) for name, v in vars(value).items())
+                continue
             if field.name == 'decoding':
                 value = value.as_dict()
             elif field.name in ('label_sets',):
@@ -303,7 +299,7 @@ class StudyConfig:
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> 'StudyConfig':
         """The config of a ``settings.json`` (its other keys, such as the backend's key, ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} | set(ENGINE_OPTION_NAMES)
         values = {k: v for k, v in values.items() if k in names}
         if 'decoding' in values:
             values['decoding'] = Decoding(**values['decoding'])
@@ -312,6 +308,23 @@ class StudyConfig:
     def __str__(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+
+def _taking_engine_options_by_name(init):
+    """``StudyConfig``'s ``__init__`` also taking the engine options one by one (``concurrency=16``, as
+    ``settings.json``, the command line and :meth:`StudyConfig.replace` give them), into ``engine``."""
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        named = {name: kwargs.pop(name) for name in ENGINE_OPTION_NAMES if name in kwargs}
+        if named:
+            engine = kwargs.get('engine', EngineOptions())
+            if not isinstance(engine, EngineOptions):
+                raise SettingError(f'StudyConfig: engine must be an EngineOptions, got {engine!r}')
+            kwargs['engine'] = engine.replace(**named)
+        init(self, *args, **kwargs)
+    return __init__
+
+
+StudyConfig.__init__ = _taking_engine_options_by_name(StudyConfig.__init__)  # type: ignore[method-assign]
 
 def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding

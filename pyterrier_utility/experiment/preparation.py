@@ -195,7 +195,7 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
     say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
-        + f': {shown}, {decoding}' + (f', base_urls={list(config.base_urls)}' if config.base_urls else '')
+        + f': {shown}, {decoding}' + (f', base_urls={list(config.engine.base_urls)}' if config.engine.base_urls else '')
         + f'; settings in {out / "settings.json"}')
     sources = decoding_sources(config)
     if sources:
