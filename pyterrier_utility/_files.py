@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ._messages import say
+from ._messages import inform
 
 
 def cache_dir() -> Path:
@@ -40,7 +40,7 @@ def exclusive(path: Path, doing: str) -> Iterator[None]:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            say(f'pyterrier_utility: waiting for another process {doing} ({path})')
+            inform(f'pyterrier_utility: waiting for another process {doing} ({path})')
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 

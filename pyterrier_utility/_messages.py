@@ -21,7 +21,7 @@ def either(names: Iterable[str]) -> str:
     return ' or '.join(map(repr, names))
 
 
-def say(line: str) -> None:
+def inform(line: str) -> None:
     """One line on stderr, the stream of the progress bars, without breaking a bar being drawn."""
     import pyterrier as pt
     pt.tqdm.write(line, file=sys.stderr)

@@ -1,6 +1,6 @@
 """The command line's options: each as (flags, config field, argparse keywords, help), grouped as
-``--help`` shows them, with the parsers of their values; :func:`given` turns parsed arguments into
-config fields."""
+``--help`` shows them, with the parsers of their values; :func:`explicit_settings` turns parsed
+arguments into config fields."""
 import argparse
 from typing import Any, Dict, List, Tuple
 
@@ -218,11 +218,11 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
 }
 
 
-def shown(value) -> str:
+def format_value(value) -> str:
     """A setting's value as the command line would give it: 'none' for unset, a text with spaces
     quoted."""
     if isinstance(value, tuple):
-        return ' '.join(map(shown, value)) or 'none'
+        return ' '.join(map(format_value, value)) or 'none'
     if isinstance(value, LabelSet):  # as LabelSet.parse reads it: '2', '2,3', 'label in {3}'
         labels = sorted(value.exact or ())
         return str(value.minimum) if value.minimum is not None else \
@@ -246,7 +246,7 @@ LEFT_OUT = {'study': (),
                           'correction', 'min_n', 'title') + PLACEMENT}
 
 
-def given(args: argparse.Namespace) -> dict:
+def explicit_settings(args: argparse.Namespace) -> dict:
     """The settings given explicitly on the command line, as config fields."""
     fields = {field for options in OPTIONS.values() for _, field, _, _ in options} - set(PLACEMENT)
     out = {name: value for name, value in vars(args).items() if name in fields and value is not None}

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ._options import LEFT_OUT, OPTIONS, given, number, placement, shown
+from ._options import LEFT_OUT, OPTIONS, explicit_settings, format_value, number, placement
 from .errors import UtilityError
 from .experiment import config as cfg
 from .prediction.settings import PredictionSettings
@@ -63,13 +63,13 @@ def _add_options(parser: argparse.ArgumentParser, base: cfg.StudyConfig, command
             if field in LEFT_OUT[command]:
                 continue
             flag = kwargs.get('action') in ('store_true', 'append')
-            note = '' if flag or 'default' in text else f' (default: {shown(_value(base, field))})'
+            note = '' if flag or 'default' in text else f' (default: {format_value(_value(base, field))})'
             group.add_argument(*flags, dest=field, help=text + note, **kwargs)
 
 
 def preset_note(base: cfg.StudyConfig, command: str) -> str:
     """The settings ``--preset paper`` changes from the command's defaults, as the options that give them."""
-    changed = [f'{flags[-1]} {shown(_value(cfg.PAPER, field))}' for options in OPTIONS.values()
+    changed = [f'{flags[-1]} {format_value(_value(cfg.PAPER, field))}' for options in OPTIONS.values()
                for flags, field, kwargs, _ in options
                if field not in LEFT_OUT[command] and field != 'out' and kwargs.get('action') is None
                and _value(cfg.PAPER, field) != _value(base, field)]
@@ -79,7 +79,7 @@ def preset_note(base: cfg.StudyConfig, command: str) -> str:
 def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfig:
     """The run's config: what is given explicitly, over the preset, over the command's defaults."""
     base = cfg.PRESETS[args.preset] if args.preset else base
-    return cfg.resolve(base, given(args))
+    return cfg.resolve(base, explicit_settings(args))
 
 
 def report(args) -> int:

@@ -345,7 +345,7 @@ def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(t
     from pyterrier_utility.experiment import preparation
     paper = cfg.PRESETS['paper']
     readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
-    record = preparation.announce('study', paper, readers, tmp_path)
+    record = preparation.print_settings('study', paper, readers, tmp_path)
     err = capsys.readouterr().err
     for line in ("temperature=0.3: authors' code", "top_k=50: authors' code (tools/llama_tools.py: top_k=50)",
                  'top_p=0.95: llama-cpp-python 0.2.75 default', 'min_p=0.05: llama-cpp-python 0.2.75 default',

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from .._files import built_once, cache_dir
-from .._messages import say
+from .._messages import inform
 from ..engines import ENGINES_BY_NAME
 from .hf import CausalLMBackend
 
@@ -21,8 +21,8 @@ def _converted(name: str, gguf_path_fn) -> Path:
     def convert(staging: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
         # Minutes of silence otherwise: say what happens, once, whatever the caller's verbosity.
-        say(f'pyterrier_utility: preparing {name} for first use (GGUF assembled and dequantised into '
-            f'{target}; 1-3 minutes, once)')
+        inform(f'pyterrier_utility: preparing {name} for first use (GGUF assembled and dequantised into '
+               f'{target}; 1-3 minutes, once)')
         start = time.time()
         gguf = Path(gguf_path_fn())
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -34,7 +34,7 @@ def _converted(name: str, gguf_path_fn) -> Path:
         model.hf_quantizer = None  # type: ignore[assignment]  # not a submodule: torch's __setattr__ stubs
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        say(f'pyterrier_utility: {name} ready in {time.time() - start:.0f} s')
+        inform(f'pyterrier_utility: {name} ready in {time.time() - start:.0f} s')
     return built_once(target, convert, f'the converted model {name}', done=lambda p: (p / 'config.json').exists())
 
 

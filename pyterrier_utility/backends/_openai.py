@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from .._checks import check, check_int, check_number
-from .._messages import either, say
+from .._messages import either, inform
 from .._text import encodable
 from ..engines import ENGINES_BY_NAME
 from ..errors import BackendError
@@ -422,7 +422,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 return
             self._said_until[url] = until
         why = ' (rate limited)' if status == 429 else ''
-        say(f'{url}: HTTP {status}{why}; waiting {round(delay, 1):g} s as Retry-After asks')
+        inform(f'{url}: HTTP {status}{why}; waiting {round(delay, 1):g} s as Retry-After asks')
 
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,

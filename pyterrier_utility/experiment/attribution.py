@@ -20,7 +20,7 @@ from typing import List, Optional
 
 import pandas as pd
 
-from .._messages import say, warn_qids
+from .._messages import inform, warn_qids
 from ..errors import SettingError
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import check_method
@@ -36,7 +36,7 @@ from ..vocabulary import (
 )
 from .config import StudyConfig
 from .html import write_report
-from .output import owned
+from .output import lock_folder
 from .preparation import prepare
 from .study import study_contexts
 
@@ -77,7 +77,7 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
     record['attribution'] = {'method': method, 'budget': budget, 'seed': config.seed, 'qrels': QRELS_RULE}
     scorer_for = prepared.scorer_for(collection)
     systems = prepared.systems(collection, reader)
-    say(f'{name}: {len(topics)} queries, systems {list(systems)}, k {list(config.ks)}, method {method}')
+    inform(f'{name}: {len(topics)} queries, systems {list(systems)}, k {list(config.ks)}, method {method}')
     contexts = study_contexts(topics, qrels, systems, config.ks, config.label_sets)
     check_trec_ids(f'attribute ({ATTRIBUTION_FILES["qrels"]})', contexts[contexts['docno'].notna()])
     warn_short(contexts)
@@ -114,7 +114,7 @@ def save_attribution(found: Attribution, config: StudyConfig) -> List[str]:
     later keeps these), but ``settings.json`` is this run's (its ``command`` says ``attribute``); a
     study's ``report.html`` is written again, with the attribution."""
     out = Path(config.out)
-    with owned(out):
+    with lock_folder(out):
         found.coalitions.to_csv(out / ATTRIBUTION_FILES['coalitions'], index=False)
         found.attribution.to_csv(out / ATTRIBUTION_FILES['attribution'], index=False)
         write_trec_qrels(found.qrels, out / ATTRIBUTION_FILES['qrels'])

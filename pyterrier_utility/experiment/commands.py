@@ -18,7 +18,7 @@ import pyterrier as pt
 from ir_measures import nDCG
 
 from .. import measures
-from .._messages import say
+from .._messages import inform
 from ..errors import SettingError
 from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
@@ -30,9 +30,9 @@ from .config import StudyConfig
 from .driver import run, save
 from .folder import read_health, study_folder
 from .html import write_report
-from .output import check_out, owned
+from .output import check_out, lock_folder
 from .preparation import prepare, ranked_systems
-from .results import StudyResults, blocks, write_tables
+from .results import StudyResults, fold_readers, write_tables
 from .study import variants, window
 from .validate import read_per_query
 
@@ -46,13 +46,13 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
         raise SettingError(f'--predict reads a study of one dataset and one reader; this one has datasets '
                            f'{list(config.datasets)} and readers {list(config.readers)}')
     start = time.time()
-    with owned(Path(config.out)):
+    with lock_folder(Path(config.out)):
         results, branches = run(config, argv, **placement)
         written = save(results, config, branches)
     if branches is not None:
         share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())
-        say('COS-Mix fell back to the sparse documents for '
-            + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index))
+        inform('COS-Mix fell back to the sparse documents for '
+               + ', '.join(f'{share[k]:.0%} of queries at k={k}' for k in share.index))
     out = Path(config.out)
     print()
     print((out / 'table1_paper.md').read_text())
@@ -117,7 +117,7 @@ def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int
               argv: Optional[list] = None) -> Attribution:
     """The ``attribute`` command: runs, saves and prints the summary."""
     start = time.time()
-    with owned(Path(config.out)):
+    with lock_folder(Path(config.out)):
         found = run_attribution(config, method, budget, argv)
         written = save_attribution(found, config)
     table = attribution_table(found.attribution)
@@ -184,7 +184,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks),
                          health=found)
     ks = sorted(set(per_query['k']))
-    drawn = figures.draw_figures(blocks(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
+    drawn = figures.draw_figures(fold_readers(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
                                  ndcg_order=ndcg_order, ks=sorted(figure_ks))
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)

@@ -129,56 +129,57 @@ class StudyConfig:
         self._check_engine()
 
     def _check_values(self) -> None:
-        def need(ok, message):
+        def require(ok, message):
             if not ok:
                 raise SettingError(f'StudyConfig: {message}')
-        need(bool(self.datasets), 'give at least one dataset')
-        need(bool(self.readers) and len(set(self.readers)) == len(self.readers),
-             f'give one reader or several different ones, got {list(self.readers)}')
-        need(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
-             f'ks must be integers >= 1, got {list(self.ks)}')
-        need(all(isinstance(k, int) and k >= 1 for k in self.figure_ks),
-             f'figure_ks must be integers >= 1, got {list(self.figure_ks)}')
-        need(bool(self.label_sets), 'give at least one label set')
+        require(bool(self.datasets), 'give at least one dataset')
+        require(bool(self.readers) and len(set(self.readers)) == len(self.readers),
+                f'give one reader or several different ones, got {list(self.readers)}')
+        require(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
+                f'ks must be integers >= 1, got {list(self.ks)}')
+        require(all(isinstance(k, int) and k >= 1 for k in self.figure_ks),
+                f'figure_ks must be integers >= 1, got {list(self.figure_ks)}')
+        require(bool(self.label_sets), 'give at least one label set')
         for name in ('queries', 'seed', 'oracle_seed'):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
-                 f'{name} must be an integer >= 0, got {getattr(self, name)!r}')
+            require(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
+                    f'{name} must be an integer >= 0, got {getattr(self, name)!r}')
         for name in ('samples', 'concurrency', 'tensor_parallel_size', 'fig4_k', 'min_n'):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1,
-                 f'{name} must be an integer >= 1, got {getattr(self, name)!r}')
+            require(isinstance(getattr(self, name), int) and getattr(self, name) >= 1,
+                    f'{name} must be an integer >= 1, got {getattr(self, name)!r}')
         unknown = sorted(set(self.systems) - set(SYSTEMS))
-        need(not unknown, f'unknown systems {unknown}; choose from {list(SYSTEMS)}')
+        require(not unknown, f'unknown systems {unknown}; choose from {list(SYSTEMS)}')
         clash = sorted({name for name, _ in self.runs} & set(SYSTEMS))
-        need(not clash, f'runs named {clash} clash with built-in systems; name them otherwise')
-        need(bool(self.systems) or bool(self.runs), 'give at least one system or run')
-        need('original' in self.orderings and set(self.orderings) <= set(ORDERING_NAMES),
-             f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
-        need(all(isinstance(s, int) and s >= 2 for s in self.windows),
-             f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
-        need(not self.window_grid or (len(self.window_grid) == 3 and all(isinstance(x, int) for x in self.window_grid)
-                                      and self.window_grid[0] >= 1 and self.window_grid[1] >= 0
-                                      and self.window_grid[2] >= 1),
-             f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
-        need(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
-        need(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
-        need(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
-             f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
-             f'got {self.submeasure!r}, {self.agg!r}')
-        need(self.bertscore_needed or (self.submeasure, self.agg) == ('F1', 'max'),
-             f'submeasure and agg are those of BERTScore; quality {self.quality!r} takes the best gold answer')
-        need(self.correction is None or self.correction in CORRECTIONS,
-             f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
-        need(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
-        need(self.prompt_format in PROMPT_FORMAT_NAMES,
-             f'prompt_format must be one of {list(PROMPT_FORMAT_NAMES)}, got {self.prompt_format!r}')
-        need(self.engine.retry_deadline is None or self.engine.retry_deadline > 0,
-             f'retry_deadline must be > 0 seconds, got {self.engine.retry_deadline!r}')
-        need(self.neural in RERANKERS, f'neural must be {either(RERANKERS)}, got {self.neural!r}')
-        need(self.bm25 in BM25_ENGINES, f'bm25 must be {either(BM25_ENGINES)}, got {self.bm25!r}')
-        need(self.engine.endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {self.engine.endpoint!r}')
+        require(not clash, f'runs named {clash} clash with built-in systems; name them otherwise')
+        require(bool(self.systems) or bool(self.runs), 'give at least one system or run')
+        require('original' in self.orderings and set(self.orderings) <= set(ORDERING_NAMES),
+                f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
+        require(all(isinstance(s, int) and s >= 2 for s in self.windows),
+                f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
+        grid = self.window_grid
+        require(not grid or (len(grid) == 3 and all(isinstance(x, int) for x in grid)
+                             and grid[0] >= 1 and grid[1] >= 0 and grid[2] >= 1),
+                f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
+        require(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
+        require(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
+        require(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
+                f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
+                f'got {self.submeasure!r}, {self.agg!r}')
+        require(self.bertscore_needed or (self.submeasure, self.agg) == ('F1', 'max'),
+                f'submeasure and agg are those of BERTScore; quality {self.quality!r} takes the best gold answer')
+        require(self.correction is None or self.correction in CORRECTIONS,
+                f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
+        require(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
+        require(self.prompt_format in PROMPT_FORMAT_NAMES,
+                f'prompt_format must be one of {list(PROMPT_FORMAT_NAMES)}, got {self.prompt_format!r}')
+        require(self.engine.retry_deadline is None or self.engine.retry_deadline > 0,
+                f'retry_deadline must be > 0 seconds, got {self.engine.retry_deadline!r}')
+        require(self.neural in RERANKERS, f'neural must be {either(RERANKERS)}, got {self.neural!r}')
+        require(self.bm25 in BM25_ENGINES, f'bm25 must be {either(BM25_ENGINES)}, got {self.bm25!r}')
+        endpoint = self.engine.endpoint
+        require(endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
         timeout, retries = self.engine.timeout, self.engine.max_retries
-        need(timeout > 0 and isinstance(retries, int) and retries >= 0,
-             f'timeout must be > 0 and max_retries an integer >= 0, got {timeout}, {retries}')
+        require(timeout > 0 and isinstance(retries, int) and retries >= 0,
+                f'timeout must be > 0 and max_retries an integer >= 0, got {timeout}, {retries}')
 
     @property
     def bertscore_needed(self) -> bool:

@@ -15,15 +15,15 @@ from typing import List, Optional, Tuple, cast
 
 import pandas as pd
 
-from .._messages import say
+from .._messages import inform
 from .._version import __version__
 from ..methods.cosmix import COSMix
 from . import figures
 from .config import StudyConfig
 from .html import TITLE, write_report
-from .output import staged
+from .output import stage_outputs
 from .preparation import prepare, ranked_systems
-from .results import StudyResults, blocks
+from .results import StudyResults, fold_readers
 from .study import run_study
 
 
@@ -41,7 +41,7 @@ def run(config: StudyConfig, argv: Optional[list] = None, **placement) -> Tuple[
         for reader_name, reader in readers.items():
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
                 systems = prepared.systems(collection, reader)
-            say(f'{name}: {len(collection.topics)} queries, systems {list(systems)}, reader {reader_name}')
+            inform(f'{name}: {len(collection.topics)} queries, systems {list(systems)}, reader {reader_name}')
             studies.append(run_study(collection.topics, collection.qrels, systems, reader, collection.dataset.texts,
                                      ks=config.all_ks, label_sets=collection.config.label_sets,
                                      reverse=ranked_systems(config, systems), orderings=config.orderings,
@@ -62,7 +62,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     """Writes the settings, tables, frames, figures and report of a study into ``config.out``, all
     together in place of an earlier run's (see :mod:`~pyterrier_utility.experiment.output`);
     returns the file names."""
-    with staged(Path(config.out)) as stage:
+    with stage_outputs(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)
         (stage / 'settings.json').write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
         paths = results.save(stage, correction=config.correction, min_n=config.min_n, table_ks=config.ks)
@@ -70,7 +70,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
         fig4_k = config.fig4_k if config.fig4_k in config.all_ks else max(config.ks)
-        drawn = figures.draw_figures(blocks(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order,
+        drawn = figures.draw_figures(fold_readers(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order,
                                      ks=config.figure_ks or config.ks)
         # The page is written in the staging folder; its title names the folder it is moved into.
         write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))

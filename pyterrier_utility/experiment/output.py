@@ -53,7 +53,7 @@ def _clear_staging(out: Path) -> None:
 
 
 @contextlib.contextmanager
-def owned(out: Path) -> Iterator[Path]:
+def lock_folder(out: Path) -> Iterator[Path]:
     """Holds ``out`` for this process (re-entrant); a :class:`SettingError` names the process that
     holds it, or says why ``out`` cannot be written. A lock left by a process that died is taken
     over, and the staging folders such processes left are removed."""
@@ -86,11 +86,11 @@ def owned(out: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def staged(out: Path) -> Iterator[Path]:
+def stage_outputs(out: Path) -> Iterator[Path]:
     """A staging folder whose files replace the run's outputs in ``out`` when the block ends
     without an error (outputs of an earlier run not written again are removed); on an error the
     folder is left as it was."""
-    with owned(out):
+    with lock_folder(out):
         stage = out / f'{STAGING}{os.getpid()}'
         shutil.rmtree(stage, ignore_errors=True)
         stage.mkdir()

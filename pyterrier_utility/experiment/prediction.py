@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .._checks import check
-from .._messages import say, warn
+from .._messages import inform, warn
 from ..datasets import get_dataset
 from ..errors import FrameError, SettingError
 from ..prediction import (
@@ -66,7 +66,7 @@ from .config import StudyConfig
 from .figures import _pyplot
 from .folder import StudyFolder, read_study
 from .html import write_report
-from .output import owned
+from .output import lock_folder
 from .prediction_report import HEATMAP, prediction_heatmap
 from .study import _ranked, variants
 from .systems import default_systems
@@ -295,7 +295,7 @@ def run_prediction(out: Union[str, Path], settings: PredictionSettings = Predict
     config = _checked(study)
     found = study_signals(study, config, settings, verbose)
     names = list(found.definitions)
-    say(f'{len(found.signals)} rows, {len(names)} signals; correlating with {list(PREDICTION_TARGETS)}')
+    inform(f'{len(found.signals)} rows, {len(names)} signals; correlating with {list(PREDICTION_TARGETS)}')
     found.prediction = meta_evaluate(found.signals, names, settings)
     return found
 
@@ -305,7 +305,7 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
     into ``out``, records the signals and their parameters in its ``settings.json`` (under
     ``prediction``) and writes the study's ``report.html`` again with them; returns the file names."""
     out = Path(out)
-    with owned(out):
+    with lock_folder(out):
         found.signals.to_csv(out / PREDICTION_FILES['signals'], index=False)
         found.prediction.to_csv(out / PREDICTION_FILES['prediction'], index=False)
         record = json.loads((out / SETTINGS_FILE).read_text())
@@ -336,7 +336,7 @@ def summary(prediction: pd.DataFrame) -> str:
 def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()) -> Prediction:
     """The ``predict`` command: runs, saves and prints the summary."""
     start = time.time()
-    with owned(Path(out)):
+    with lock_folder(Path(out)):
         found = run_prediction(out, settings)
         written = save_prediction(found, out)
     print(summary(found.prediction))

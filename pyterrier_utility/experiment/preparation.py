@@ -23,7 +23,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .. import backends
-from .._messages import say
+from .._messages import inform
 from .._version import __version__
 from ..cache import GenerationCache, backend_key
 from ..contexts.runs import RunFile
@@ -68,7 +68,7 @@ class Prepared:
         config: the command's config.
         collections: each dataset of the config, by name.
         readers: each reader of the config, by name, behind the folder's generation cache.
-        record: what ``settings.json`` holds (:func:`announce`'s, with ``studied_as`` for a
+        record: what ``settings.json`` holds (:func:`print_settings`'s, with ``studied_as`` for a
             collection studied under other label sets or systems).
         bertscore: the BERTScore model P is computed with (``None`` where the quality needs none).
     """
@@ -97,7 +97,7 @@ def prepare(config: StudyConfig, command: str, argv: Optional[list] = None, **pl
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = load_scorer(config.scorer) if config.bertscore_needed else None
     readers = {r: build_reader(config, r, out / GENERATIONS_FILE, **placement) for r in config.readers}
-    record = announce(command, config, readers, out, argv)
+    record = print_settings(command, config, readers, out, argv)
     record['studied_as'] = {name: {'label_sets': [str(x) for x in c.config.label_sets],
                                    'systems': list(c.config.systems)}
                             for name, c in collections.items() if c.config != config}
@@ -116,7 +116,7 @@ def load_collection(name: str, config: StudyConfig) -> Collection:
     present = sorted(qrels['label'].unique().tolist())
     config, note = config.for_collection(name, present)
     if note:
-        say(note)
+        inform(note)
     rel_drawn = [x for x in present if config.rel_labels.contains(pd.Series([x])).iloc[0]]
     oracle = [('Rel labels', config.rel_labels)] if 'Rel' in config.systems else []
     for option, labels in [('label set', x) for x in config.label_sets] + oracle:
@@ -172,7 +172,7 @@ def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, 
         if run.qids() & set(topics['qid'].astype(str)):
             systems[run_name] = run
         else:
-            say(f'{name}: run {run_name} ranks none of its queries; left out')
+            inform(f'{name}: run {run_name} ranks none of its queries; left out')
     return {s: systems[s] for s in list(config.systems) + [r for r, _ in config.runs] if s in systems}
 
 
@@ -181,8 +181,8 @@ def ranked_systems(config: StudyConfig, systems) -> List[str]:
     return [s for s in systems if s in REVERSED_SYSTEMS or s in dict(config.runs)]
 
 
-def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out: Path,
-             argv: Optional[list] = None) -> dict:
+def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader], out: Path,
+                   argv: Optional[list] = None) -> dict:
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
     # The stops each reader uses: its prompt format's, then the decoding's where the format takes them.
@@ -194,28 +194,30 @@ def announce(command: str, config: StudyConfig, readers: Dict[str, Reader], out:
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))
     decoding = ', '.join(f'{k}={v!r}' for k, v in config.decoding.as_dict().items())
-    say(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
-        + f': {shown}, {decoding}' + (f', base_urls={list(config.engine.base_urls)}' if config.engine.base_urls else '')
-        + f'; settings in {out / "settings.json"}')
+    urls = config.engine.base_urls
+    inform(f'pyterrier-utility {command}' + (f' (preset {config.preset})' if config.preset else '')
+           + f': {shown}, {decoding}' + (f', base_urls={list(urls)}' if urls else '')
+           + f'; settings in {out / "settings.json"}')
     sources = decoding_sources(config)
     if sources:
         record['decoding_sources'] = sources
-        say(f'decoding of preset {config.preset}, each value and where it comes from:')
+        inform(f'decoding of preset {config.preset}, each value and where it comes from:')
         for name, source in sources.items():
-            say(f'  {name}={getattr(config.decoding, name)!r}: {source}')
+            inform(f'  {name}={getattr(config.decoding, name)!r}: {source}')
     for reader, own in notes.items():
-        say(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}' for name, how in own.items()))
+        inform(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}'
+                                            for name, how in own.items()))
     for name, r in readers.items():
         if list(r.stop) != list(config.decoding.stop):
-            say(f'{name}: stops at {list(r.stop)!r} (prompt format {r.template.name!r}: '
-                + ('its stop, then the decoding\'s)' if r.template.backend_stops else 'its stop alone)'))
+            inform(f'{name}: stops at {list(r.stop)!r} (prompt format {r.template.name!r}: '
+                   + ('its stop, then the decoding\'s)' if r.template.backend_stops else 'its stop alone)'))
     for name, engine in engines.items():
-        say(f'{name}: {engine["reproducibility"]}'
-            + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
+        inform(f'{name}: {engine["reproducibility"]}'
+               + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
         if engine.get('placement'):
             actors = engine['placement']['actors']
-            say(f'{name}: on Ray, {len(actors)} replicas: ' + '; '.join(
-                f"node {a['node_id'][:12]} ({a['ip']}): {a['device']}" for a in actors))
+            inform(f'{name}: on Ray, {len(actors)} replicas: ' + '; '.join(
+                   f"node {a['node_id'][:12]} ({a['ip']}): {a['device']}" for a in actors))
     return record
 
 

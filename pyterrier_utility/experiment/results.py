@@ -62,12 +62,12 @@ class StudyResults:
 
     def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
         """Table 1 in long form; see :func:`pyterrier_utility.experiment.table1`."""
-        return stats.table1(blocks(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
+        return stats.table1(fold_readers(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
         """r(nDCG@k, U) per (dataset,) label set, system and k; see
         :func:`pyterrier_utility.experiment.correlations`."""
-        return stats.correlations(blocks(self.per_query), method=method)
+        return stats.correlations(fold_readers(self.per_query), method=method)
 
     def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
         """r(confidence, U) per (dataset,) label set, system and k, where a query's confidence is the
@@ -80,7 +80,7 @@ class StudyResults:
 
             results.confidence_correlations('spearman')
         """
-        return stats.correlations(blocks(self._with_confidence()), method=method, x='mean_logprob')
+        return stats.correlations(fold_readers(self._with_confidence()), method=method, x='mean_logprob')
 
     def _with_confidence(self) -> pd.DataFrame:
         """``per_query`` with each query's mean k-shot ``mean_logprob`` over samples."""
@@ -162,7 +162,7 @@ class StudyResults:
         return paths
 
 
-def blocks(frame: pd.DataFrame) -> pd.DataFrame:
+def fold_readers(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with its ``reader`` (a study of several readers) folded into ``dataset``: tables and
     figures stack a block (and draw a panel) per dataset and reader."""
     if 'reader' not in frame.columns:
@@ -185,12 +185,12 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     every k, :func:`~.health.control_notes`)."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
-    per_query = blocks(per_query)
+    per_query = fold_readers(per_query)
     shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
     table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
     notes = table_notes(table, health, alpha, min_n)
     if health is not None:
-        table = answer_health.mark_table(table, blocks(health))
+        table = answer_health.mark_table(table, fold_readers(health))
     paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
     table.to_csv(paths['table1.csv'], index=False)
     options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes)
@@ -207,7 +207,7 @@ def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: floa
     """What Table 1 says below its legend: what the health mark means (when a cell has it) and the
     positive control (:func:`~.health.control_notes`; where it fails, the health of its cells)."""
     notes: Tuple[str, ...] = ()
-    if health is not None and not answer_health.unhealthy(blocks(health)).empty:
+    if health is not None and not answer_health.unhealthy(fold_readers(health)).empty:
         notes += (answer_health.health_legend() + '.',)
     control = answer_health.positive_control(table, alpha, min_n)
-    return notes + answer_health.control_notes(control, None if health is None else blocks(health))
+    return notes + answer_health.control_notes(control, None if health is None else fold_readers(health))

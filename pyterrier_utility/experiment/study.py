@@ -10,7 +10,7 @@ import pyterrier as pt
 from .. import vocabulary
 from .._checks import check, check_int
 from .._frames import normalise_frame, validate_columns
-from .._messages import either, say, warn, warn_qids
+from .._messages import either, inform, warn, warn_qids
 from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
@@ -54,7 +54,7 @@ class _Phases:
     def done(self, what: str) -> None:
         if self.verbose:
             now = time.perf_counter()
-            say(f'{what} ({now - self.start:.1f} s)')
+            inform(f'{what} ({now - self.start:.1f} s)')
             self.start = now
 
 
