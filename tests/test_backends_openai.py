@@ -298,6 +298,9 @@ def test_a_server_that_rejects_the_request_for_log_probabilities_is_told_to_go_w
 INTERRUPTED = '''
 import atexit, faulthandler, signal, sys, time
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for every thread's stack if it lingers
+# Ctrl-C as in a terminal: a suite started in the background of a non-interactive shell (make test &)
+# inherits SIGINT ignored, and so would this child, which then answered only when its requests ended.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {tests!r})
 import pyterrier_utility as pu
 from pyterrier_utility.backends import OpenAICompatibleBackend

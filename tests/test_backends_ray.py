@@ -222,7 +222,7 @@ def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_
         cli.main(['study', '--replicas', '2', '--out', str(tmp_path)])
     args = cli.parser().parse_args(['study', '--ray', 'auto', '--replicas', '2'])
     assert cli.placement(args) == {'ray': 'auto', 'replicas': 2}
-    assert 'ray' not in cli.given(args) and 'replicas' not in cli.given(args)
+    assert 'ray' not in cli.explicit_settings(args) and 'replicas' not in cli.explicit_settings(args)
     with pytest.raises(SystemExit):
         cli.parser().parse_args(['study', '--ray', 'somewhere'])
     with pytest.raises(SystemExit):
