@@ -316,10 +316,8 @@ def _taking_engine_options_by_name(init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         named = {name: kwargs.pop(name) for name in ENGINE_OPTION_NAMES if name in kwargs}
-        if named:
-            engine = kwargs.get('engine', EngineOptions())
-            if not isinstance(engine, EngineOptions):
-                raise SettingError(f'StudyConfig: engine must be an EngineOptions, got {engine!r}')
+        engine = kwargs.get('engine', EngineOptions())
+        if named and isinstance(engine, EngineOptions):  # any other engine is refused by __post_init__
             kwargs['engine'] = engine.replace(**named)
         init(self, *args, **kwargs)
     return __init__
