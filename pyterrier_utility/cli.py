@@ -16,7 +16,7 @@ from .errors import UtilityError
 from .experiment import config as cfg
 from .prediction.settings import PredictionSettings
 from .settings import FIELDS
-from .vocabulary import ATTRIBUTION_METHODS, CORRECTIONS, NDCG_ORDERS
+from .vocabulary import ATTRIBUTION_METHODS, CORRECTIONS, NDCG_ORDERS, PREDICTION_COMBINATION
 
 #: The first line of ``pyterrier-utility --help``.
 DESCRIPTION = 'Context utility for PyTerrier: does the relevance a retriever achieves reach a RAG reader\'s answers?'
@@ -177,16 +177,19 @@ def _add_predict(sub) -> None:
                          help="also UDCG of each context: the reader's probability of answering NO-RESPONSE from "
                               'each document alone (its model loaded here; one prefill per query and document, '
                               'nothing generated), relevant documents adding, others taking away')
-    command.add_argument('--combine', nargs='+', default=list(defaults.combine), metavar='SIGNAL',
-                         help='the signals the linear regression combines')
+    command.add_argument('--combine', nargs='+', metavar='SIGNAL',
+                         help='the signals the linear regression combines, each system over those that apply to '
+                              'it; one that applies to no system is refused (default: '
+                              f'{" ".join(PREDICTION_COMBINATION)}, those that apply)')
 
 
 def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
     from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
+    combine = None if args.combine is None else tuple(args.combine)
     commands.predict(args.out, PredictionSettings(folds=args.folds, seed=args.seed, n_resamples=args.resamples,
-                                                  apair_k=args.apair_k, combine=tuple(args.combine),
-                                                  perplexity=args.perplexity, udcg=args.udcg))
+                                                  apair_k=args.apair_k, combine=combine, perplexity=args.perplexity,
+                                                  udcg=args.udcg))
     return 0
 
 

@@ -22,8 +22,7 @@ from typing import Dict, List, Sequence, Tuple, Union, cast
 import numpy as np
 import pandas as pd
 
-from .._checks import check
-from .._messages import inform, warn
+from .._messages import inform
 from ..datasets import get_dataset
 from ..errors import FrameError, SettingError
 from ..prediction import (
@@ -44,18 +43,16 @@ from ..prediction import (
     Spatial,
     TermStatistics,
 )
-from ..prediction.evaluation import correlate, out_of_fold, system_tau
 from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
 from ..prediction.readability import READABILITY
 from ..prediction.settings import PredictionSettings
 from ..prediction.udcg import UDCG
 from ..settings import LabelSet
 from ..vocabulary import (
-    COMBINED,
     FRAME_FILES,
+    ORACLES,
     PREDICTION_COLUMNS,
     PREDICTION_FILES,
-    PREDICTION_LEVELS,
     PREDICTION_TARGETS,
     REPORT_FILE,
     REVERSED_SYSTEMS,
@@ -66,13 +63,12 @@ from .config import StudyConfig
 from .figures import _pyplot
 from .folder import StudyFolder, read_study
 from .html import write_report
+from .meta_evaluation import LABELLED_CELL, combinations, meta_evaluate, notes, summary
 from .output import lock_folder
 from .prediction_report import HEATMAP, prediction_heatmap
 from .study import _ranked, variants
 from .systems import default_systems
 
-#: A row of ``signals.csv``: a label set and a study's cell.
-LABELLED_CELL = list(SIGNALS_COLUMNS[:4])
 CELL = LABELLED_CELL[1:]
 #: The answer system of the study's answers without context.
 ZERO_SHOT = '0-shot'
@@ -89,11 +85,17 @@ class Prediction:
             (:data:`~pyterrier_utility.vocabulary.PREDICTION_COLUMNS`).
         definitions: signal -> what it is and where it comes from (recorded in settings.json).
         settings: the parameters.
+        left_out: system -> signal -> why the signal does not apply to the system (an oracle has no
+            ranking scores); such a signal is NaN in the system's rows of ``signals`` and has no row of
+            the system in ``prediction``.
+        combined: system -> the signals its out-of-fold combination is over.
     """
     signals: pd.DataFrame
     prediction: pd.DataFrame
     definitions: Dict[str, str] = field(default_factory=dict)
     settings: PredictionSettings = field(default_factory=PredictionSettings)
+    left_out: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    combined: Dict[str, List[str]] = field(default_factory=dict)
 
 
 def _first(frame: pd.DataFrame, column: str, by: Sequence[str] = ('qid',)) -> pd.Series:
@@ -146,18 +148,24 @@ def _reader_model(config: StudyConfig):
     return backend
 
 
-def _confidences(study: StudyFolder, answers: pd.DataFrame, describe) -> Tuple[List[pd.DataFrame], pd.Series]:
-    """The answers' confidence: the k-shot one per (system, k, query), the 0-shot one per query."""
-    if 'mean_logprob' not in answers.columns or answers['mean_logprob'].isna().all():
-        warn(f'{study.path / FRAME_FILES["answers"]}: no mean_logprob (the reader gave no log-probability): '
-             'answer_confidence and confidence_0shot are NaN')
-        answers = answers.assign(mean_logprob=np.nan)
+def _confidences(answers: pd.DataFrame, describe) -> Tuple[List[pd.DataFrame], pd.Series, List[str]]:
+    """The answers' confidence: the k-shot one per (system, k, query), the 0-shot one per query, and
+    the two columns where the reader gave a log-probability (none where it gave none)."""
     confidence, zero = AnswerConfidence(), AnswerConfidence('confidence_0shot')
-    describe(confidence, 'mean over samples of the k-shot answers\' mean token log-probability')
-    describe(zero, 'the same of the 0-shot answers')
+    columns = [describe(confidence, 'mean over samples of the k-shot answers\' mean token log-probability'),
+               describe(zero, 'the same of the 0-shot answers')]
+    if 'mean_logprob' not in answers.columns or answers['mean_logprob'].isna().all():
+        return [], pd.Series(np.nan, index=answers['qid'].unique()), []
     reader_level = [_first(confidence(cell), confidence.column).reset_index().assign(system=system, k=k)
                     for (system, k), cell in answers[answers['system'] != ZERO_SHOT].groupby(['system', 'k'])]
-    return reader_level, _first(zero(answers[answers['system'] == ZERO_SHOT]), zero.column)
+    return reader_level, _first(zero(answers[answers['system'] == ZERO_SHOT]), zero.column), columns
+
+
+def _unscored(system: str) -> str:
+    """Why the ranking-score signals do not apply to ``system``."""
+    if system in ORACLES:
+        return 'an oracle\'s documents are drawn from the judgements, with no retrieval score'
+    return f'predict runs only {" and ".join(REVERSED_SYSTEMS)} again for their ranking scores'
 
 
 def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionSettings,
@@ -169,7 +177,8 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
     qrels = dataset.get_qrels().astype({'qid': str, 'docno': str})
     queries, given, answers = (cast(pd.DataFrame, f) for f in (study.queries, study.contexts, study.answers))
     topics = queries[['qid', 'query']].astype({'qid': str})
-    contexts = given[given['docno'] != ''].merge(topics, on='qid')
+    contexts = given[given['docno'] != ''].astype({'k': int, 'position': int}).merge(topics, on='qid')
+    answers = answers.astype({'k': int})
     from pyterrier_pisa.stopwords import _STOPWORDS  # the stopwords of this package's PISA index
     statistics = TermStatistics.from_texts(dataset.texts.values(), stopwords=_STOPWORDS['terrier'], name=name,
                                            verbose=verbose)
@@ -194,10 +203,14 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
               (SMV(settings.depth), 'SMV (Tao & Wu, CIKM 2014), mean score of the ranking as score(D)'),
               (MaxScore(), 'the top score'),
               (a_pair, "A-Pair-Ratio, MiniLM embeddings (the authors' code)")]
+    scored = [describe(p, text) for p, text in ranked]
     for base, ranking in _rankings(config, dataset, qrels, topics, contexts, settings.depth).items():
-        values = pd.DataFrame({describe(p, text): _first(p(ranking), p.column) for p, text in ranked})
+        values = pd.DataFrame({p.column: _first(p(ranking), p.column) for p, _ in ranked})
         for label, _, _ in variants(base, [base], config.orderings, config.study_windows):
             ranking_level.append(values.assign(system=label).reset_index())
+    systems = list(dict.fromkeys(study.per_query['system']))
+    has_scores = {f['system'].iloc[0] for f in ranking_level}
+    left_out = {s: dict.fromkeys(scored, _unscored(s)) for s in systems if s not in has_scores}
     # Over each context as the reader saw it.
     context_level = []
     on_context = [(Spatial(k=max(config.all_ks)).sharing(a_pair), "-log volume of the box of query and context "
@@ -212,7 +225,12 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
                                                             score=lambda f: -f['position'].astype(float))
         values = pd.DataFrame({describe(p, text): _first(p(cell), p.column) for p, text in on_context})
         context_level.append(values.assign(system=system, k=k).reset_index())
-    reader_level, zero_shot = _confidences(study, answers, describe)
+    reader_level, zero_shot, confident = _confidences(answers, describe)
+    if not confident:
+        no_logprob = f'{study.path / FRAME_FILES["answers"]} has no mean_logprob: the reader gave no log-probability'
+        for system in systems:
+            left_out.setdefault(system, {}).update(dict.fromkeys(('answer_confidence', 'confidence_0shot'),
+                                                                 no_logprob))
 
     per_query = study.per_query.drop(columns=['dataset']).astype({'qid': str})
     signals = per_query.assign(gain=per_query['fbert'] - per_query['fbert_0shot']).rename(columns={'ndcg': 'nDCG@k'})
@@ -231,9 +249,8 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionS
     for measure in ('P', 'AP', 'RR'):
         definitions[f'{measure}@k'] = f'ir_measures {measure}@k of the context, relevant as the label set says'
     signals = signals.merge(measures, on=LABELLED_CELL, how='left')
-    names = [s for s in definitions if s in signals.columns]
-    signals = signals[list(SIGNALS_COLUMNS) + names]
-    return Prediction(signals, pd.DataFrame(columns=list(PREDICTION_COLUMNS)), definitions, settings)
+    signals = signals.reindex(columns=list(SIGNALS_COLUMNS) + list(definitions))
+    return Prediction(signals, pd.DataFrame(columns=list(PREDICTION_COLUMNS)), definitions, settings, left_out)
 
 
 def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
@@ -252,64 +269,34 @@ def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.Dat
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LABELLED_CELL)
 
 
-def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: PredictionSettings) -> pd.DataFrame:
-    """The correlation of every signal (and of the out-of-fold combination) with every target per
-    (label set, system, k) over its queries, and Kendall's tau over the cells of each label set."""
-    rows: List[dict] = []
-    combine = [s for s in settings.combine if s in signals.columns]
-    check(len(combine) == len(settings.combine), 'predict',
-          f'--combine names signals that are not computed: {sorted(set(settings.combine) - set(combine))}')
-    short = []
-    for (labels, system, k), cell in signals.groupby(LABELLED_CELL[:-1], sort=False):
-        key = dict(labels=labels, level=PREDICTION_LEVELS[0], system=system, k=k)
-        for target in PREDICTION_TARGETS:
-            for signal in names:
-                rows.append(dict(key, signal=signal, target=target,
-                                 **correlate(cell[signal], cell[target], settings.n_resamples, settings.seed)))
-            complete = cell[combine + [target]].dropna()
-            if len(complete) < max(settings.folds, 3):
-                short.append(f'{labels} {system} k={k} {target} ({len(complete)} complete)')
-                rows.append(dict(key, signal=COMBINED, target=target, n=len(complete)))
-                continue
-            predicted = out_of_fold(cell[combine], cell[target], settings.folds, settings.seed)
-            rows.append(dict(key, signal=COMBINED, target=target,
-                             **correlate(predicted, cell.loc[predicted.index, target], settings.n_resamples,
-                                         settings.seed)))
-    if short:
-        warn(f'the combination needs {max(settings.folds, 3)} queries with every signal of {list(combine)}; '
-             f'NaN for {"; ".join(short[:10])}' + (f' ... ({len(short)} in all)' if len(short) > 10 else ''))
-    for labels, block in signals.groupby('labels', sort=False):
-        for target in PREDICTION_TARGETS:
-            for signal in names:
-                tau = system_tau(block, signal, target)
-                rows.append(dict(labels=labels, level=PREDICTION_LEVELS[1], system='', signal=signal, target=target,
-                                 n=tau['n'], kendall=tau['tau'], kendall_p=tau['p']))
-    return pd.DataFrame(rows).reindex(columns=list(PREDICTION_COLUMNS))
-
-
 def run_prediction(out: Union[str, Path], settings: PredictionSettings = PredictionSettings(),
                    verbose: bool = True) -> Prediction:
     """The signals of the study folder ``out`` and their correlations with its targets; nothing is
-    generated."""
+    generated. A signal that does not apply to a system is left out of its rows, and a line says why."""
     study = read_study(out)
     config = _checked(study)
     found = study_signals(study, config, settings, verbose)
     names = list(found.definitions)
+    found.combined = combinations(list(dict.fromkeys(found.signals['system'])), names, settings, found.left_out)
     inform(f'{len(found.signals)} rows, {len(names)} signals; correlating with {list(PREDICTION_TARGETS)}')
-    found.prediction = meta_evaluate(found.signals, names, settings)
+    for line in notes(found.left_out, found.combined):
+        inform(line)
+    found.prediction = meta_evaluate(found.signals, names, settings, found.left_out, found.combined)
     return found
 
 
 def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
     """Writes ``signals.csv``, ``prediction.csv`` and the heatmap (:data:`.prediction_report.HEATMAP`)
-    into ``out``, records the signals and their parameters in its ``settings.json`` (under
-    ``prediction``) and writes the study's ``report.html`` again with them; returns the file names."""
+    into ``out``, records the signals, their parameters, those left out of each system and why, and
+    each system's combination in its ``settings.json`` (under ``prediction``) and writes the study's
+    ``report.html`` again with them; returns the file names."""
     out = Path(out)
     with lock_folder(out):
         found.signals.to_csv(out / PREDICTION_FILES['signals'], index=False)
         found.prediction.to_csv(out / PREDICTION_FILES['prediction'], index=False)
         record = json.loads((out / SETTINGS_FILE).read_text())
-        record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions,
+        record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions, left_out=found.left_out,
+                                    combined=found.combined,
                                     targets=dict(zip(PREDICTION_TARGETS, ('(P_k - P_0) / P_0', 'P_k - P_0', 'P_k'))))
         (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
         written = list(PREDICTION_FILES.values()) + [SETTINGS_FILE]
@@ -320,17 +307,6 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
             write_report(out)
             written.append(REPORT_FILE)
     return sorted(written)
-
-
-def summary(prediction: pd.DataFrame) -> str:
-    """Spearman's rho of each signal with U and with P_k (the authors' two tasks; prediction.csv has the
-    absolute gain too), per system and k, for the first label set."""
-    rows = prediction[(prediction['level'] == PREDICTION_LEVELS[0])
-                      & (prediction['labels'] == prediction['labels'].iloc[0])
-                      & prediction['target'].isin([PREDICTION_TARGETS[0], PREDICTION_TARGETS[-1]])]
-    table = rows.assign(cell=rows['system'] + ' k=' + rows['k'].astype(int).astype(str)).pivot_table(
-        index='signal', columns=['target', 'cell'], values='spearman', sort=False)
-    return f"Spearman's rho with each target, {prediction['labels'].iloc[0]}:\n{table.round(3).to_string()}"
 
 
 def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()) -> Prediction:

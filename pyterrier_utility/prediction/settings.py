@@ -1,9 +1,7 @@
 """The parameters of the ``predict`` command's signals and meta-evaluation, as one frozen value (read by
 the command line without loading PyTerrier)."""
 from dataclasses import asdict, dataclass
-from typing import Tuple
-
-from ..vocabulary import PREDICTION_COMBINATION
+from typing import Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -18,7 +16,10 @@ class PredictionSettings:
         folds: the folds of the out-of-fold regression (KFold over queries, shuffled with ``seed``).
         seed: the seed of the folds and of the bootstrap.
         n_resamples: bootstrap resamples per interval.
-        combine: the signals of the regression.
+        combine: the signals of the regression; each system's combination is over those that apply
+            to it (an oracle has no ranking scores), and one that applies to no system is refused.
+            ``None``: :data:`~pyterrier_utility.vocabulary.PREDICTION_COMBINATION`, where one that
+            applies to no system is left out.
         perplexity: also the reader's perplexity of the contexts (its model loaded in process, one
             forward pass per distinct document and context; nothing generated).
         udcg: also UDCG (Trappolini et al., EACL 2026) of the contexts, per label set (the reader's
@@ -34,9 +35,9 @@ class PredictionSettings:
     folds: int = 5
     seed: int = 0
     n_resamples: int = 1000
-    combine: Tuple[str, ...] = PREDICTION_COMBINATION
+    combine: Optional[Tuple[str, ...]] = None
     perplexity: bool = False
     udcg: bool = False
 
     def as_dict(self) -> dict:
-        return dict(asdict(self), combine=list(self.combine))
+        return dict(asdict(self), combine=None if self.combine is None else list(self.combine))
