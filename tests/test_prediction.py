@@ -312,6 +312,16 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     with pytest.raises(SystemExit):
         cli.main(['predict', '--out', str(tmp_path), '--udcg'])
     assert '--perplexity and --udcg need a reader whose model runs in process' in capsys.readouterr().err
+    # A context the ranking run again no longer gives is refused, naming the system, query and k.
+    contexts = pd.read_csv(tmp_path / 'contexts.csv', dtype=str, keep_default_na=False)
+    first = contexts.index[(contexts['system'] == 'BM25') & (contexts['k'] == '2')][0]
+    contexts.loc[first, 'docno'] = 'elsewhere'
+    contexts.to_csv(tmp_path / 'contexts.csv', index=False)
+    with pytest.raises(SystemExit):
+        cli.main(['predict', '--out', str(tmp_path)])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"pyterrier-utility predict: error: BM25 qid {contexts.loc[first, 'qid']}: its ranking run "
+                            'again (') and "is not the study's context at k=2 (['elsewhere'," in error
 
 
 @pytest.mark.slow
