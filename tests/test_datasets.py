@@ -55,7 +55,7 @@ def test_the_package_gives_every_name_of_its_modules_and_the_entry_point_resolve
     defined = {'collection': ['Dataset', 'answerable_topics'],
                'embedded': ['CRANFIELD_LABELS', 'Cranfield', 'UtilityDatasetProvider', 'cranfield'],
                'external': ['PyTerrierDataset'], 'gold': ['GOLD_COLUMNS', 'GoldLike', 'gold_answers'],
-               'local': ['LocalDataset'], 'pisa': ['PisaBM25'], 'records': ['read_records'],
+               'local': ['LocalDataset'], 'pisa': ['PisaBM25'], 'records': ['read_qrels', 'read_records'],
                'texts': ['LazyTexts', 'TextLoader', 'texts_of']}
     modules = {m: importlib.import_module(f'pyterrier_utility.datasets.{m}') for m in defined}
     assert sorted(pu.datasets.__all__) == sorted(['get_dataset', *(n for names in defined.values() for n in names)])
@@ -143,11 +143,12 @@ def test_the_cli_runs_a_study_on_a_folder_of_files(tmp_path, monkeypatch, capsys
 
 
 def _collection(folder, docs: bytes, kind='tsv', topics='q1\twhat gives a wing lift\n', qrels='q1 0 D1 2\n'):
-    """A folder collection whose documents file holds exactly ``docs``: the bytes a user's file may have."""
+    """A folder collection whose documents file holds exactly ``docs`` (and its qrels file ``qrels``, given
+    as bytes): the bytes a user's file may have."""
     folder.mkdir()
     (folder / f'docs.{kind}').write_bytes(docs)
     (folder / 'topics.tsv').write_text(topics)
-    (folder / 'qrels').write_text(qrels)
+    (folder / 'qrels').write_bytes(qrels if isinstance(qrels, bytes) else qrels.encode())
     return pu.datasets.get_dataset(str(folder))
 
 
@@ -211,6 +212,11 @@ def test_a_docno_given_two_texts_is_refused_and_an_identical_repeat_is_read_once
     ('jsonl', b'{"docno": "D1", "body": "one"}\n', 'line 1: a document needs "docno" and "text", has [\'body\', '
               '\'docno\']'),
     ('jsonl', b'{"docno": "D1", "text": null}\n', 'line 1, docno D1: text is null, not a string'),
+    ('tsv', b'D1\tone\nAB 12\ttwo\n', "line 2: docno 'AB 12' holds white space, where the BM25 index (PISA) and TREC "
+                                      'runs and qrels cut it; give docnos without white space'),
+    ('jsonl', b'{"docno": "D1", "text": "one"}\n{"docno": "AB\\t12", "text": "two"}\n',
+     "line 2: docno 'AB\\t12' holds white space, where the BM25 index (PISA) and TREC runs and qrels cut it; give "
+     'docnos without white space'),
 ])
 def test_a_faulty_line_is_refused_naming_file_line_and_docno(tmp_path, kind, raw, message):
     from pyterrier_utility.errors import SettingError
@@ -218,6 +224,45 @@ def test_a_faulty_line_is_refused_naming_file_line_and_docno(tmp_path, kind, raw
     with pytest.raises(SettingError) as e:
         d.texts
     assert str(e.value) == f'{tmp_path / "c" / f"docs.{kind}"} {message}'
+
+
+@pytest.mark.parametrize('topics, message', [
+    ('q1\tlift\nq2 what is drag\n', 'line 2: 1 field, expected 2 (qid<TAB>query)'),
+    ('Q 1\tlift\n', "line 1: qid 'Q 1' holds white space, where TREC runs and qrels cut it; give qids without white "
+                    'space'),
+])
+def test_a_faulty_topics_line_is_refused_naming_file_and_line(tmp_path, topics, message):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'c', b'D1\tone\n', topics=topics)
+    with pytest.raises(SettingError) as e:
+        d.get_topics()
+    assert str(e.value) == f'{tmp_path / "c" / "topics.tsv"} {message}'
+
+
+@pytest.mark.parametrize('qrels, message', [
+    ('q1 0 D1 2\nq1 0 D2 extra 2\n', 'line 2: 5 fields, expected 4 (qid 0 docno label, separated by white space)'),
+    ('q1 0 D1 2\nq1 0 D2\n', 'line 2: 3 fields, expected 4 (qid 0 docno label, separated by white space)'),
+    ('q1 0 D1 2\nq1 0 D2 high\n', "line 2, qid q1 docno D2: label 'high' is not an integer"),
+    ('q1 0 D1 2.0\n', "line 1, qid q1 docno D1: label '2.0' is not an integer"),
+    ('# judged by hand\nq1 0 D1 2\n', 'line 1: a comment, which TREC qrels cannot hold (trec_eval reads every line '
+                                     'as a judgement); remove it'),
+    ('q1 0 D1 2\nq1 0 D2 \xb2\n'.encode('latin-1'), 'line 2, qid q1 docno D2: bytes that are not UTF-8 (0xb2 at byte '
+                                                     '9); save the file as UTF-8'),
+])
+def test_a_faulty_qrels_line_is_refused_naming_file_and_line(tmp_path, qrels, message):
+    from pyterrier_utility.errors import SettingError
+    d = _collection(tmp_path / 'c', b'D1\tone\nD2\ttwo\n', qrels=qrels)
+    with pytest.raises(SettingError) as e:
+        d.get_qrels()
+    assert str(e.value) == f'{tmp_path / "c" / "qrels"} {message}'
+
+
+def test_qrels_are_read_by_white_space_with_blank_lines_skipped(tmp_path):
+    qrels = '\ufeffq1 0 D1 2\r\n\n   \nq1\tQ0\tD2  -1\nq2 0 D1 +3\n'  # a BOM, CR LF, blank lines, tabs, signs
+    d = _collection(tmp_path / 'c', b'D1\tone\nD2\ttwo\n', qrels=qrels)
+    qrels = d.get_qrels()
+    assert qrels.values.tolist() == [['q1', 'D1', 2], ['q1', 'D2', -1], ['q2', 'D1', 3]]
+    assert qrels['label'].dtype.kind == 'i'
 
 
 def test_topics_without_a_question_are_skipped_and_named(tmp_path):
@@ -269,6 +314,21 @@ def test_the_cli_stops_with_one_line_naming_the_line_at_fault(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f'pyterrier-utility study: error: {tmp_path / "c" / "docs.jsonl"} line 2, docno D2: text holds a lone UTF-16 '
         'surrogate (\\udc00), which is not a character: no tokenizer, cache or file can take it\n')
+
+
+def test_the_cli_refuses_a_docno_holding_white_space_before_indexing_or_generating(tmp_path, monkeypatch, capsys):
+    from pyterrier_utility import cli
+    monkeypatch.setenv('PYTERRIER_UTILITY_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: pytest.fail(f'a reader was built ({spec})'))
+    _collection(tmp_path / 'c', b'D1\twings give lift\nAB 12\tlift of a wing\n', qrels='q1 0 D1 2\nq1 0 AB 1\n')
+    with pytest.raises(SystemExit) as e:
+        cli.main(['study', '--dataset', str(tmp_path / 'c'), '-k', '1', '--labels', '1', '--systems', 'BM25', '--out',
+                  str(tmp_path / 'out')])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"pyterrier-utility study: error: {tmp_path / 'c' / 'docs.tsv'} line 2: docno 'AB 12' holds white space, where "
+        'the BM25 index (PISA) and TREC runs and qrels cut it; give docnos without white space\n')
+    assert not (tmp_path / 'cache' / 'indices').exists() and not (tmp_path / 'out' / 'answers.csv').exists()
 
 
 def test_an_index_is_published_whole_with_what_bm25_writes_on_first_retrieval(tmp_path, monkeypatch):

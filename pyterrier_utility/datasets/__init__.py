@@ -16,12 +16,12 @@ from .external import PyTerrierDataset
 from .gold import GOLD_COLUMNS, GoldLike, gold_answers
 from .local import LocalDataset
 from .pisa import PisaBM25
-from .records import read_records
+from .records import read_qrels, read_records
 from .texts import LazyTexts, TextLoader, texts_of
 
 __all__ = ['CRANFIELD_LABELS', 'Cranfield', 'Dataset', 'GOLD_COLUMNS', 'GoldLike', 'LazyTexts', 'LocalDataset',
            'PisaBM25', 'PyTerrierDataset', 'TextLoader', 'UtilityDatasetProvider', 'answerable_topics', 'cranfield',
-           'get_dataset', 'gold_answers', 'read_records', 'texts_of']
+           'get_dataset', 'gold_answers', 'read_qrels', 'read_records', 'texts_of']
 
 
 def get_dataset(name: str, variant: Optional[str] = None) -> Dataset:

@@ -4,13 +4,12 @@ from functools import cached_property
 from typing import Dict, Iterable, Iterator, Optional, Union
 
 import pandas as pd
-import pyterrier as pt
 
 from .._files import stable_hash
 from .._messages import warn, warn_qids
 from ..errors import SettingError
 from .collection import Dataset
-from .records import read_records
+from .records import read_qrels, read_records
 
 
 class LocalDataset(Dataset):
@@ -29,8 +28,12 @@ class LocalDataset(Dataset):
 
     - refused with a :class:`SettingError` naming the file, the line and the docno (or qid) where it
       can be read: bytes that are not UTF-8, a lone UTF-16 surrogate (the JSON escape ``"\\ud800"``),
-      a line without its fields, an empty docno, a docno given two different texts (an identical
-      repeat is read once);
+      a line without its fields (a ``.tsv`` line without its tab), an empty docno, a docno or qid
+      holding white space (the BM25 index and TREC runs and qrels cut it there), a docno given two
+      different texts (an identical repeat is read once);
+    - in the qrels, refused naming the file and the line: a line of more or fewer than four fields,
+      a label that is not an integer, a comment line (``#``: TREC qrels have none); blank lines, in
+      any file, are skipped;
     - topics whose query is empty or blank are skipped, named in a warning;
     - judgements of documents not in the collection are dropped from the qrels, named in a warning
       (TREC qrels often judge documents a distributed subset lacks), so no oracle gives them and no
@@ -90,8 +93,7 @@ class LocalDataset(Dataset):
 
     @cached_property
     def _qrels(self) -> pd.DataFrame:
-        qrels = pt.io.read_qrels(self.qrels_path)
-        qrels = qrels[['qid', 'docno', 'label']].astype({'qid': str, 'docno': str, 'label': int})
+        qrels = read_qrels(self.qrels_path)
         absent = ~qrels['docno'].map(self.texts.__contains__)
         judged = qrels['docno'].unique()
         if len(qrels) and absent.all():
