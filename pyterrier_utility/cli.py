@@ -195,12 +195,11 @@ def predict(args) -> int:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    if not getattr(args, 'verbose', False):
-        quiet_third_parties()
-    from pyterrier.validate import InputValidationError
-
-    from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
+    from pyterrier.validate import InputValidationError  # after parsing: --help needs no PyTerrier nor torch
     try:
+        if not getattr(args, 'verbose', False):
+            quiet_third_parties()
+        from .experiment import commands  # where a torchvision that does not load beside torch is named
         if args.command == 'report':
             return report(args)
         if args.command == 'predict':

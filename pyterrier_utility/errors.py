@@ -37,6 +37,11 @@ class CacheError(UtilityError, RuntimeError):
     """A cache file that cannot be opened or written; the message names the file."""
 
 
+class PackageError(UtilityError, ImportError):
+    """An installed package that does not load beside the others (a torchvision built for another torch);
+    the message names it, the torch installed and the fix."""
+
+
 class UtilityWarning(UserWarning):
     """A message of this package to its user (answers cut at the length limit, queries left out):
     printed as one line, ``pyterrier-utility: <message>``, without a file, line number or source line."""

@@ -97,3 +97,36 @@ def test_every_public_name_has_an_entry_in_the_api_reference():
     missing = [name for name in pu.__all__
                if name not in documented and f'{pu._NAMES.get(name)}.{name}' not in documented]
     assert missing == []
+
+
+def test_a_lazy_import_failing_in_torchvision_is_one_package_error_and_any_other_failure_passes_unchanged(tmp_path):
+    # A stand-in torchvision that fails to load as PyPI's does beside the CPU torch; the real one is
+    # tested in a virtualenv built that way (test_install.py).
+    (tmp_path / 'torchvision').mkdir()
+    (tmp_path / 'torchvision' / '__init__.py').write_text(
+        'raise RuntimeError("operator torchvision::nms does not exist")\n')
+    (tmp_path / 'lazily').mkdir()
+    (tmp_path / 'lazily' / '__init__.py').write_text(
+        "from pyterrier_utility._lazy import lazy_module\n"
+        "__getattr__, __dir__ = lazy_module(globals(), {'Model': 'models'}, ('other',))\n")
+    (tmp_path / 'lazily' / 'models.py').write_text(
+        'try:\n    import torchvision\nexcept RuntimeError as e:\n'
+        '    raise ModuleNotFoundError("Could not import module \'LlamaForCausalLM\'") from e\n')
+    (tmp_path / 'lazily' / 'other.py').write_text('raise ValueError("a fault of its own")\n')
+    probe = ('import lazily, importlib.metadata as m\n'
+             'for name in ("Model", "other"):\n'
+             '    try:\n        getattr(lazily, name)\n'
+             '    except Exception as e:\n'
+             '        print(type(e).__name__, e.__cause__, e.__suppress_context__, e, sep=" | ")\n'
+             'print(m.version("torch"))\n')
+    env = dict(os.environ, PYTHONPATH=f'{tmp_path}{os.pathsep}{ROOT}')
+    out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         check=True).stdout.splitlines()
+    torch = out[2]
+    assert out[:2] == [
+        f'PackageError | None | True | torchvision (version unknown) does not load beside torch {torch} (RuntimeError: '
+        'operator torchvision::nms does not exist), and transformers cannot import its models without it; nothing '
+        'here needs torchvision or torchaudio: pip uninstall -y torchvision torchaudio (the install page, on a CPU '
+        'machine)',
+        'ValueError | None | False | a fault of its own']
+    assert issubclass(pu.errors.PackageError, (pu.errors.UtilityError, ImportError))
