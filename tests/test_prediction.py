@@ -505,6 +505,15 @@ def test_too_few_queries_or_cells_for_a_coefficient_are_named_in_one_warning_eac
     assert found['spearman'].isna().all() and set(found.loc[found['level'] == 'query', 'n']) == {2}
     assert meta.summary(found) == ("Spearman's rho with each target, label>=2: none in any cell (a coefficient needs "
                                    '3 queries, over which signal and target vary)')
+    # A study of one system at one k: coefficients over its queries, no Kendall's tau over its one cell.
+    one = _signals(systems=('BM25',), queries=4)
+    with pytest.warns(pu.errors.UtilityWarning) as caught:
+        found = meta.meta_evaluate(one, ['spatial', 'max_score'], P.PredictionSettings(folds=3, n_resamples=20), {},
+                                   {'BM25': ['spatial']})
+    assert [str(w.message) for w in caught] == [
+        "no Kendall's tau over the (system, k) cells of label>=2 for every signal (1 cell): it needs 3 cells"]
+    rho = found.set_index(['level', 'signal', 'target']).loc[('query', 'max_score', 'fbert'), 'spearman']
+    assert rho == pytest.approx(stats.spearmanr(one['max_score'], one['fbert'])[0])
 
 
 @pytest.mark.slow
