@@ -226,35 +226,27 @@ def test_a_faulty_line_is_refused_naming_file_line_and_docno(tmp_path, kind, raw
     assert str(e.value) == f'{tmp_path / "c" / f"docs.{kind}"} {message}'
 
 
-@pytest.mark.parametrize('topics, message', [
-    ('q1\tlift\nq2 what is drag\n', 'line 2: 1 field, expected 2 (qid<TAB>query)'),
-    ('Q 1\tlift\n', "line 1: qid 'Q 1' holds white space, where TREC runs and qrels cut it; give qids without white "
-                    'space'),
+@pytest.mark.parametrize('file, raw, message', [
+    ('topics.tsv', 'q1\tlift\nq2 what is drag\n', 'line 2: 1 field, expected 2 (qid<TAB>query)'),
+    ('topics.tsv', 'Q 1\tlift\n', "line 1: qid 'Q 1' holds white space, where TREC runs and qrels cut it; give qids "
+                                  'without white space'),
+    ('qrels', 'q1 0 D1 2\nq1 0 D2 extra 2\n', 'line 2: 5 fields, expected 4 (qid 0 docno label, separated by white '
+                                             'space)'),
+    ('qrels', 'q1 0 D1 2\nq1 0 D2\n', 'line 2: 3 fields, expected 4 (qid 0 docno label, separated by white space)'),
+    ('qrels', 'q1 0 D1 2\nq1 0 D2 high\n', "line 2, qid q1 docno D2: label 'high' is not an integer"),
+    ('qrels', 'q1 0 D1 2.0\n', "line 1, qid q1 docno D1: label '2.0' is not an integer"),
+    ('qrels', '# judged by hand\nq1 0 D1 2\n', 'line 1: a comment, which TREC qrels cannot hold (trec_eval reads '
+                                              'every line as a judgement); remove it'),
+    ('qrels', 'q1 0 D1 2\nq1 0 D2 \xb2\n'.encode('latin-1'), 'line 2, qid q1 docno D2: bytes that are not UTF-8 (0xb2 '
+                                                              'at byte 9); save the file as UTF-8'),
 ])
-def test_a_faulty_topics_line_is_refused_naming_file_and_line(tmp_path, topics, message):
+def test_a_faulty_topics_or_qrels_line_is_refused_naming_file_and_line(tmp_path, file, raw, message):
     from pyterrier_utility.errors import SettingError
-    d = _collection(tmp_path / 'c', b'D1\tone\n', topics=topics)
+    topics = file == 'topics.tsv'
+    d = _collection(tmp_path / 'c', b'D1\tone\nD2\ttwo\n', **{'topics' if topics else 'qrels': raw})
     with pytest.raises(SettingError) as e:
-        d.get_topics()
-    assert str(e.value) == f'{tmp_path / "c" / "topics.tsv"} {message}'
-
-
-@pytest.mark.parametrize('qrels, message', [
-    ('q1 0 D1 2\nq1 0 D2 extra 2\n', 'line 2: 5 fields, expected 4 (qid 0 docno label, separated by white space)'),
-    ('q1 0 D1 2\nq1 0 D2\n', 'line 2: 3 fields, expected 4 (qid 0 docno label, separated by white space)'),
-    ('q1 0 D1 2\nq1 0 D2 high\n', "line 2, qid q1 docno D2: label 'high' is not an integer"),
-    ('q1 0 D1 2.0\n', "line 1, qid q1 docno D1: label '2.0' is not an integer"),
-    ('# judged by hand\nq1 0 D1 2\n', 'line 1: a comment, which TREC qrels cannot hold (trec_eval reads every line '
-                                     'as a judgement); remove it'),
-    ('q1 0 D1 2\nq1 0 D2 \xb2\n'.encode('latin-1'), 'line 2, qid q1 docno D2: bytes that are not UTF-8 (0xb2 at byte '
-                                                     '9); save the file as UTF-8'),
-])
-def test_a_faulty_qrels_line_is_refused_naming_file_and_line(tmp_path, qrels, message):
-    from pyterrier_utility.errors import SettingError
-    d = _collection(tmp_path / 'c', b'D1\tone\nD2\ttwo\n', qrels=qrels)
-    with pytest.raises(SettingError) as e:
-        d.get_qrels()
-    assert str(e.value) == f'{tmp_path / "c" / "qrels"} {message}'
+        d.get_topics() if topics else d.get_qrels()
+    assert str(e.value) == f'{tmp_path / "c" / file} {message}'
 
 
 def test_qrels_are_read_by_white_space_with_blank_lines_skipped(tmp_path):
@@ -303,31 +295,25 @@ def test_qrels_that_judge_none_of_the_documents_are_refused(tmp_path):
                             'do the docnos match?')
 
 
-def test_the_cli_stops_with_one_line_naming_the_line_at_fault(tmp_path, capsys):
+@pytest.mark.parametrize('kind, raw, message', [
+    ('jsonl', b'{"docno": "D1", "text": "one"}\n{"docno": "D2", "text": "\\udc00"}\n',
+     'line 2, docno D2: text holds a lone UTF-16 surrogate (\\udc00), which is not a character: no tokenizer, cache or '
+     'file can take it'),
+    ('tsv', b'D1\twings give lift\nAB 12\tlift of a wing\n', "line 2: docno 'AB 12' holds white space, where the BM25 "
+                                                           'index (PISA) and TREC runs and qrels cut it; give docnos '
+                                                           'without white space'),
+])
+def test_the_cli_stops_in_one_line_naming_the_line_at_fault_before_indexing_or_generating(kind, raw, message, tmp_path,
+                                                                                          monkeypatch, capsys):
     from pyterrier_utility import cli
-    raw = b'{"docno": "D1", "text": "one"}\n{"docno": "D2", "text": "\\udc00"}\n'
-    _collection(tmp_path / 'c', raw, 'jsonl')
+    monkeypatch.setenv('PYTERRIER_UTILITY_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: pytest.fail(f'a reader was built ({spec})'))
+    _collection(tmp_path / 'c', raw, kind)
     with pytest.raises(SystemExit) as e:
         cli.main(['study', '--dataset', str(tmp_path / 'c'), '-k', '1', '--labels', '2', '--systems', 'BM25', '--out',
                   str(tmp_path / 'out')])
     assert e.value.code == 2
-    assert capsys.readouterr().err == (
-        f'pyterrier-utility study: error: {tmp_path / "c" / "docs.jsonl"} line 2, docno D2: text holds a lone UTF-16 '
-        'surrogate (\\udc00), which is not a character: no tokenizer, cache or file can take it\n')
-
-
-def test_the_cli_refuses_a_docno_holding_white_space_before_indexing_or_generating(tmp_path, monkeypatch, capsys):
-    from pyterrier_utility import cli
-    monkeypatch.setenv('PYTERRIER_UTILITY_CACHE', str(tmp_path / 'cache'))
-    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: pytest.fail(f'a reader was built ({spec})'))
-    _collection(tmp_path / 'c', b'D1\twings give lift\nAB 12\tlift of a wing\n', qrels='q1 0 D1 2\nq1 0 AB 1\n')
-    with pytest.raises(SystemExit) as e:
-        cli.main(['study', '--dataset', str(tmp_path / 'c'), '-k', '1', '--labels', '1', '--systems', 'BM25', '--out',
-                  str(tmp_path / 'out')])
-    assert e.value.code == 2
-    assert capsys.readouterr().err == (
-        f"pyterrier-utility study: error: {tmp_path / 'c' / 'docs.tsv'} line 2: docno 'AB 12' holds white space, where "
-        'the BM25 index (PISA) and TREC runs and qrels cut it; give docnos without white space\n')
+    assert capsys.readouterr().err == f'pyterrier-utility study: error: {tmp_path / "c" / f"docs.{kind}"} {message}\n'
     assert not (tmp_path / 'cache' / 'indices').exists() and not (tmp_path / 'out' / 'answers.csv').exists()
 
 
