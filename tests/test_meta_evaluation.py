@@ -68,8 +68,11 @@ def test_a_combination_the_user_gave_is_refused_only_where_a_signal_applies_to_n
                             'perplexity signals need --perplexity, udcg needs --udcg; computed: spatial)')
     # The default combination takes what exists: nothing for a system where none of its signals applies.
     assert meta.combinations(['Rel', 'NRel'], ['max_score'], P.PredictionSettings(), both) == {'Rel': [], 'NRel': []}
-    assert meta.notes(both, {'Rel': [], 'NRel': []}) == ['max_score left out of Rel, NRel: an oracle',
-                                                          'combined: none for Rel, NRel (none of its signals applies)']
+    record = meta.grouped(both, {'Rel': [], 'NRel': []})
+    assert record == {'left_out': [{'systems': ['Rel', 'NRel'], 'signals': ['max_score'], 'reason': 'an oracle'}],
+                      'combined': [{'systems': ['Rel', 'NRel'], 'signals': []}]}
+    assert meta.notes(record) == ['max_score left out of Rel, NRel: an oracle',
+                                  'combined: none for Rel, NRel (none of its signals applies)']
 
 
 def test_too_few_queries_or_cells_for_a_coefficient_are_named_in_one_warning_each():
@@ -125,9 +128,16 @@ def test_cli_predict_over_a_study_of_the_oracles_alone_leaves_the_score_signals_
     assert set(prediction.loc[prediction['level'] == 'system', 'k']) == {''}
     signals = pd.read_csv(tmp_path / 'signals.csv', dtype=str, keep_default_na=False)
     assert set(signals['k']) == {'1'} and set(signals['max_score']) == {''}
+    page = (tmp_path / 'report.html').read_text()  # the report says it too
+    assert ('<p class="note">nqc, nqc_authors, wig, smv, max_score, a_pair_ratio left out of Rel, NRel: an '
+            'oracle&#x27;s documents are drawn from the judgements, with no retrieval score</p><p class="note">'
+            'combined: Rel, NRel over spatial, answer_confidence</p>') in page
     recorded = json.loads((tmp_path / 'settings.json').read_text())['prediction']
-    assert recorded['combined'] == {'Rel': ['spatial', 'answer_confidence'], 'NRel': ['spatial', 'answer_confidence']}
-    assert recorded['left_out']['NRel']['nqc'].startswith("an oracle's documents")
+    assert recorded['combined'] == [{'systems': ['Rel', 'NRel'], 'signals': ['spatial', 'answer_confidence']}]
+    assert recorded['left_out'] == [{'systems': ['Rel', 'NRel'], 'reason': "an oracle's documents are drawn from the "
+                                     'judgements, with no retrieval score', 'signals': ['nqc', 'nqc_authors', 'wig',
+                                                                                        'smv', 'max_score',
+                                                                                        'a_pair_ratio']}]
     # A combination the user gave is refused where it names a signal no system has.
     with pytest.raises(SystemExit) as stopped:
         cli.main(['predict', '--out', str(tmp_path), '--combine', 'spatial', 'max_score'])

@@ -301,8 +301,9 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     assert not {'nqc', 'max_score', 'a_pair_ratio'} & set(rel['signal']) and 'combined' in set(rel['signal'])
     settings = json.loads((tmp_path / 'settings.json').read_text())
     assert settings['command'] == 'study' and settings['prediction']['folds'] == 3
-    assert settings['prediction']['combined'] == {'BM25': list(pu.vocabulary.PREDICTION_COMBINATION),
-                                                  'Rel': ['spatial', 'answer_confidence']}
+    assert settings['prediction']['combined'] == [
+        {'systems': ['BM25'], 'signals': list(pu.vocabulary.PREDICTION_COMBINATION)},
+        {'systems': ['Rel'], 'signals': ['spatial', 'answer_confidence']}]
     assert 'nqc_authors' in settings['prediction']['signals']
     # The report gains the section and, among its figures, the heatmap.
     page = (tmp_path / 'report.html').read_text()

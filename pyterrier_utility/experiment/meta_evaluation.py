@@ -73,17 +73,38 @@ def combinations(systems: Sequence[str], names: Sequence[str], settings: Predict
     return {system: [n for n in asked if n in applies[system]] for system in systems}
 
 
-def notes(left_out: Dict[str, Dict[str, str]], combined: Dict[str, List[str]]) -> List[str]:
-    """The lines saying which signals are left out of which systems and why, and what each system's
-    combination is over."""
-    lines = [f'{", ".join(names)} left out of {", ".join(systems)}: {reason}'
-             for (reason, names), systems in _by_reason(left_out).items()]
+def grouped(left_out: Dict[str, Dict[str, str]], combined: Dict[str, List[str]]) -> Dict[str, List[dict]]:
+    """The signals left out of each system and why, and each system's combination, as ``settings.json``
+    records them: ``left_out``, groups of ``systems``, ``signals`` and their ``reason``; ``combined``,
+    groups of ``systems`` and the ``signals`` of their combination (lists, so the study's order stays).
+
+    Example::
+
+        grouped({'Rel': {'max_score': 'an oracle'}}, {'BM25': ['max_score'], 'Rel': []})
+    """
     mixes: Dict[Tuple[str, ...], List[str]] = {}
     for system, mix in combined.items():
         mixes.setdefault(tuple(mix), []).append(system)
-    lines.append(f'{COMBINED}: ' + '; '.join(f'{", ".join(systems)} over {", ".join(mix)}' if mix else
-                                              f'none for {", ".join(systems)} (none of its signals applies)'
-                                              for mix, systems in mixes.items()))
+    return {'left_out': [dict(systems=systems, signals=list(names), reason=reason)
+                         for (reason, names), systems in _by_reason(left_out).items()],
+            'combined': [dict(systems=systems, signals=list(mix)) for mix, systems in mixes.items()]}
+
+
+def notes(record: Dict[str, List[dict]]) -> List[str]:
+    """The lines saying which signals are left out of which systems and why, and what each system's
+    combination is over, from :func:`grouped`'s ``record`` (or ``settings.json``'s, whose other keys
+    are not read).
+
+    Example::
+
+        notes(grouped({'Rel': {'max_score': 'an oracle'}}, {'BM25': ['max_score'], 'Rel': []}))
+    """
+    lines = [f'{", ".join(g["signals"])} left out of {", ".join(g["systems"])}: {g["reason"]}'
+             for g in record.get('left_out', [])]
+    if record.get('combined'):
+        lines.append(f'{COMBINED}: ' + '; '.join(
+            f'{", ".join(g["systems"])} over {", ".join(g["signals"])}' if g['signals'] else
+            f'none for {", ".join(g["systems"])} (none of its signals applies)' for g in record['combined']))
     return lines
 
 

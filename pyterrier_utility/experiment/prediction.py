@@ -63,7 +63,7 @@ from .config import StudyConfig
 from .figures import _pyplot
 from .folder import StudyFolder, read_study
 from .html import write_report
-from .meta_evaluation import LABELLED_CELL, combinations, meta_evaluate, notes, summary
+from .meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
 from .output import lock_folder
 from .prediction_report import HEATMAP, prediction_heatmap
 from .study import _ranked, variants
@@ -279,7 +279,7 @@ def run_prediction(out: Union[str, Path], settings: PredictionSettings = Predict
     names = list(found.definitions)
     found.combined = combinations(list(dict.fromkeys(found.signals['system'])), names, settings, found.left_out)
     inform(f'{len(found.signals)} rows, {len(names)} signals; correlating with {list(PREDICTION_TARGETS)}')
-    for line in notes(found.left_out, found.combined):
+    for line in notes(grouped(found.left_out, found.combined)):
         inform(line)
     found.prediction = meta_evaluate(found.signals, names, settings, found.left_out, found.combined)
     return found
@@ -295,8 +295,8 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
         found.signals.to_csv(out / PREDICTION_FILES['signals'], index=False)
         found.prediction.to_csv(out / PREDICTION_FILES['prediction'], index=False)
         record = json.loads((out / SETTINGS_FILE).read_text())
-        record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions, left_out=found.left_out,
-                                    combined=found.combined,
+        record['prediction'] = dict(found.settings.as_dict(), signals=found.definitions,
+                                    **grouped(found.left_out, found.combined),
                                     targets=dict(zip(PREDICTION_TARGETS, ('(P_k - P_0) / P_0', 'P_k - P_0', 'P_k'))))
         (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
         written = list(PREDICTION_FILES.values()) + [SETTINGS_FILE]

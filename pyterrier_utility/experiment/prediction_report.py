@@ -2,14 +2,16 @@
 target) as the authors draw theirs, and the report's section (the rho with its interval, the
 out-of-fold combination, Kendall's tau over the cells), both read from ``prediction.csv``."""
 import html
+import json
 from pathlib import Path
 from typing import Union
 
 import numpy as np
 import pandas as pd
 
-from ..vocabulary import COMBINED, PREDICTION_FILES, PREDICTION_LEVELS, PREDICTION_TARGETS
+from ..vocabulary import COMBINED, PREDICTION_FILES, PREDICTION_LEVELS, PREDICTION_TARGETS, SETTINGS_FILE
 from .figures import _panels, _pyplot, _save
+from .meta_evaluation import notes
 
 #: The heatmap's file name (a ``fig*.png``: the report shows it among the study's figures).
 HEATMAP = 'fig6_prediction_rho.png'
@@ -66,10 +68,14 @@ def _rho_cells(row: pd.Series) -> str:
 def prediction_section(folder: Union[str, Path]) -> str:
     """The report's section from ``prediction.csv`` in ``folder`` ('' when absent): per system and k
     of the first label set, each signal's Spearman rho with U with its 95% interval, beside P_k's,
-    the out-of-fold combination last; then Kendall's tau over the cells."""
+    the out-of-fold combination last; then Kendall's tau over the cells. The signals left out of a
+    system and why, and each system's combination, as ``settings.json`` records them, come first."""
     path = Path(folder) / PREDICTION_FILES['prediction']
     if not path.is_file():
         return ''
+    settings = Path(folder) / SETTINGS_FILE
+    record = json.loads(settings.read_text()).get('prediction', {}) if settings.is_file() else {}
+    said = ''.join(f'<p class="note">{html.escape(line)}</p>' for line in notes(record))
     prediction = pd.read_csv(path, dtype={'labels': str, 'system': str, 'signal': str})
     rows = _first_labels(prediction)
     targets = PREDICTION_TARGETS[0], PREDICTION_TARGETS[-1]
@@ -87,9 +93,9 @@ def prediction_section(folder: Union[str, Path]) -> str:
     taus = ''.join(f'<tr><td>{html.escape(s)}</td><td>{_number(t)}</td><td>{_number(p)}</td>'
                    f'<td>{_number(n, 0)}</td></tr>'
                    for s, t, p, n in tau[['signal', 'kendall', 'kendall_p', 'n']].itertuples(index=False))
-    return (f'<p class="note">prediction.csv ({html.escape(str(rows["labels"].iloc[0]))}): each signal\'s Spearman '
-            f'rho over the queries of a cell with a seeded bootstrap 95% interval; {COMBINED}: a linear regression '
-            'over several signals, each query predicted out of fold. The heatmap is among the figures.</p>'
+    return (said + f'<p class="note">prediction.csv ({html.escape(str(rows["labels"].iloc[0]))}): each signal\'s '
+            f'Spearman rho over the queries of a cell with a seeded bootstrap 95% interval; {COMBINED}: a linear '
+            'regression over several signals, each query predicted out of fold. The heatmap is among the figures.</p>'
             + ''.join(body)
             + '<p class="note">Kendall\'s tau between the orderings of the (system, k) cells by mean signal and by '
               'mean U:</p><table class="prediction"><tr><th>signal</th><th>tau</th><th>p</th><th>cells</th></tr>'
