@@ -515,12 +515,12 @@ def test_cli_attribute_refuses_a_docno_holding_white_space_before_generating(tmp
     (folder / 'docs.tsv').write_text('D1\tthe wing stalls\nAB 12\tlift falls at high angles\nD3\tunrelated\n')
     (folder / 'topics.tsv').write_text('1\twhy does the wing stall\n')
     (folder / 'qrels').write_text('1 0 D1 2\n1 0 D3 0\n')
-    # NRel: the judged non-relevant D3, then the one unjudged document, 'AB 12'.
+    # NRel would give the judged non-relevant D3, then the one unjudged document, 'AB 12': the collection
+    # is refused as it is read, before anything is generated or written.
     with pytest.raises(SystemExit):
         cli.main(['attribute', '--dataset', str(folder), '--systems', 'NRel', '-k', '2', '--samples', '1',
                   '--labels', '2', '--out', str(tmp_path / 'out')])
     assert capsys.readouterr().err.splitlines()[-1] == (
-        "pyterrier-utility attribute: error: attribute (utility.qrels): docno 'AB 12' (qid 1) holds white space, "
-        'which TREC qrels (fields separated by white space) cannot hold: trec_eval and ir_measures would read another '
-        'docno back; give the collection docnos without white space')
+        f"pyterrier-utility attribute: error: {folder / 'docs.tsv'} line 2: docno 'AB 12' holds white space, where the "
+        'BM25 index (PISA) and TREC runs and qrels cut it; give docnos without white space')
     assert backend.calls == [] and not (tmp_path / 'out' / 'utility.qrels').exists()
