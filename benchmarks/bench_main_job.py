@@ -9,7 +9,9 @@ Then, in this process, one after the other:
    CausalLMBackend)``);
 2. the main job: ``pyterrier-utility study --out <a fresh folder>`` with its defaults (``--queries N``
    for a smaller slice; other study options after ``--``): its wall time, its generation time (inside
-   the reader's ``generate``), the answers it generated and answers per second;
+   the reader's ``generate``), the answers it generated and answers per second; run twice, into fresh
+   folders, with the reader's batch invariance off (padded batches, ``CausalLMBackend(invariant=False)``)
+   and on (the default), and the ratio of the two;
 3. the reference again, so that a change in the machine's load between the two shows.
 
 For both, what an answer costs in work, whatever the machine's load: prompt tokens asked and
@@ -111,36 +113,34 @@ def grid(prompts) -> Work:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--queries', type=int, default=20, help="the main job's queries (its default: 20)")
-    parser.add_argument('--grid-queries', type=int, default=1)
+    parser.add_argument('--grid-queries', type=int, default=1, help='0: no grid (the two main jobs alone)')
     parser.add_argument('--grid-k-max', type=int, default=10)
-    parser.add_argument('--out', help="the main job's study folder, kept (default: a fresh temporary folder); "
-                        'it must not hold a generation cache of an earlier run')
+    parser.add_argument('--out', help="a folder to keep the main jobs' study folders in (default: the system's "
+                        'temporary folder); each run gets a fresh one')
     parser.add_argument('study', nargs='*', help='further options of the study command (after --)')
     args = parser.parse_args()
 
     import pyterrier_utility as pu
-    from pyterrier_utility import cli
     print(f'CPU: {cpu_name()}; {torch.get_num_threads()} torch threads')
     pu.backends.gemma3_270m_path()
     pu.datasets.cranfield().bm25(num_results=1)
-    prompts = grid_prompts(args.grid_queries, range(1, args.grid_k_max + 1), 20)
-    print(f'grid: {args.grid_queries} queries x k=1..{args.grid_k_max} x 6 systems + 0-shot = {len(prompts)} prompts '
-          'x 5 samples, <= 32 new tokens')
-
-    before = grid(prompts)
-    print(before.line('grid (before)'), flush=True)
-    out = args.out or tempfile.mkdtemp(prefix='pu-main-job-')
-    command = ['study', '--out', out, '--queries', str(args.queries), *args.study]
-    print('main job: pyterrier-utility', ' '.join(command), flush=True)
-    start = time.perf_counter()
-    with counted() as job:
-        if cli.main(command):
-            raise SystemExit('the main job failed')
-    wall = time.perf_counter() - start
-    print(job.line('main job generation'), flush=True)
+    prompts = grid_prompts(args.grid_queries, range(1, args.grid_k_max + 1), 20) if args.grid_queries else []
+    if prompts:
+        print(f'grid: {args.grid_queries} queries x k=1..{args.grid_k_max} x 6 systems + 0-shot = {len(prompts)} '
+              'prompts x 5 samples, <= 32 new tokens')
+        before = grid(prompts)
+        print(before.line('grid (before)'), flush=True)
+    runs = {}
+    for invariant in (False, True):
+        runs[invariant] = main_job(args, invariant)
+    job, wall = runs[True]
+    (off, off_wall), name = runs[False], 'batch invariance'
+    print(f'{name}: the main job took {wall:.1f} s with it and {off_wall:.1f} s without it ({wall / off_wall:.3f}x); '
+          f'its generation {job.seconds:.1f} s against {off.seconds:.1f} s ({job.seconds / off.seconds:.3f}x)')
+    if not prompts:
+        return
     after = grid(prompts)
     print(after.line('grid (after)'))
-
     reference = (before.answers + after.answers) / (before.seconds + after.seconds)
     rate = job.answers / job.seconds
     print(f'main job: wall {wall:.1f} s ({wall / TARGET_S:.2f} of the {TARGET_S} s target), generation '
@@ -151,6 +151,30 @@ def main():
         scale = FULL_QUERIES / args.queries
         print(f'the full main job ({FULL_QUERIES} queries, about {job.answers * scale:.0f} answers) at this rate: '
               f'generation about {job.seconds * scale:.0f} s, wall about {wall * scale:.0f} s')
+
+
+def main_job(args, invariant: bool):
+    """The main job into a fresh folder, its reader batch-invariant or not: its work and wall time."""
+    from pyterrier_utility import cli
+    from pyterrier_utility.backends.hf.backend import CausalLMBackend
+    defaults = CausalLMBackend.__init__.__kwdefaults__
+    kept = defaults['invariant']
+    out = tempfile.mkdtemp(prefix='pu-main-job-', dir=args.out)
+    command = ['study', '--out', out, '--queries', str(args.queries), *args.study]
+    label = f'main job ({"batch-invariant" if invariant else "padded batches"})'
+    print(f'{label}: pyterrier-utility', ' '.join(command), flush=True)
+    defaults['invariant'] = invariant
+    start = time.perf_counter()
+    try:
+        with counted() as job:
+            if cli.main(command):
+                raise SystemExit('the main job failed')
+    finally:
+        defaults['invariant'] = kept
+    wall = time.perf_counter() - start
+    print(job.line(f'{label} generation'), flush=True)
+    print(f'{label}: wall {wall:.1f} s', flush=True)
+    return job, wall
 
 
 def cpu_name() -> str:

@@ -136,6 +136,11 @@ def test_on_a_cpu_the_backend_turns_chunked_prefill_off_and_reproducible_compute
                                        'enforce_eager': False}) == {
         'enable_prefix_caching': False, 'enable_chunked_prefill': False, 'max_model_len': 2048,
         'max_num_batched_tokens': 4096, 'max_num_seqs': 1}
+    # Where vLLM's batch-invariant mode runs (a GPU), reproducible keeps batching, without prefix caching.
+    assert engine_settings('o', cpu=False, reproducible=True, prefix_caching=True, llm_kwargs={},
+                           batch_invariant=True) == {'enable_prefix_caching': False}
+    assert engine_settings('o', cpu=False, reproducible=True, prefix_caching=True, llm_kwargs={}) == {
+        'enable_prefix_caching': False, 'max_num_seqs': 1}
     with pytest.raises(pu.errors.SettingError, match='CPU Generator does not use offset'):
         engine_settings('o', cpu=True, reproducible=False, prefix_caching=True,
                         llm_kwargs={'enable_chunked_prefill': True})

@@ -271,9 +271,9 @@ def test_a_file_keyed_otherwise_is_refused_and_one_without_a_definition_gains_it
 
 @pytest.mark.slow
 def test_a_cache_written_by_version_0_1_0_serves_the_same_study_without_generating(tmp_path, capsys):
-    """The study's cache file as version 0.1.0 wrote it (``study --queries 1 -k 1 2 --samples 2
-    --systems BM25 Rel``, the offline reader, kept as SQL text with that run's answers.csv): the same
-    study generates none of its 12 answers again and writes the same answers. Its keys hold the
+    """The study's cache file as version 0.1.0 wrote it with its batch-invariant reader (``study --queries
+    1 -k 1 2 --samples 2 --systems BM25 Rel``, the offline reader, kept as SQL text with that run's
+    answers.csv): the same study generates none of its 12 answers again and writes the same answers. Its keys hold the
     decoding as the reader applies it (the one-line stop, ``STOP``, the example's stops, 96 tokens)."""
     from pyterrier_utility import cli
     support = Path(__file__).parent / 'support'

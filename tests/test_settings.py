@@ -321,8 +321,9 @@ def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_
     assert cfg.StudyConfig.from_dict(json.loads(json.dumps(config.to_dict()))).reproducible is True
     served = pu.backends.OpenAICompatibleBackend('m', reproducible=True)
     assert engine_record(served) == {'reproducibility': served.reproducibility}
-    assert engine_record(pu.backends.CausalLMBackend.__new__(pu.backends.CausalLMBackend))['reproducibility'] \
-        .startswith('fresh generation reproducible')
+    offline = pu.backends.CausalLMBackend.__new__(pu.backends.CausalLMBackend)
+    offline.invariant, offline.row_tile = True, 4
+    assert engine_record(offline)['reproducibility'].startswith('batch-invariant: an answer and its log-probabilities')
     assert engine_record(object())['reproducibility'].startswith('not stated by the backend')
 
 

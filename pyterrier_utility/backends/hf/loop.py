@@ -5,6 +5,7 @@ from typing import List, Optional, Sequence, Set, cast
 import torch
 
 from ...settings import Decoding
+from .invariant import row_logsumexp
 from .layers import float_rows
 from .sampling import Penalty, SeededSampling
 
@@ -37,8 +38,7 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
         chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores, active)
         keep = []
         # log-softmax at the chosen tokens only: a whole (rows, vocabulary) one allocates.
-        chosen_logprob = (raw.gather(1, chosen.to(raw.device)[:, None])[:, 0]
-                          - torch.logsumexp(raw, dim=-1)).tolist()
+        chosen_logprob = (raw.gather(1, chosen.to(raw.device)[:, None])[:, 0] - row_logsumexp(raw)).tolist()
         for j, (row, token) in enumerate(zip(active, chosen.tolist())):
             if not live[j]:
                 continue

@@ -4,6 +4,8 @@ from typing import Optional, Sequence
 
 import torch
 
+from .invariant import row_logsumexp
+
 
 def _signed(value: int) -> int:
     return value - 2**64 if value >= 2**63 else value
@@ -66,11 +68,20 @@ class SeededSampling:
         their token ids."""
         values, tokens = self._top_k(scores.float())
         values = values / self.temperature
-        if self.top_p is not None and self.top_p < 1:
-            values = _top_p(values, self.top_p)
-        if self.min_p:
-            values = _min_p(values, self.min_p)
-        return values, tokens
+        top_p = self.top_p if self.top_p is not None and self.top_p < 1 else None
+        if top_p is None and not self.min_p:
+            return values, tokens
+        # Row by row over the row's own candidates (a prefix of its columns): a softmax's sum over the
+        # batch's width (set by its widest row) would round a row's probabilities by its batch mates.
+        rows = []
+        for row in values:
+            own = row[row > float('-inf')][None]
+            if top_p is not None:
+                own = _top_p(own, top_p)
+            if self.min_p:
+                own = _min_p(own, self.min_p)
+            rows.append(torch.cat([own[0], row[own.shape[1]:]]))
+        return torch.stack(rows), tokens
 
     def _top_k(self, scores: torch.Tensor):
         """Each row's top-k scores (``-inf`` past a row's own candidates) and their token ids."""
@@ -98,18 +109,24 @@ class SeededSampling:
         return tokens.gather(1, (values + gumbel).argmax(-1, keepdim=True))[:, 0]
 
 
+def _softmax(values: torch.Tensor) -> torch.Tensor:
+    """The softmax of each row, its sum in an order that does not depend on threads (a whole
+    vocabulary's row is otherwise summed on several)."""
+    return torch.exp(values - row_logsumexp(values)[:, None])
+
+
 def _top_p(values: torch.Tensor, top_p: float) -> torch.Tensor:
     """``values`` with ``-inf`` for the tokens outside each row's nucleus: counting up from the least
     likely, those whose cumulative probability is at most ``1 - top_p`` (the most likely always stays)."""
     ascending, order = torch.sort(values, dim=-1)
-    outside = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+    outside = _softmax(ascending).cumsum(-1) <= 1 - top_p
     outside[:, -1] = False
     return values.masked_fill(outside.scatter(1, order, outside), float('-inf'))
 
 
 def _min_p(values: torch.Tensor, min_p: float) -> torch.Tensor:
     """``values`` with ``-inf`` for the tokens less likely than ``min_p`` times each row's most likely."""
-    probs = values.softmax(-1)
+    probs = _softmax(values)
     return values.masked_fill(probs < min_p * probs.amax(-1, keepdim=True), float('-inf'))
 
 

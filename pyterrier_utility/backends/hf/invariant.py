@@ -1,0 +1,268 @@
+"""Batch-invariant forward passes: the values computed for a row (its logits, hence its answer and
+log-probabilities) depend on that row's own tokens alone, never on the rows decoded beside it.
+
+Two things in a plain batched decode step make a row's values depend on its batch mates:
+
+- **Attention over a padded cache.** Rows of different prompts are padded on the left to the longest,
+  and a kernel's reductions over the keys (the softmax's sum, the weighted sum of values) group the
+  row's terms differently when the padded length changes; torch's fused CPU kernel also splits the
+  keys between threads for a single query. Here each run of consecutive rows with the same keys'
+  span attends over its own keys only (no padding, no mask), by matrix products whose shapes are the
+  row's own: the same values alone or in any batch, on any number of threads.
+- **Matrix products whose kernel changes with the number of rows.** A CPU's BLAS picks another kernel
+  (another order of summing) for a few rows than for many: in float32 on AVX2 CPUs one, two and three
+  rows each differ from four or more; on others the change comes at 2 and 16 rows. Decode-step linear
+  layers here compute at least ``row_tile`` rows (padding with zero rows), where ``row_tile`` is the
+  fewest rows from which every row count up to the batch gives each row the same values, measured on
+  the model's own layer shapes when the backend is built (:func:`row_tile`).
+
+- **Sums split between threads.** torch sums one long row (a lone answer's 262k logits) on several
+  threads, in another order than a row among others; the log-probabilities' normaliser is summed
+  here in blocks small enough for one thread each (:func:`row_logsumexp`).
+
+The prefill of a prompt is one prompt alone, in chunks fixed by its own lines: its shapes are its
+own already. Everything else after the logits (the repetition penalty, top-k, the Gumbel race) is
+computed element by element or exactly (a maximum, a selection).
+"""
+import copy
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch.nn import functional as F
+
+#: The name the batch-invariant attention is registered under with transformers.
+ATTENTION = 'pyterrier_utility_batch_invariant'
+#: The row tiles tried, smallest first (:func:`row_tile`).
+TILES = (1, 2, 4, 8, 16, 32, 64)
+#: The most rows the tile is measured at: decode batches, and prefill chunks, which are longer.
+PROBE_ROWS = 64
+#: Output rows of each weight used to measure a layer shape's kernels (the kernel depends on the
+#: rows and the inner size; the full output layer is checked at the tile found).
+PROBE_OUTPUTS = 512
+
+
+def _attend(tile: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float,
+            mask: Optional[torch.Tensor], softcap: Optional[float]) -> torch.Tensor:
+    """Attention by matrix products, grouped-query heads folded onto their key head: ``query``
+    (B, H, Q, D), ``key``/``value`` (B, KV, L, D), an additive or boolean ``mask`` (B, 1, Q, L) or
+    none; returns (B, Q, H, D)."""
+    batch, heads, length, dim = query.shape
+    kv = key.shape[1]
+    group = heads // kv
+    q = query.reshape(batch, kv, group * length, dim)
+    scores = tiled_matmul(q, key.transpose(-1, -2), tile).float() * scaling
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
+    scores = scores.view(batch, kv, group, length, -1)
+    if mask is not None:
+        mask = mask[:, :, None]  # (B, 1, 1, Q, L): every head of a group
+        scores = scores.masked_fill(~mask, float('-inf')) if mask.dtype == torch.bool else scores + mask
+    weights = torch.softmax(scores, dim=-1).to(value.dtype).view(batch, kv, group * length, -1)
+    out = tiled_matmul(weights, value, tile).view(batch, heads, length, dim)
+    return out.transpose(1, 2).contiguous()
+
+
+def _spans(mask: Optional[torch.Tensor], rows: int, length: int) -> List[Tuple[int, int, int]]:
+    """``(first row, end row, first key)``: runs of consecutive decode rows attending to the same
+    contiguous span of keys (a left-padded row starts after its padding; a sliding window cuts it)."""
+    if mask is None:
+        return [(0, rows, 0)]
+    valid = mask[:, 0, -1, :]
+    if valid.dtype != torch.bool:
+        valid = valid == 0
+    counts = valid.sum(-1)
+    starts = (length - counts).tolist()
+    if not bool((valid.int().argmax(-1) == length - counts).all()) or 0 in counts.tolist():
+        raise RuntimeError('batch-invariant attention: a row attends to keys that are not one span ending at the last')
+    spans, first = [], 0
+    for row in range(1, rows + 1):
+        if row == rows or starts[row] != starts[first]:
+            spans.append((first, row, starts[first]))
+            first = row
+    return spans
+
+
+def batch_invariant_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                              attention_mask: Optional[torch.Tensor], dropout: float = 0.0,
+                              scaling: Optional[float] = None, softcap: Optional[float] = None,
+                              **kwargs) -> Tuple[torch.Tensor, None]:
+    """transformers' attention interface, batch-invariant for decode steps (one query per row): each
+    run of rows over its own keys; a prefill (several queries: one prompt's chunk) by the same matrix
+    products under its causal mask."""
+    if dropout:
+        raise ValueError('batch-invariant attention is for inference: dropout must be 0')
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    tile = getattr(module, 'row_tile', 1)
+    if query.shape[2] > 1:
+        mask = attention_mask
+        if mask is None:
+            mask = torch.ones(query.shape[2], key.shape[-2], dtype=torch.bool, device=query.device).tril(
+                key.shape[-2] - query.shape[2])[None, None]
+        return _attend(tile, query, key, value, scale, mask, softcap), None
+    length = key.shape[-2]
+    mask = None if attention_mask is None else attention_mask[..., -length:]
+    parts = [_attend(tile, query[a:b], key[a:b, :, start:], value[a:b, :, start:], scale, None, softcap)
+             for a, b, start in _spans(mask, query.shape[0], length)]
+    return (parts[0] if len(parts) == 1 else torch.cat(parts)), None
+
+
+#: Elements each step of :func:`row_logsumexp` sums at once: fewer than torch's grain (32768), under which
+#: one thread sums a reduction whole, in one order.
+SUM_BLOCK = 4096
+
+
+def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
+    """The log-sum-exp of each row of a 2-D float tensor, batch-invariant: the same bits for a row alone
+    or among any others, on any number of threads. torch sums a lone row of a large vocabulary on
+    several threads (another order than a row among others); here each row is summed in blocks of
+    :data:`SUM_BLOCK`, then the blocks' sums, each small enough for one thread."""
+    rows, width = x.shape
+    top = x.amax(dim=-1, keepdim=True)  # exact in any order
+    terms = torch.exp(x - top)
+    pad = -width % SUM_BLOCK
+    if pad:
+        terms = torch.cat([terms, terms.new_zeros(rows, pad)], dim=1)
+    return top[:, 0] + torch.log(terms.view(rows, -1, SUM_BLOCK).sum(-1).sum(-1))
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    AttentionInterface.register(ATTENTION, batch_invariant_attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+
+
+class TiledLinear(torch.nn.Linear):
+    """A linear layer computing a whole number of ``row_tile`` rows (positions), padded with zero rows,
+    so that every row is summed by the same kernel whatever the batch or the number of threads.
+
+    With ``weight_major`` (bias-free bfloat16 layers on a CPU), a decode step (one position per row)
+    is computed as ``w @ x.T``, which streams the weights faster than ``linear`` for a few rows; the
+    output layer (``transposed_output``) then returns the product as a view, left for
+    :func:`~.layers.float_rows` to transpose while it converts to float32."""
+    row_tile = 1
+    weight_major = False
+    transposed_output = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        major = self.weight_major and x.dim() == 3 and x.shape[-2] == 1
+        out = _product(self.weight, self.bias, x.reshape(rows, x.shape[-1]), self.row_tile, major)
+        if major and not self.transposed_output:
+            out = out.contiguous()
+        return out.reshape(*x.shape[:-1], self.weight.shape[0])
+
+
+def _padded(x: torch.Tensor, tile: int) -> torch.Tensor:
+    """``x`` with zero rows (second to last dimension) added up to a multiple of ``tile``."""
+    pad = -x.shape[-2] % tile
+    return torch.cat([x, x.new_zeros(*x.shape[:-2], pad, x.shape[-1])], dim=-2) if pad else x
+
+
+def tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> torch.Tensor:
+    """``a @ b`` with ``a``'s rows padded to a multiple of ``tile`` (see :class:`TiledLinear`)."""
+    rows = a.shape[-2]
+    return torch.matmul(_padded(a, tile), b)[..., :rows, :]
+
+
+def _product(weight: torch.Tensor, bias: Optional[torch.Tensor], x: torch.Tensor, tile: int,
+             major: bool) -> torch.Tensor:
+    """``x`` times ``weight`` (plus ``bias``), its rows padded with zero rows to a multiple of ``tile``;
+    ``major``: computed as ``w @ x.T`` and returned as a transposed view."""
+    rows = x.shape[0]
+    x = _padded(x, tile)
+    if major:
+        return (weight @ x.T)[:, :rows].T
+    return F.linear(x, weight, bias)[:rows]
+
+
+def _tile_holds(weight: torch.Tensor, rows: int, tile: int, major: bool,
+                counts: Optional[Sequence[int]] = None) -> bool:
+    """Whether, padded to multiples of ``tile``, each row count of ``counts`` (default: every one up to
+    ``rows``) gives each row the values it gets among ``rows`` rows, on one thread as on this process's
+    threads (random inputs in the weight's dtype)."""
+    x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)).to(weight.dtype)
+    full = _product(weight, None, x, tile, major)
+    threads = torch.get_num_threads()
+    try:
+        for count in sorted({threads, 1}):
+            torch.set_num_threads(count)
+            if not all(torch.equal(_product(weight, None, x[:m], tile, major), full[:m])
+                       for m in counts or _counts(rows)):
+                return False
+    finally:
+        torch.set_num_threads(threads)
+    return True
+
+
+def _counts(rows: int) -> List[int]:
+    """The row counts a tile is checked at: each up to 24 (where kernels change), then every fifth."""
+    return sorted({*range(1, min(rows, 24) + 1), *range(24, rows, 5), rows})
+
+
+#: Tiles found, by the layer shapes, rows and threads they were measured for.
+_TILES: Dict[tuple, int] = {}
+
+
+def row_tile(model, rows: int) -> int:
+    """The row tile of :class:`TiledLinear` for ``model``'s decode steps of up to ``rows`` rows (and
+    prefill chunks): the smallest in :data:`TILES` with which each row's values are the same at every
+    row count up to ``rows`` or :data:`PROBE_ROWS`, on one thread as on this process's, measured on each
+    layer shape (the first :data:`PROBE_OUTPUTS` outputs of its weight; the output layer whole at a few
+    row counts). Measured once per process for each set of shapes (a few seconds for a small model)."""
+    rows = max(rows, PROBE_ROWS)
+    shapes: Dict[tuple, Tuple[torch.Tensor, bool]] = {}
+    for m in model.modules():
+        if isinstance(m, TiledLinear):
+            shapes.setdefault((tuple(m.weight.shape), m.weight.dtype, m.weight_major), (m.weight, m.weight_major))
+    key = (tuple(sorted(shapes, key=str)), rows, torch.get_num_threads(), str(next(model.parameters()).device))
+    if key not in _TILES:
+        _TILES[key] = _measured_tile(list(shapes.values()), rows, model.get_output_embeddings())
+    return _TILES[key]
+
+
+def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head) -> int:
+    for tile in TILES:
+        if all(_tile_holds(w[:PROBE_OUTPUTS], rows, tile, major) for w, major in weights) and (
+                head is None or _tile_holds(head.weight, 2 * tile + 1, tile, head.weight_major, (1, tile + 1))):
+            return tile
+    raise RuntimeError(f'no row tile in {TILES} makes the linear layers batch-invariant on this CPU and torch build '
+                       f'({torch.__version__})')
+
+
+def tiled(model, weight_major: bool = False):
+    """A structural copy of ``model`` (the weights shared; the caller's model is left as it is) with
+    :class:`TiledLinear` layers, ``weight_major`` for its bias-free bfloat16 ones, at a row tile of 1
+    (every product as ``linear`` computes it; :func:`batch_invariant` sets the tile)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    model = copy.deepcopy(model, {id(t): t for t in tensors})
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.__class__ = TiledLinear
+            # torch's Module types attributes as tensors or modules: set the layer's own plainly.
+            module.__dict__.update(row_tile=1, weight_major=bool(weight_major and module.bias is None
+                                                                 and module.weight.dtype == torch.bfloat16))
+    head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
+    if isinstance(head, TiledLinear) and head.weight_major:
+        head.transposed_output = True
+    for sub in model.modules():  # a model made batch-invariant before attends as transformers does
+        config = getattr(sub, 'config', None)
+        if config is not None and getattr(config, '_attn_implementation', None) == ATTENTION:
+            config._attn_implementation = 'sdpa'
+    return model
+
+
+def batch_invariant(model, rows: int) -> int:
+    """Makes a :func:`tiled` model's forward passes batch-invariant for batches of up to ``rows`` rows,
+    in place: its attention is :func:`batch_invariant_attention` and its layers compute whole tiles
+    of :func:`row_tile` rows. Returns the tile."""
+    _register()
+    tile = row_tile(model, rows)
+    for module in model.modules():
+        if isinstance(module, TiledLinear) or hasattr(module, 'q_proj'):  # the linear layers, the attention
+            module.row_tile = tile
+    for sub in model.modules():  # a multimodal model's text config is its own
+        config = getattr(sub, 'config', None)
+        if config is not None:
+            config._attn_implementation = ATTENTION
+    return tile

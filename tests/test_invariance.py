@@ -1,0 +1,206 @@
+"""Batch invariance of the offline engine: an answer, its token log-probabilities and ``truncated``
+depend on the prompt and seed alone, bit for bit; so do the values of every other forward pass."""
+import pytest
+import torch
+
+from pyterrier_utility import backends
+from pyterrier_utility.backends.hf import invariant
+from pyterrier_utility.backends.hf.backend import INVARIANT_BATCHING
+
+#: Prompts of different lengths (one past a line chunk), two sharing their first lines.
+PROMPTS = [
+    'Question: what is a sigmet?\nAnswer:',
+    'Context 1: the boundary layer of a flat plate in supersonic flow was measured in a wind tunnel at '
+    'Mach numbers from 1.5 to 3, with heat transfer to the plate.\nQuestion: what was measured?\nAnswer:',
+    'Context 1: the boundary layer of a flat plate in supersonic flow was measured in a wind tunnel at '
+    'Mach numbers from 1.5 to 3, with heat transfer to the plate.\nContext 2: shock waves.\n'
+    'Question: what was measured?\nAnswer:',
+    'Question: heat?\nAnswer:',
+]
+SEEDS = (11, 12, 13)
+
+
+def engine(gemma, dtype, **kwargs):
+    kwargs = {'temperature': 1.0, 'top_k': 50, 'max_new_tokens': 12, 'batch_size': 32, **kwargs}
+    return backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype=dtype, **kwargs)
+
+
+def answers(outputs):
+    return [(o.text, o.token_logprobs, o.truncated) for o in outputs]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('dtype', ['float32', 'bfloat16'])
+def test_an_answer_is_the_same_alone_in_any_batch_with_any_samples_order_cache_or_threads(gemma, dtype):
+    """Each (prompt, seed) answered alone, then among every other prompt and seed in one batch of mixed
+    lengths, in reverse order in batches of 2, after its prefix was cached, and on one thread: the same
+    text, token log-probabilities and truncation, byte for byte, every time."""
+    backend = engine(gemma, dtype)
+    alone = {}
+    for prompt in PROMPTS:
+        for seed in SEEDS:
+            backend.prefixes.clear()
+            alone[prompt, seed] = answers(backend.generate([prompt], seeds=[seed]))[0]
+    pairs = [(p, s) for s in SEEDS for p in PROMPTS]
+    together = answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs]))  # prefixes cached
+    assert together == [alone[pair] for pair in pairs]
+    small = engine(gemma, dtype, batch_size=2, prefix_cache_mb=0)
+    reversed_pairs = pairs[::-1]
+    assert answers(small.generate([p for p, _ in reversed_pairs], seeds=[s for _, s in reversed_pairs])) == \
+        [alone[pair] for pair in reversed_pairs]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert answers(backend.generate([PROMPTS[2]] * 3, seeds=list(SEEDS))) == [alone[PROMPTS[2], s] for s in SEEDS]
+    finally:
+        torch.set_num_threads(threads)
+    assert len({text for text, _, _ in alone.values()}) > len(PROMPTS)  # samples differ: the test can see a change
+    assert 'batch-invariant' in backend.reproducibility and backend.batching == INVARIANT_BATCHING
+
+
+def test_a_tiled_linear_layer_gives_each_row_its_values_at_every_row_count_and_thread_count(gemma):
+    """The tile found for the model holds for every layer shape (the output layer whole): each row's
+    values in a batch of any size, on one thread or all, are those it gets alone. Bias-free bfloat16
+    layers on a CPU compute a decode step weight-major, the output layer's product left transposed."""
+    model = gemma.model
+    layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, invariant.TiledLinear)}
+    assert gemma.row_tile in invariant.TILES and {m.row_tile for m in layers.values()} == {gemma.row_tile}
+    generator = torch.Generator().manual_seed(0)
+    threads = torch.get_num_threads()
+    for shape, layer in layers.items():
+        x = torch.randn(9, 1, shape[1], generator=generator).to(layer.weight.dtype)
+        alone = [layer(x[i:i + 1]) for i in range(9)]
+        for count in (threads, 1):
+            torch.set_num_threads(count)
+            try:
+                for rows in (2, 5, 9):
+                    together = layer(x[:rows])
+                    assert all(torch.equal(together[i], alone[i][0]) for i in range(rows)), (shape, rows, count)
+            finally:
+                torch.set_num_threads(threads)
+    bf16 = invariant.tiled(torch.nn.Sequential(torch.nn.Linear(8, 3, bias=False, dtype=torch.bfloat16)),
+                           weight_major=True)
+    assert bf16[0].weight_major and type(bf16[0]) is invariant.TiledLinear
+    x = torch.randn(2, 1, 8).to(torch.bfloat16)
+    assert torch.equal(bf16[0](x), torch.nn.functional.linear(x, bf16[0].weight))
+
+
+def test_the_attention_of_a_left_padded_row_is_that_of_the_row_alone():
+    """A row left-padded among longer mates (a boolean mask as transformers builds it) attends over its
+    own keys: bit for bit its values alone, where torch's fused attention over the padded keys is not
+    bound to be; a mask that is not one span ending at the last key is refused."""
+    generator = torch.Generator().manual_seed(3)
+    module = torch.nn.Module()
+    heads, dim = 4, 64
+    lengths = (37, 300, 300, 5)
+    longest = max(lengths)
+    keys = torch.randn(len(lengths), 1, longest, dim, generator=generator)
+    values = torch.randn(len(lengths), 1, longest, dim, generator=generator)
+    query = torch.randn(len(lengths), heads, 1, dim, generator=generator)
+    mask = torch.zeros(len(lengths), 1, 1, longest, dtype=torch.bool)
+    for row, length in enumerate(lengths):
+        mask[row, ..., longest - length:] = True
+    together, _ = invariant.batch_invariant_attention(module, query, keys, values, mask, scaling=0.125)
+    for row, length in enumerate(lengths):
+        start = longest - length
+        alone, _ = invariant.batch_invariant_attention(module, query[row:row + 1], keys[row:row + 1, :, start:],
+                                                       values[row:row + 1, :, start:], None, scaling=0.125)
+        assert torch.equal(together[row], alone[0]), length
+        expected = torch.nn.functional.scaled_dot_product_attention(
+            query[row:row + 1], keys[row:row + 1, :, start:], values[row:row + 1, :, start:], scale=0.125,
+            enable_gqa=True).transpose(1, 2)
+        torch.testing.assert_close(alone, expected)
+    holed = mask.clone()
+    holed[1, ..., -2] = False
+    with pytest.raises(RuntimeError, match='not one span ending at the last'):
+        invariant.batch_invariant_attention(module, query, keys, values, holed, scaling=0.125)
+
+
+def test_a_prefill_chunk_attends_causally_after_its_cached_prefix():
+    """A chunk of queries after cached keys, with no mask given: each query sees the keys up to its
+    own position, as torch's causal attention over the whole sequence gives it."""
+    generator = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 4, 10, 32, generator=generator)
+    k = torch.randn(1, 2, 10, 32, generator=generator)
+    v = torch.randn(1, 2, 10, 32, generator=generator)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    got, _ = invariant.batch_invariant_attention(torch.nn.Module(), q[:, :, 6:], k, v, None, scaling=32 ** -0.5)
+    torch.testing.assert_close(got, expected[:, :, 6:].transpose(1, 2))
+
+
+def test_a_texts_logprobs_are_those_of_the_models_forward_pass_whatever_was_scored_before(gemma):
+    """``text_logprobs`` equals the log-softmax of the model's own forward pass at each next token,
+    and scoring other texts first changes none of its bits."""
+    text = 'the lift of a wing is large at a high angle of attack in a supersonic flow'
+    ids = gemma.tokenizer(text).input_ids
+    with torch.no_grad():
+        logits = gemma.model(torch.tensor([ids])).logits[0, :-1].float()
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    first = gemma.text_logprobs(text)
+    torch.testing.assert_close(first, expected, rtol=1e-4, atol=1e-3)  # other kernels: the output layer in tiles
+    for other in ('drag', 'wing flow lift and drag ' * 20):
+        gemma.text_logprobs(other)
+    assert torch.equal(gemma.text_logprobs(text), first)
+    assert len(gemma.text_logprobs('a')) == len(gemma.tokenizer('a').input_ids) - 1
+
+
+def _answers(folder):
+    import pandas as pd
+    frame = pd.read_csv(folder / 'answers.csv', dtype={'qid': str}, keep_default_na=False)
+    return frame.set_index(['system', 'k', 'qid', 'sample'])[['qanswer', 'logprob', 'tokens', 'truncated']]
+
+
+@pytest.mark.slow
+def test_studies_of_3_and_6_queries_and_of_1_and_3_samples_agree_on_every_shared_answer(tmp_path):
+    """The same settings over 3 queries and over 6 (batched differently), and with 1 sample instead of
+    3: every answer the runs share is the same, and so are the queries' P and U."""
+    import pandas as pd
+
+    from pyterrier_utility import cli
+    runs = {}
+    for name, queries, samples in (('three', 3, 3), ('six', 6, 3), ('one', 3, 1)):
+        runs[name] = tmp_path / name
+        assert cli.main(['study', '--queries', str(queries), '-k', '1', '3', '--systems', 'BM25', 'Rel', '--samples',
+                         str(samples), '--out', str(runs[name])]) == 0
+    three, six, one = (_answers(runs[n]) for n in ('three', 'six', 'one'))
+    assert len(six) == 2 * len(three) and len(three) == 3 * len(one) == 3 * 3 * 7  # 0-shot, BM25, BM25-r, Rel
+    pd.testing.assert_frame_equal(six.loc[three.index], three)
+    pd.testing.assert_frame_equal(three.loc[one.index], one)
+    per_query = {n: pd.read_csv(runs[n] / 'per_query.csv', dtype={'qid': str}).set_index(['labels', 'system', 'k',
+                                                                                            'qid'])
+                 for n in ('three', 'six')}
+    shared = per_query['six'].loc[per_query['three'].index]
+    pd.testing.assert_frame_equal(shared[['fbert', 'fbert_0shot', 'utility']],
+                                  per_query['three'][['fbert', 'fbert_0shot', 'utility']])
+
+
+@pytest.mark.slow
+def test_an_attribution_in_its_own_folder_explains_the_utility_of_its_study(tmp_path):
+    """``attribute`` into a folder of its own, beside a ``study`` with the same settings: v(empty) is
+    the study's P_0, v(all) its P_k, so the shares sum to its U; leave-one-out, in a third folder,
+    gives the coalitions it shares with Shapley the same values. (P is a mean over samples, taken in
+    float32 by the attribution and in float64 by the study: equal to 1e-7.)"""
+    import pandas as pd
+
+    from pyterrier_utility import cli
+    options = ['--systems', 'BM25', 'Rel', '-k', '2', '--queries', '2', '--samples', '2', '--labels', '2']
+    folders = {name: tmp_path / name for name in ('study', 'shapley', 'loo')}
+    assert cli.main(['study', *options, '--out', str(folders['study'])]) == 0
+    assert cli.main(['attribute', *options, '--method', 'shapley', '--out', str(folders['shapley'])]) == 0
+    assert cli.main(['attribute', *options, '--method', 'loo', '--out', str(folders['loo'])]) == 0
+    per_query = pd.read_csv(folders['study'] / 'per_query.csv', dtype={'qid': str}).set_index(['system', 'qid'])
+
+    def coalitions(name):
+        frame = pd.read_csv(folders[name] / 'coalitions.csv', dtype={'qid': str, 'coalition': str},
+                            keep_default_na=False)
+        return frame.set_index(['system', 'k', 'qid', 'coalition'])['value']
+    shapley, loo = coalitions('shapley'), coalitions('loo')
+    for (system, qid), row in per_query[per_query['k'] == 2].iterrows():
+        assert shapley[system, 2, qid, ''] == pytest.approx(row['fbert_0shot'], abs=1e-7)
+        assert shapley[system, 2, qid, '1 2'] == pytest.approx(row['fbert'], abs=1e-7)
+    shared = loo.index.intersection(shapley.index)
+    assert len(shared) >= 2 * 2 * 2 and (loo[shared] == shapley[shared]).all()
+    attribution = pd.read_csv(folders['shapley'] / 'attribution.csv', dtype={'qid': str})
+    sums = attribution.groupby(['system', 'qid'])['phi_utility'].sum()
+    for (system, qid), total in sums.items():
+        assert total == pytest.approx(per_query.loc[(system, qid), 'utility'], abs=1e-6)
