@@ -161,7 +161,7 @@ def test_studies_of_3_and_6_queries_and_of_1_and_3_samples_agree_on_every_shared
     for name, queries, samples in (('three', 3, 3), ('six', 6, 3), ('one', 3, 1)):
         runs[name] = tmp_path / name
         assert cli.main(['study', '--queries', str(queries), '-k', '1', '3', '--systems', 'BM25', 'Rel', '--samples',
-                         str(samples), '--out', str(runs[name])]) == 0
+                         str(samples), '--max-new-tokens', '24', '--out', str(runs[name])]) == 0
     three, six, one = (_answers(runs[n]) for n in ('three', 'six', 'one'))
     assert len(six) == 2 * len(three) and len(three) == 3 * len(one) == 3 * 3 * 7  # 0-shot, BM25, BM25-r, Rel
     pd.testing.assert_frame_equal(six.loc[three.index], three)
@@ -183,7 +183,8 @@ def test_an_attribution_in_its_own_folder_explains_the_utility_of_its_study(tmp_
     import pandas as pd
 
     from pyterrier_utility import cli
-    options = ['--systems', 'BM25', 'Rel', '-k', '2', '--queries', '2', '--samples', '2', '--labels', '2']
+    options = ['--systems', 'BM25', 'Rel', '-k', '2', '--queries', '2', '--samples', '2', '--labels', '2',
+               '--max-new-tokens', '24']
     folders = {name: tmp_path / name for name in ('study', 'shapley', 'loo')}
     assert cli.main(['study', *options, '--out', str(folders['study'])]) == 0
     assert cli.main(['attribute', *options, '--method', 'shapley', '--out', str(folders['shapley'])]) == 0
