@@ -2,11 +2,12 @@
 ``--help`` shows them, with the parsers of their values; :func:`explicit_settings` turns parsed
 arguments into config fields."""
 import argparse
+import dataclasses
 from typing import Any, Dict, List, Tuple
 
 from .engines import ENGINES_BY_NAME, OFFLINE_MODELS, SERVER_ENGINES
 from .errors import SettingError, UtilityError
-from .settings import FIELDS, LabelSet
+from .settings import FIELDS, LabelSet, Placement
 from .vocabulary import (
     AGGREGATIONS,
     BM25_ENGINES,
@@ -237,7 +238,7 @@ def format_value(value) -> str:
 #: Options that say where the reader runs, not what is computed (a study gives the same answers and
 #: tables in process and on Ray): the command hands them to the driver (:func:`placement`), not to the
 #: config.
-PLACEMENT = ('ray', 'replicas', 'replica_gpus')
+PLACEMENT = tuple(f.name for f in dataclasses.fields(Placement))
 #: The study's options that a command does not take.
 LEFT_OUT = {'study': (),
             'experiment': ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction', 'min_n',
@@ -260,12 +261,11 @@ def explicit_settings(args: argparse.Namespace) -> dict:
     return out
 
 
-def placement(args: argparse.Namespace) -> dict:
-    """Where the reader runs, as the driver's keywords: ``{}`` in process, else the Ray cluster
-    (``ray``), its ``replicas`` and their ``replica_gpus``; a :class:`SettingError` for --replicas or
-    --replica-gpus without --ray."""
-    given_here = {name: getattr(args, name, None) for name in PLACEMENT}
+def placement(args: argparse.Namespace) -> Placement:
+    """Where the reader runs: in process, or on the Ray cluster given with --ray (its --replicas and
+    their --replica-gpus); a :class:`SettingError` for --replicas or --replica-gpus without --ray."""
+    given_here: dict = {name: getattr(args, name, None) for name in PLACEMENT}
     given_here = {name: value for name, value in given_here.items() if value is not None}
     if given_here and 'ray' not in given_here:
         raise SettingError(f"{', '.join('--' + n.replace('_', '-') for n in given_here)} needs --ray")
-    return given_here
+    return Placement(**given_here)

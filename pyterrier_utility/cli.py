@@ -208,7 +208,7 @@ def main(argv=None) -> int:
         given_argv = sys.argv[1:] if argv is None else list(argv)
         if args.command == 'study':
             commands.study(config, argv=given_argv, prediction=PredictionSettings() if args.predict else None,
-                           **placement(args))
+                           placement=placement(args))
         elif args.command == 'attribute':
             commands.attribute(config, args.method, args.budget, argv=given_argv)
         else:

@@ -1,6 +1,7 @@
-"""Settings as values: how a reader decodes (:class:`Decoding`) and which labels count as relevant
-(:class:`LabelSet`). Each is validated once, when it is made, and trusted everywhere after; cache
-keys, ``settings.json`` and help texts are derived from them.
+"""Settings as values: how a reader decodes (:class:`Decoding`), which labels count as relevant
+(:class:`LabelSet`) and where a study's readers run (:class:`Placement`). Each is validated once, when
+it is made, and trusted everywhere after; cache keys, ``settings.json`` and help texts are derived
+from them.
 """
 import dataclasses
 import math
@@ -272,3 +273,32 @@ class LabelSet:
 
 #: What any function taking labels accepts: a :class:`LabelSet` or one of its spellings.
 LabelsLike = Union[LabelSet, int, str, Iterable[int]]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a study's readers run: in this process, or each as a pool of Ray actors
+    (:class:`~pyterrier_utility.backends.RayBackend`). It changes where answers are computed, not
+    what they are, so it is no part of a study's config; ``settings.json`` records it with the engine.
+
+    Args:
+        ray: the Ray cluster (:data:`~pyterrier_utility.vocabulary.RAY_ADDRESSES` or
+            ``[ray://]HOST:PORT``); ``None``: in process.
+        replicas: copies of each reader, an actor each, >= 1.
+        replica_gpus: GPUs per copy, >= 0.
+
+    Example::
+
+        pyterrier_utility.experiment.run(config, placement=Placement(ray='auto', replicas=2))
+    """
+    ray: Optional[str] = None
+    replicas: int = 1
+    replica_gpus: float = 0
+
+    def __post_init__(self):
+        if not (is_int(self.replicas) and self.replicas >= 1):
+            raise SettingError(f'Placement: replicas must be an integer >= 1, got {self.replicas!r}')
+        if not (_is_number(self.replica_gpus) and self.replica_gpus >= 0):
+            raise SettingError(f'Placement: replica_gpus must be a number >= 0, got {self.replica_gpus!r}')
+        if self.ray is None and (self.replicas, self.replica_gpus) != (1, 0):
+            raise SettingError('Placement: replicas and replica_gpus are those of a Ray cluster: give ray too')

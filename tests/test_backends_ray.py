@@ -21,6 +21,7 @@ import pyterrier_utility as pu  # noqa: E402
 from pyterrier_utility import cli  # noqa: E402
 from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
 from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
+from pyterrier_utility.settings import Placement  # noqa: E402
 from pyterrier_utility.vocabulary import RAY_CONNECT_TIMEOUT  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # a Ray cluster or Ray's import in a process: seconds to a minute each
@@ -216,7 +217,7 @@ def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_
     with pytest.raises(SystemExit):
         cli.main(['study', '--replicas', '2', '--out', str(tmp_path)])
     args = cli.parser().parse_args(['study', '--ray', 'auto', '--replicas', '2'])
-    assert cli.placement(args) == {'ray': 'auto', 'replicas': 2}
+    assert cli.placement(args) == Placement(ray='auto', replicas=2)
     assert 'ray' not in cli.explicit_settings(args) and 'replicas' not in cli.explicit_settings(args)
     with pytest.raises(SystemExit):
         cli.parser().parse_args(['study', '--ray', 'somewhere'])

@@ -9,6 +9,7 @@ from support.backends import CountingBackend
 import pyterrier_utility as pu
 from pyterrier_utility import cli
 from pyterrier_utility.experiment import StudyConfig, commands, preparation
+from pyterrier_utility.settings import Placement
 
 
 def test_prepare_gives_each_command_its_collection_readers_record_and_scorer(tmp_path, monkeypatch):
@@ -60,3 +61,15 @@ def test_study_predict_writes_the_study_then_its_signals_and_prediction(tmp_path
     assert settings['command'] == 'study'
     assert settings['prediction']['folds'] == pu.prediction.settings.PredictionSettings().folds
     assert 'id="prediction"' in (tmp_path / 'report.html').read_text()
+
+
+def test_build_reader_puts_the_backend_where_the_placement_says(monkeypatch):
+    built = []
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: built.append(('here', spec)) or
+                        CountingBackend())
+    monkeypatch.setattr(pu.backends, 'RayBackend', lambda spec, replicas, num_gpus, address, **kw:
+                        built.append(('ray', spec, replicas, num_gpus, address)) or CountingBackend())
+    config = StudyConfig()
+    preparation.build_reader(config, 'gemma3-270m')
+    preparation.build_reader(config, 'gemma3-270m', placement=Placement(ray='auto', replicas=2, replica_gpus=0.5))
+    assert built == [('here', 'gemma3-270m'), ('ray', 'gemma3-270m', 2, 0.5, 'auto')]

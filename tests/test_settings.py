@@ -1,7 +1,8 @@
-"""Settings as values: Decoding and LabelSet validated once, cache keys derived from them, one
-code path for P and U, the study config, and a package without import cycles."""
+"""Settings as values: Decoding, LabelSet and Placement validated once, cache keys derived from them,
+one code path for P and U, the study config, and a package without import cycles."""
 import ast
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pyterrier_utility as pu
 from pyterrier_utility import Decoding, GenerationCache, LabelSet
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import config as cfg
-from pyterrier_utility.settings import ONE_LINE_STOP
+from pyterrier_utility.settings import ONE_LINE_STOP, Placement
 
 PACKAGE = Path(pu.__file__).parent
 
@@ -61,6 +62,17 @@ def test_decoding_is_validated_once_and_names_the_setting():
     # A window without a penalty, or a penalty of 1, changes nothing: nothing to refuse.
     assert DecodingCountingBackend(repeat_last_n=64).decoding_notes == {}
     assert DecodingCountingBackend(repetition_penalty=1.0, repeat_last_n=64).decoding_notes == {}
+
+
+def test_a_placement_is_validated_once_and_is_in_process_unless_it_names_a_cluster():
+    assert (Placement().ray, Placement().replicas, Placement().replica_gpus) == (None, 1, 0)
+    for bad, message in ((dict(ray='auto', replicas=0), 'replicas must be an integer >= 1, got 0'),
+                         (dict(ray='auto', replicas=1.5), 'replicas must be an integer >= 1, got 1.5'),
+                         (dict(ray='auto', replica_gpus=-1), 'replica_gpus must be a number >= 0, got -1'),
+                         (dict(replicas=2), 'replicas and replica_gpus are those of a Ray cluster: give ray too'),
+                         (dict(replica_gpus=1), 'replicas and replica_gpus are those of a Ray cluster: give ray too')):
+        with pytest.raises(SettingError, match=f'^Placement: {re.escape(message)}$'):
+            Placement(**bad)
 
 
 def test_settings_added_to_decoding_leave_the_keys_of_answers_cached_before_them(tmp_path):

@@ -23,6 +23,7 @@ from ..errors import SettingError
 from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
 from ..scoring.utility import UtilityEvaluator
+from ..settings import Placement
 from ..vocabulary import HEALTH_FILE, SETTINGS_FILE
 from . import figures, health, stats
 from .attribution import Attribution, run_attribution, save_attribution
@@ -38,7 +39,7 @@ from .validate import read_per_query
 
 
 def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional[PredictionSettings] = None,
-          **placement) -> StudyResults:
+          placement: Placement = Placement()) -> StudyResults:
     """The ``study`` command: runs (in process, or where ``placement`` says: see :func:`run`), saves
     and prints Table 1 in the paper's layout; with ``prediction``, then :func:`predict` over its
     folder with those settings."""
@@ -47,7 +48,7 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
                            f'{list(config.datasets)} and readers {list(config.readers)}')
     start = time.time()
     with lock_folder(Path(config.out)):
-        results, branches = run(config, argv, **placement)
+        results, branches = run(config, argv, placement)
         written = save(results, config, branches)
     if branches is not None:
         share = branches.groupby('k')['branch'].apply(lambda b: (b == 'S').mean())

@@ -18,6 +18,7 @@ import pandas as pd
 from .._messages import inform
 from .._version import __version__
 from ..methods.cosmix import COSMix
+from ..settings import Placement
 from . import figures
 from .config import StudyConfig
 from .html import TITLE, write_report
@@ -27,12 +28,12 @@ from .results import StudyResults, fold_readers
 from .study import run_study
 
 
-def run(config: StudyConfig, argv: Optional[list] = None, **placement) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
+def run(config: StudyConfig, argv: Optional[list] = None,
+        placement: Placement = Placement()) -> Tuple[StudyResults, Optional[pd.DataFrame]]:
     """Runs the study of ``config`` (its generation cache in ``config.out``); returns the results
     (their ``settings`` what ``settings.json`` will hold) and, when COS-Mix is a system, its branch
-    per query and k. ``placement``: where the readers run (:func:`build_reader`'s ``ray``,
-    ``replicas``, ``replica_gpus``; none: in process)."""
-    prepared = prepare(config, 'study', argv, **placement)
+    per query and k. ``placement``: where the readers run (default: in process)."""
+    prepared = prepare(config, 'study', argv, placement)
     collections, readers = prepared.collections, prepared.readers
     studies: List[StudyResults] = []
     branches = []

@@ -35,7 +35,7 @@ from ..reader import Reader
 from ..scoring.bertscore import BertScore
 from ..scoring.fbert import FBertScorer
 from ..scoring.gold import GOLD_QUALITIES, GoldAnswerScorer
-from ..settings import FIELDS, LabelSet
+from ..settings import FIELDS, LabelSet, Placement
 from ..vocabulary import GENERATIONS_FILE
 from .config import DECODING_SOURCES, PRESETS, StudyConfig
 from .output import check_out
@@ -88,7 +88,8 @@ class Prepared:
                              collection.topics, reader)
 
 
-def prepare(config: StudyConfig, command: str, argv: Optional[list] = None, **placement) -> Prepared:
+def prepare(config: StudyConfig, command: str, argv: Optional[list] = None,
+            placement: Placement = Placement()) -> Prepared:
     """Everything ``command`` runs from ``config``: its folder checked, the collections loaded, the
     BERTScore model, the readers (where ``placement`` says: :func:`build_reader`), the settings
     announced and recorded."""
@@ -96,7 +97,7 @@ def prepare(config: StudyConfig, command: str, argv: Optional[list] = None, **pl
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = load_scorer(config.scorer) if config.bertscore_needed else None
-    readers = {r: build_reader(config, r, out / GENERATIONS_FILE, **placement) for r in config.readers}
+    readers = {r: build_reader(config, r, out / GENERATIONS_FILE, placement) for r in config.readers}
     record = print_settings(command, config, readers, out, argv)
     record['studied_as'] = {name: {'label_sets': [str(x) for x in c.config.label_sets],
                                    'systems': list(c.config.systems)}
@@ -140,15 +141,15 @@ def load_collection(name: str, config: StudyConfig) -> Collection:
     return Collection(name, dataset, qrels, topics, config)
 
 
-def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None, ray: Optional[str] = None,
-                 replicas: int = 1, replica_gpus: float = 0) -> Reader:
+def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None,
+                 placement: Placement = Placement()) -> Reader:
     """The reader ``name`` of the config: its backend (every decoding setting in it) behind a
-    generation cache (one file for every reader: keys hold the model); with ``ray`` (a cluster's
-    address), the backend in ``replicas`` Ray actors of ``replica_gpus`` GPUs each
+    generation cache (one file for every reader: keys hold the model); on a Ray cluster where
+    ``placement`` names one, the backend in its ``replicas`` Ray actors of ``replica_gpus`` GPUs each
     (:class:`~pyterrier_utility.backends.RayBackend`), its answers and cache keys the same."""
     options = config.backend_options(name)
-    backend = (backends.RayBackend(name, replicas, num_gpus=replica_gpus, address=ray, **options) if ray
-               else backends.get_backend(name, **options))
+    backend = (backends.RayBackend(name, placement.replicas, num_gpus=placement.replica_gpus, address=placement.ray,
+                                   **options) if placement.ray else backends.get_backend(name, **options))
     return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
                   prompt_format=config.prompt_format, verbose=True)
 
