@@ -1,21 +1,26 @@
-"""The command line's options: each as (flags, config field, argparse keywords, help), grouped as
-``--help`` shows them, with the parsers of their values; :func:`explicit_settings` turns parsed
-arguments into config fields."""
+"""The command line's options, every command's declared once: each as (flags, field, argparse
+keywords, help) in :data:`OPTIONS`, with the parsers of their values; :data:`COMMANDS` says which
+each command takes, and :func:`explicit_settings`, :func:`placement` and :func:`prediction_settings`
+turn parsed arguments into the values the library takes."""
 import argparse
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .engines import ENGINES_BY_NAME, OFFLINE_MODELS, SERVER_ENGINES
 from .errors import SettingError, UtilityError
+from .experiment.config import PRESETS
+from .prediction.settings import PredictionSettings
 from .settings import FIELDS, LabelSet, Placement
 from .vocabulary import (
     AGGREGATIONS,
+    ATTRIBUTION_METHODS,
     BM25_ENGINES,
     CORRECTIONS,
     ENDPOINTS,
     NDCG_ORDERS,
     ORACLE_MODES,
     ORDERING_NAMES,
+    PREDICTION_COMBINATION,
     PROMPT_FORMAT_NAMES,
     QUALITIES,
     RAY_ADDRESSES,
@@ -92,8 +97,19 @@ def _run(text: str):
     return name, path
 
 
-#: Options as (flags, config field, argparse keywords, help); the default shown is the command's.
-OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
+#: An option: (flags, field, argparse keywords, help).
+Option = Tuple[Tuple[str, ...], str, Dict[str, Any], str]
+#: Every command's options, each declared once, by group. The field is what the option sets: in the
+#: groups of :data:`SETTINGS`, a field of the study's config (or of its decoding) or of
+#: :class:`~pyterrier_utility.settings.Placement`, whose default is the command's config's; in the
+#: others, an argument of the command or a field of
+#: :class:`~pyterrier_utility.prediction.settings.PredictionSettings`.
+OPTIONS: Dict[str, List[Option]] = {
+    'preset': [
+        (('--preset',), 'preset', dict(choices=sorted(PRESETS)),
+         'every setting of the paper at once (its values are listed below the options); options given explicitly '
+         'override it'),
+    ],
     'data': [
         (('--dataset',), 'datasets', dict(nargs='+', metavar='ID'),
          "'cranfield' (embedded) or PyTerrier / ir_datasets ids, e.g. "
@@ -210,11 +226,47 @@ OPTIONS: Dict[str, List[Tuple[Tuple[str, ...], str, Dict[str, Any], str]]] = {
          'a multiple-testing correction of the t-tests'),
         (('--min-n',), 'min_n', dict(type=number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
-        (('--fig4-k',), 'fig4_k', dict(type=number(int, 1), metavar='K'), 'the k of the nDCG@k vs utility scatter'),
+        (('--fig4-k',), 'fig4_k', dict(type=number(int, 1), metavar='K'),
+         'the k of Figure 4, the nDCG@k against utility scatter'),
         (('--out',), 'out', dict(metavar='FOLDER'), 'the folder the results are written to'),
         (('--title',), 'title', dict(metavar='TEXT'), "report.html's title (default: the output folder's name)"),
         (('--verbose',), 'verbose', dict(action='store_true', default=None),
          'keep third-party logs (PISA, transformers, ir_datasets)'),
+    ],
+    'prediction': [
+        (('--predict',), 'predict', dict(action='store_true'),
+         'then the predict command over the study folder, with its defaults: signals.csv, prediction.csv and the '
+         "report's section on what predicts utility"),
+        (('--out',), 'out', dict(required=True, metavar='STUDY_DIR'), 'the study folder, read and written into'),
+        (('--folds',), 'folds', dict(type=number(int, 2), metavar='N'),
+         'folds of the out-of-fold linear regression (KFold over queries)'),
+        (('--seed',), 'seed', dict(type=number(int, 0), metavar='N'), 'the seed of the folds and of the bootstrap'),
+        (('--resamples',), 'n_resamples', dict(type=number(int, 1), metavar='N'),
+         'bootstrap resamples per 95%% interval'),
+        (('--apair-k',), 'apair_k', dict(type=number(int, 2), metavar='N'),
+         "A-Pair-Ratio's documents per query (each encoded once by the MiniLM encoder)"),
+        (('--perplexity',), 'perplexity', dict(action='store_true'),
+         "also the reader's perplexity of each context (its model loaded here, in process; one forward pass per "
+         'document and context, nothing generated)'),
+        (('--udcg',), 'udcg', dict(action='store_true'),
+         "also UDCG of each context: the reader's probability of answering NO-RESPONSE from each document alone "
+         '(its model loaded here; one prefill per query and document, nothing generated), relevant documents '
+         'adding, others taking away'),
+        (('--combine',), 'combine', dict(nargs='+', metavar='SIGNAL'),
+         'the signals the linear regression combines, each system over those that apply to it; one that applies '
+         f'to no system is refused (default: {" ".join(PREDICTION_COMBINATION)}, those that apply)'),
+    ],
+    'attribution': [
+        (('--method',), 'method', dict(choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0]),
+         'exact Shapley (2^k coalitions, k <= 10), Shapley by permutation sampling (with --budget; orders drawn '
+         'with --seed), leave-one-out, or each document alone (default: %(default)s)'),
+        (('--budget',), 'budget', dict(type=number(int, 2), metavar='N'),
+         'coalition evaluations per context for --method permutation, which needs it: the empty and the whole '
+         'context, then k - 1 per sampled order (default: none)'),
+    ],
+    'report': [
+        (('folders',), 'folders', dict(nargs='+'), 'study folders; several (e.g. one per dataset) make one table'),
+        (('--html',), 'html', dict(action='store_true'), "also the folder's browsable report.html (one file, offline)"),
     ],
 }
 
@@ -235,6 +287,9 @@ def format_value(value) -> str:
     return 'none' if value is None else str(value)
 
 
+#: The groups of :data:`OPTIONS` that give a study's settings: the running commands show them under
+#: their titles, and each option of them states the default of the command's config.
+SETTINGS = ('data', 'systems', 'reader', 'decoding', 'servers and engines', 'ray', 'scoring and output')
 #: Options that say where the reader runs, not what is computed (a study gives the same answers and
 #: tables in process and on Ray): the command hands them to the driver (:func:`placement`), not to the
 #: config.
@@ -247,25 +302,63 @@ LEFT_OUT = {'study': (),
                           'correction', 'min_n', 'title') + PLACEMENT}
 
 
+#: A command's options: (heading, group of :data:`OPTIONS`, the fields taken from it), in --help's order.
+Layout = List[Tuple[Optional[str], str, Tuple[str, ...]]]
+
+
+def _running(command: str, *own: Tuple[str, Tuple[str, ...]]) -> Layout:
+    """A running command's options: --preset, the study's settings less those :data:`LEFT_OUT`, then
+    the groups of its own."""
+    settings = [(title, title, tuple(field for _, field, _, _ in OPTIONS[title] if field not in LEFT_OUT[command]))
+                for title in SETTINGS]
+    return [(None, 'preset', ('preset',)), *settings, *((title, title, fields) for title, fields in own)]
+
+
+#: Each command's options (:data:`Layout`); the heading ``None``: argparse's own 'options' and
+#: 'positional arguments'. The commands that read a finished folder share the study's options where
+#: they have them.
+COMMANDS: Dict[str, Layout] = {
+    'study': _running('study', ('prediction', ('predict',))),
+    'experiment': _running('experiment'),
+    'attribute': _running('attribute', ('attribution', ('method', 'budget'))),
+    'report': [(None, 'report', ('folders',)), (None, 'scoring and output', ('out', 'correction', 'fig4_k', 'min_n')),
+               (None, 'report', ('html',)), (None, 'scoring and output', ('ndcg_order',))],
+    'predict': [(None, 'prediction', ('out', 'folds', 'seed', 'n_resamples', 'apair_k', 'perplexity', 'udcg',
+                                      'combine'))],
+}
+
+
+def option(group: str, field: str) -> Option:
+    """The option of :data:`OPTIONS` in ``group`` that sets ``field``."""
+    return next(entry for entry in OPTIONS[group] if entry[1] == field)
+
+
+def _given(args: argparse.Namespace, fields) -> dict:
+    """The options among ``fields`` given explicitly on the command line, lists as tuples."""
+    values = {name: getattr(args, name, None) for name in fields}
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()
+            if value is not None}
+
+
 def explicit_settings(args: argparse.Namespace) -> dict:
     """The settings given explicitly on the command line, as config fields."""
-    fields = {field for options in OPTIONS.values() for _, field, _, _ in options} - set(PLACEMENT)
-    out = {name: value for name, value in vars(args).items() if name in fields and value is not None}
+    fields = [field for title in SETTINGS for _, field, _, _ in OPTIONS[title] if field not in PLACEMENT]
+    out = _given(args, fields)
     out.update({name: None for name in FIELDS if out.get(name) == NOT_SENT})
     if out.pop('no_reverse', None):
         out['orderings'] = ('original',)
-    for name in ('datasets', 'ks', 'figure_ks', 'label_sets', 'systems', 'runs', 'base_urls', 'stop', 'orderings',
-                 'windows', 'window_grid', 'readers'):
-        if name in out:
-            out[name] = tuple(out[name])
     return out
 
 
 def placement(args: argparse.Namespace) -> Placement:
     """Where the reader runs: in process, or on the Ray cluster given with --ray (its --replicas and
     their --replica-gpus); a :class:`SettingError` for --replicas or --replica-gpus without --ray."""
-    given_here: dict = {name: getattr(args, name, None) for name in PLACEMENT}
-    given_here = {name: value for name, value in given_here.items() if value is not None}
-    if given_here and 'ray' not in given_here:
-        raise SettingError(f"{', '.join('--' + n.replace('_', '-') for n in given_here)} needs --ray")
-    return Placement(**given_here)
+    given = _given(args, PLACEMENT)
+    if given and 'ray' not in given:
+        raise SettingError(f"{', '.join(option('ray', name)[0][-1] for name in given)} needs --ray")
+    return Placement(**given)
+
+
+def prediction_settings(args: argparse.Namespace) -> PredictionSettings:
+    """The ``predict`` command's settings: those given explicitly, over their defaults."""
+    return PredictionSettings(**_given(args, [f.name for f in dataclasses.fields(PredictionSettings)]))

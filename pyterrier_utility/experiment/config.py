@@ -381,3 +381,5 @@ EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), 
 #: The defaults of the ``attribute`` command: the study's decoding and label sets (so a study with the same
 #: options shares its answers), few queries, one k and two systems (2^k coalitions per context).
 ATTRIBUTE = StudyConfig(queries=2, ks=(4,), systems=('BM25', 'Rel'), samples=2, out='results/attribution')
+#: The defaults of the ``report`` command: the study's tables and figures, written to their own folder.
+REPORT = StudyConfig(out='results/report')

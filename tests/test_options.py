@@ -1,0 +1,76 @@
+"""The command line's options, declared once (:mod:`pyterrier_utility._options`): every command's
+parser holds exactly the table's options it takes, the commands that read a finished folder share
+the study's, and parsed arguments become the library's values through the table."""
+import argparse
+
+import pytest
+
+from pyterrier_utility import _options, cli
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.experiment import config as cfg
+from pyterrier_utility.prediction.settings import PredictionSettings
+from pyterrier_utility.settings import Placement
+
+
+def _commands():
+    return cli.parser()._subparsers._group_actions[0].choices
+
+
+def _actions(command: str):
+    """The command's arguments by field, -h left out."""
+    return {a.dest: a for a in _commands()[command]._actions if not isinstance(a, argparse._HelpAction)}
+
+
+def test_every_command_takes_exactly_the_table_options_it_lists_and_each_once():
+    assert set(_commands()) == set(_options.COMMANDS)
+    for command, parser in _commands().items():
+        listed = [_options.option(group, field) for _, group, fields in _options.COMMANDS[command] for field in fields]
+        assert [(a.option_strings or [a.dest], a.dest) for a in parser._actions[1:]] == \
+               [(list(flags), field) for flags, field, _, _ in listed], command
+    for group, options in _options.OPTIONS.items():
+        fields = [field for _, field, _, _ in options]
+        assert len(fields) == len(set(fields)), group
+
+
+@pytest.mark.parametrize('field', ['correction', 'min_n', 'fig4_k', 'ndcg_order'])
+def test_report_shares_the_study_options_it_has(field):
+    study, report = _actions('study')[field], _actions('report')[field]
+    for name in ('option_strings', 'type', 'choices', 'metavar', 'nargs', 'default', 'help'):
+        assert getattr(report, name) == getattr(study, name), name
+    # The same flag and meaning; each command says its own default folder.
+    assert _actions('study')['out'].help == 'the folder the results are written to (default: results/study)'
+    assert _actions('report')['out'].help == 'the folder the results are written to (default: results/report)'
+
+
+def test_report_resolves_its_options_over_the_studys_defaults():
+    def report(*argv):
+        args = cli.parser().parse_args(['report', 'folder', *argv])
+        return cfg.REPORT.replace(**cli.explicit_settings(args))
+    defaults = report()
+    assert (defaults.out, defaults.correction, defaults.fig4_k, defaults.min_n, defaults.ndcg_order) == \
+           ('results/report', None, 5, 5, 'context')
+    given = report('--out', 'o', '--correction', 'holm', '--fig4-k', '3', '--min-n', '2', '--ndcg-order', 'retrieval')
+    assert (given.out, given.correction, given.fig4_k, given.min_n, given.ndcg_order) == \
+           ('o', 'holm', 3, 2, 'retrieval')
+
+
+def test_predict_maps_its_options_to_the_prediction_settings_through_the_table():
+    def settings(*argv):
+        return cli.prediction_settings(cli.parser().parse_args(['predict', '--out', 'folder', *argv]))
+    assert settings() == PredictionSettings()
+    assert settings('--folds', '3', '--seed', '7', '--resamples', '50', '--apair-k', '4', '--perplexity', '--udcg',
+                    '--combine', 'spatial', 'max_score') == \
+        PredictionSettings(folds=3, seed=7, n_resamples=50, apair_k=4, perplexity=True, udcg=True,
+                           combine=('spatial', 'max_score'))
+    assert _actions('predict')['n_resamples'].option_strings == ['--resamples']
+
+
+def test_the_ray_options_become_one_placement():
+    def placement(*argv):
+        return cli.placement(cli.parser().parse_args(['study', *argv]))
+    assert placement() == Placement() and Placement().ray is None
+    assert placement('--ray', 'local', '--replicas', '3', '--replica-gpus', '0.5') == \
+        Placement(ray='local', replicas=3, replica_gpus=0.5)
+    with pytest.raises(SettingError, match='^--replicas, --replica-gpus needs --ray$'):
+        placement('--replicas', '2', '--replica-gpus', '1')
+    assert 'ray' not in cli.explicit_settings(cli.parser().parse_args(['study', '--ray', 'auto']))
