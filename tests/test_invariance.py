@@ -1,11 +1,14 @@
 """Batch invariance of the offline engine: an answer, its token log-probabilities and ``truncated``
 depend on the prompt and seed alone, bit for bit; so do the values of every other forward pass."""
+import copy
+
 import pytest
 import torch
 
 from pyterrier_utility import backends
 from pyterrier_utility.backends.hf import invariant
 from pyterrier_utility.backends.hf.backend import INVARIANT_BATCHING
+from pyterrier_utility.errors import SettingError
 
 #: Prompts of different lengths (one past a line chunk), two sharing their first lines.
 PROMPTS = [
@@ -126,6 +129,22 @@ def test_a_prefill_chunk_attends_causally_after_its_cached_prefix():
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     got, _ = invariant.batch_invariant_attention(torch.nn.Module(), q[:, :, 6:], k, v, None, scaling=32 ** -0.5)
     torch.testing.assert_close(got, expected[:, :, 6:].transpose(1, 2))
+
+
+def test_a_model_on_an_accelerator_decodes_padded_batches_and_says_so(gemma):
+    """The invariance is built for CPUs: a model elsewhere (here on torch's meta device, as on a GPU)
+    decodes padded batches by default, measures no tile, and its reproducibility says that batch mates
+    can change an answer; ``invariant=True`` there is refused, naming the device."""
+    from transformers import AutoModelForCausalLM
+    config = copy.deepcopy(gemma.model.config)
+    config.num_hidden_layers, config.layer_types = 2, config.layer_types[:2]
+    with torch.device('meta'):
+        model = AutoModelForCausalLM.from_config(config)
+    backend = backends.CausalLMBackend(model, gemma.tokenizer, model_id='meta-test')
+    assert (backend.invariant, backend.row_tile) == (False, 1)
+    assert backend.batching.startswith('padded batches') and 'other batch mates can change' in backend.reproducibility
+    with pytest.raises(SettingError, match=r"'meta-test'\): invariant=True is for a model on a CPU, not on meta"):
+        backends.CausalLMBackend(model, gemma.tokenizer, model_id='meta-test', invariant=True)
 
 
 def test_a_texts_logprobs_are_those_of_the_models_forward_pass_whatever_was_scored_before(gemma):

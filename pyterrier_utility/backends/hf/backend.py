@@ -44,13 +44,18 @@ class CausalLMBackend(DecodingBackendBase):
     prompt, so an answer is the same whether its prefix was cached or not.
 
     Consecutive prompts (in :meth:`prompt_order`) decode together, up to ``batch_size`` answers,
-    their caches padded on the left. With ``invariant`` (the default) every forward pass is
+    their caches padded on the left. With ``invariant`` (the default on a CPU) every forward pass is
     batch-invariant (:mod:`~pyterrier_utility.backends.hf.invariant`): an answer, its token
     log-probabilities and ``truncated`` are a function of the model, dtype, decoding, prompt and seed
     alone, bit for bit, whatever its batch mates, the number of samples, the order of prompts, the
     batch size, the prefix cache or the number of threads (so a Ray replica answers as this process
     does), on one CPU kind and torch build. Without it, a batch's padding and row count change the
-    rounding of its products, and with it, at times, a token and the rest of the answer.
+    rounding of its products, and with it, at times, a token and the rest of the answer. The
+    invariance is built for CPUs: on a GPU, cuBLAS's products and attention reduce in orders that the
+    row tiles do not fix (on an H100, a Gemma 3 model's answers still change with their batch mates),
+    so a model on an accelerator decodes padded batches and says so in :attr:`reproducibility`; vLLM's
+    batch-invariant mode (``VLLM_BATCH_INVARIANT=1``, :class:`~pyterrier_utility.backends.VLLMBackend`
+    with ``reproducible=True``) is the engine for that.
 
     Args:
         model: a loaded ``AutoModelForCausalLM``; when it is not in ``dtype``, a converted copy is
@@ -74,7 +79,9 @@ class CausalLMBackend(DecodingBackendBase):
         min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
             boundary after them). Part of the generation cache key.
         invariant: batch-invariant forward passes (see above); ``False`` decodes padded batches as
-            they come, for comparison (other answers: part of the generation cache key).
+            they come, for comparison (other answers: part of the generation cache key). The default,
+            ``None``, is ``True`` for a model on a CPU and ``False`` on an accelerator, where ``True``
+            is refused.
 
     Example::
 
@@ -89,7 +96,7 @@ class CausalLMBackend(DecodingBackendBase):
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
                  dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
-                 min_chunk_tokens: int = 32, invariant: bool = True, verbose: bool = False, **decoding_fields):
+                 min_chunk_tokens: int = 32, invariant: Optional[bool] = None, verbose: bool = False, **decoding_fields):
         name = f'CausalLMBackend({model_id!r})'
         decoding = split_decoding(name, decoding, Decoding(), decoding_fields)
         check(not decoding_fields, name, f'unknown arguments {sorted(decoding_fields)}')
@@ -102,6 +109,11 @@ class CausalLMBackend(DecodingBackendBase):
         super().__init__(model_id, max_new_tokens=decoding.max_new_tokens, verbose=verbose,
                          max_input_length=max_input_length or model_limit)
         self._set_decoding(decoding)
+        on_cpu = model.device.type == 'cpu'
+        if invariant is None:
+            invariant = on_cpu
+        check(on_cpu or not invariant, name, f'invariant=True is for a model on a CPU, not on {model.device}: there '
+              "the products' reductions change with the batch (vLLM's --reproducible has a batch-invariant mode on GPUs)")
         self.dtype = resolve_dtype(dtype, model.device) or model.dtype
         if model.dtype != self.dtype:
             model = copy.deepcopy(model).to(self.dtype)

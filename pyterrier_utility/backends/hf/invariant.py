@@ -181,7 +181,8 @@ def _tile_holds(weight: torch.Tensor, rows: int, tile: int, major: bool,
     """Whether, padded to multiples of ``tile``, each row count of ``counts`` (default: every one up to
     ``rows``) gives each row the values it gets among ``rows`` rows, on one thread as on this process's
     threads (random inputs in the weight's dtype)."""
-    x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)).to(weight.dtype)
+    x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows))
+    x = x.to(weight.device, weight.dtype)
     full = _product(weight, None, x, tile, major)
     threads = torch.get_num_threads()
     try:
