@@ -45,10 +45,10 @@ class OpenAICompatibleBackend(ServerPoolBackend):
     endpoint and the status, carrying the answers completed before it (the generation cache keeps
     them). An error is never returned as an answer, nor is text that cannot be encoded (a lone
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
-    in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
-    so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
-    Each answer is handed to the generation cache as it arrives (``on_answers``), so a process killed
-    mid-call keeps every answer that came back.
+    in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the logger of
+    ``backends._pool`` says so); its share goes to the others. Ctrl-C stops a call at once, cutting
+    the requests in flight. Each answer is handed to the generation cache as it arrives
+    (``on_answers``), so a process killed mid-call keeps every answer that came back.
 
     A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
     that hit the limit together wait together, said once). A response is an answer only when it
