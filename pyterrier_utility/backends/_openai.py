@@ -4,64 +4,33 @@ vLLM (``vllm serve``), SGLang, TGI, llama.cpp's server, ``transformers serve`` a
 answer ``/v1/completions`` and ``/v1/chat/completions``. One request carries one prompt and one
 seed, so sample ``j`` of a prompt is reproducible wherever the server honours ``seed``.
 """
-import email.utils
-import http.client
-import itertools
 import json
-import logging
 import math
 import os
-import queue
-import socket
-import threading
-import time
 import urllib.parse
 import uuid
-from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .._checks import check, check_int, check_number
-from .._messages import either, inform
+from .._messages import either
 from .._text import encodable
 from ..engines import ENGINES_BY_NAME
 from ..errors import BackendError
 from ..settings import Decoding
 from ..vocabulary import ENDPOINTS
-from ._base import Answer, DecodingBackendBase, cut_at_stop, query_of, sampling_fields, split_decoding
+from ._base import Answer, query_of, sampling_fields, split_decoding
+from ._pool import ServerPoolBackend, server_said
 
 #: What vLLM's server answers (HTTP 500) when its engine has died; on vLLM's CPU build the known cause
 #: is a seeded request whose prompt is prefilled in chunks (its log: "CPU Generator does not use offset").
 VLLM_ENGINE_DEAD = 'EngineCore encountered an issue'
-#: HTTP statuses worth retrying: rate limits and server-side failures.
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 #: Words of a client error (HTTP 400) that refuses a prompt longer than the server's context, as vLLM ("This model's
 #: maximum context length is ...", "... longer than the maximum model length"), SGLang, llama.cpp's server ("the
 #: request exceeds the available context size") and hosted APIs ("context_length_exceeded") word it.
 CONTEXT_EXCEEDED = ('context length', 'context size', 'context_length_exceeded', 'maximum model length')
 
-#: Seconds between the waits of the thread that collects answers. Ctrl-C reaches that thread only
-#: while it runs: the kernel may deliver SIGINT to a request thread, and a wait with no end is then
-#: never woken (seen under load: the interrupt took effect when the hung requests ended, 60 s later).
-SIGNAL_POLL = 0.1
 
-logger = logging.getLogger(__name__)
-
-
-class _Retryable(Exception):
-    """A failed attempt worth retrying; ``how`` says how an endpoint failed without answering
-    (which counts towards taking it out of the pool), ``status`` the HTTP status of one that
-    answered, ``retry_after`` what the server asked."""
-
-    def __init__(self, message: str, how: Optional[str] = None, status: Optional[int] = None,
-                 retry_after: float = 0.0):
-        super().__init__(message)
-        self.how = how
-        self.unanswered = how is not None
-        self.status = status
-        self.retry_after = retry_after
-
-
-class OpenAICompatibleBackend(DecodingBackendBase):
+class OpenAICompatibleBackend(ServerPoolBackend):
     """Answers prompts through OpenAI-compatible servers: up to ``concurrency`` requests in flight
     over a pool of endpoints, each request sent to the endpoint with the fewest in flight.
 
@@ -76,10 +45,10 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     endpoint and the status, carrying the answers completed before it (the generation cache keeps
     them). An error is never returned as an answer, nor is text that cannot be encoded (a lone
     surrogate). An endpoint of a pool that times out or cannot be reached ``breaker_failures`` times
-    in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the module's logger says
-    so); its share goes to the others. Ctrl-C stops a call at once, cutting the requests in flight.
-    Each answer is handed to the generation cache as it arrives (``on_answers``), so a process killed
-    mid-call keeps every answer that came back.
+    in a row leaves the pool for ``breaker_cooldown`` seconds (a warning on the logger of
+    ``backends._pool`` says so); its share goes to the others. Ctrl-C stops a call at once, cutting
+    the requests in flight. Each answer is handed to the generation cache as it arrives
+    (``on_answers``), so a process killed mid-call keeps every answer that came back.
 
     A ``Retry-After`` that comes with a 429 or 503 is said on the console once per wait (requests
     that hit the limit together wait together, said once). A response is an answer only when it
@@ -143,10 +112,6 @@ class OpenAICompatibleBackend(DecodingBackendBase):
     answers_each = True
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS: Tuple[str, ...] = ('endpoint', 'extra_body')
-    #: Failures in a row (timeouts, connections refused) that take an endpoint out of the pool.
-    breaker_failures = 3
-    #: Seconds an endpoint stays out of the pool.
-    breaker_cooldown = 60.0
 
     def __init__(self, model: str, base_urls: Union[str, Sequence[str]] = ('http://127.0.0.1:8000/v1',), *,
                  api_key: Optional[str] = None, endpoint: str = 'completions', decoding: Optional[Decoding] = None,
@@ -198,7 +163,7 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             self.tokenizer = tokenizer
         self.requests = 0
         self.truncated = 0
-        self._setup()
+        self._copied()
 
     @property
     def reproducibility(self) -> str:
@@ -210,37 +175,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                 'reuses cached prefixes, which changes rounding and so, at temperature > 0, some samples; '
                 'reproducible=True (--reproducible) sends one request at a time per endpoint')
 
-    def _setup(self) -> None:
-        self._lock = threading.Lock()
-        self._server_errors: List[str] = []
-        self._in_flight = {u: 0 for u in self.base_urls}
-        self._strikes = {u: 0 for u in self.base_urls}
-        self._out_until = {u: 0.0 for u in self.base_urls}
-        self._said_until = {u: 0.0 for u in self.base_urls}
-        self._turn = itertools.count()
-        self._open: Set[http.client.HTTPConnection] = set()
-        self._headers = {'Content-Type': 'application/json'}
-        if self.api_key:
-            self._headers['Authorization'] = f'Bearer {self.api_key}'
-
-    def _copied(self) -> None:
-        self._setup()
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        for name in ('_lock', '_in_flight', '_strikes', '_out_until', '_said_until', '_turn', '_open', '_headers',
-                     '_server_errors'):
-            state.pop(name, None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._setup()
-
     @property
-    def batch_size(self) -> int:
-        """Prompts handed over per call by the generation cache: enough to keep every slot busy."""
-        return 4 * self.concurrency
+    def request_path(self) -> str:
+        return '/chat/completions' if self.endpoint == 'chat' else '/completions'
 
     def sampling_fields(self) -> Dict[str, object]:
         """The decoding fields every request carries (besides prompt, seed, stop and max_tokens)."""
@@ -267,88 +204,19 @@ class OpenAICompatibleBackend(DecodingBackendBase):
             body['prompt'] = prompt
         return body
 
-    def _acquire(self, avoid: Optional[str]) -> str:
-        with self._lock:
-            turn = next(self._turn)
-            n = len(self.base_urls)
-            rotated = [self.base_urls[(turn + i) % n] for i in range(n)]
-            now = time.monotonic()
-            # Endpoints out of the pool are used only when every endpoint is.
-            rotated = [u for u in rotated if self._out_until[u] <= now] or rotated
-            choices = [u for u in rotated if u != avoid] or rotated
-            url = min(choices, key=lambda u: self._in_flight[u])
-            self._in_flight[url] += 1
-            return url
-
-    def _release(self, url: str, failure: Optional['_Retryable']) -> None:
-        """Ends a request to ``url``. An endpoint of a pool that fails ``breaker_failures`` times in a
-        row without answering (timeouts, refused connections) leaves the pool for ``breaker_cooldown``
-        seconds; back, it leaves again at its next such failure, until it answers once."""
-        with self._lock:
-            self._in_flight[url] -= 1
-            if failure is None or not failure.unanswered:
-                self._strikes[url] = 0
-                return
-            self._strikes[url] += 1
-            if self._strikes[url] < self.breaker_failures or len(self.base_urls) == 1:
-                return
-            self._out_until[url] = time.monotonic() + self.breaker_cooldown
-            strikes = self._strikes[url]
-        logger.warning('%s: no answer %d times in a row (the last: %s); out of the pool for %g s, its requests go '
-                       'to the other %d endpoint(s)', url, strikes, failure.how, self.breaker_cooldown,
-                       len(self.base_urls) - 1)
-
-    def _exchange(self, url: str, payload: bytes, deadline: float):
-        """Status, headers and body of one POST, all of it received before ``deadline`` (a watchdog
-        shuts the socket at the deadline, so neither a hung nor a trickling server can hold it)."""
-        parts = urllib.parse.urlsplit(url)
-        kind = http.client.HTTPSConnection if parts.scheme == 'https' else http.client.HTTPConnection
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise socket.timeout
-        conn = kind(parts.hostname, parts.port, timeout=left)  # type: ignore[arg-type]  # a host: checked when made
-        watchdog = threading.Timer(left, _cut, (conn,))
-        watchdog.daemon = True
-        with self._lock:
-            self._open.add(conn)
-        watchdog.start()
-        try:
-            conn.request('POST', parts.path, body=payload, headers=self._headers)
-            response = conn.getresponse()
-            return response.status, response.headers, response.read()
-        finally:
-            watchdog.cancel()
-            with self._lock:
-                self._open.discard(conn)
-            conn.close()
-
-    def _post(self, url: str, body: Dict[str, object], deadline: float, limit: str) -> Answer:
-        """The answer of one request: its text, whether the server cut it at ``max_tokens``, and its
-        log-probability when asked for and reported; ``limit`` names what sets ``deadline`` (for the
-        error message)."""
-        where = url + ('/chat/completions' if self.endpoint == 'chat' else '/completions')
-        try:
-            status, headers, data = self._exchange(where, json.dumps(body).encode(), deadline)
-        except (OSError, http.client.HTTPException) as e:
-            if time.monotonic() >= deadline - 0.01 or isinstance(e, socket.timeout):
-                raise _Retryable(f'{where}: no complete answer within {limit}', how='timed out') from e
-            raise _Retryable(f'{where}: {type(e).__name__}: {e}', how='could not be reached') from e
-        reply = data.decode('utf-8', errors='replace')
-        said = f'{where}: HTTP {status}: {_server_message(reply)}'
-        if status >= 400:
-            with self._lock:
-                self._server_errors.append(said)
-        if status in RETRY_STATUSES:
-            raise _Retryable(said, status=status, retry_after=_retry_after(headers))
+    def _answer(self, where: str, status: int, reply: str, body: Dict[str, object]) -> Answer:
+        """The answer in a response: its text, whether the server cut it at ``max_tokens``, and its
+        log-probability when asked for and reported; a refusal or a malformed response is an error."""
         if status >= 400 and any(words in reply.lower() for words in CONTEXT_EXCEEDED):
             prompt: str = (body['messages'][0]['content'] if self.endpoint == 'chat'  # type: ignore[index]
                            else body['prompt'])  # type: ignore[assignment]
-            raise BackendError(f"{said}; the prompt of the query {query_of(prompt)} ({len(prompt)} characters) and "
-                               f"max_tokens {body['max_tokens']} do not fit the server's context: ask for fewer new "
-                               "tokens (--max-new-tokens), start the server with a longer context (vLLM's "
-                               "--max-model-len, llama.cpp's --ctx-size), give shorter or fewer documents (-k), or "
-                               "give the backend the model's tokenizer and the server's context length (tokenizer=, "
-                               "max_input_length=) so that the Reader truncates the documents to fit", prompt=prompt)
+            raise BackendError(f"{server_said(where, status, reply)}; the prompt of the query {query_of(prompt)} "
+                               f"({len(prompt)} characters) and max_tokens {body['max_tokens']} do not fit the "
+                               "server's context: ask for fewer new tokens (--max-new-tokens), start the server with "
+                               "a longer context (vLLM's --max-model-len, llama.cpp's --ctx-size), give shorter or "
+                               "fewer documents (-k), or give the backend the model's tokenizer and the server's "
+                               "context length (tokenizer=, max_input_length=) so that the Reader truncates the "
+                               "documents to fit", prompt=prompt)
         if status >= 400:
             sent = self._nonstandard()
             named = [f for f in sent if f in reply]
@@ -356,9 +224,9 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                     if named else (f'; non-standard fields sent: {sent}' if sent else ''))
             if self.logprobs:
                 hint += '; logprobs was asked for: a server that rejects it needs logprobs=False'
-            raise BackendError(f'{said}{hint}')
+            raise BackendError(server_said(where, status, reply) + hint)
         try:
-            choices = json.loads(data)['choices']
+            choices = json.loads(reply)['choices']
             choice = choices[0]
             text = choice['message']['content'] if self.endpoint == 'chat' else choice['text']
         except (ValueError, KeyError, IndexError, TypeError) as e:
@@ -377,53 +245,6 @@ class OpenAICompatibleBackend(DecodingBackendBase):
                       logprob=None if values is None else float(sum(values)),
                       tokens=None if values is None else len(values), token_logprobs=values)
 
-    def _request(self, body: Dict[str, object], stop: Sequence[str], cancel: threading.Event) -> Answer:
-        """One prompt's answer: retried up to ``max_retries`` times, within ``retry_deadline``."""
-        start = time.monotonic()
-        give_up = start + self.retry_deadline if self.retry_deadline is not None else float('inf')
-        failed: Optional[str] = None
-        last: Optional[_Retryable] = None
-        for attempt in range(self.max_retries + 1):
-            if last is not None:
-                backoff = min(60.0, self.backoff * 2 ** (attempt - 1))
-                delay = max(last.retry_after, backoff)
-                if time.monotonic() + delay >= give_up:
-                    raise BackendError(f'{last} (the next retry, in {delay:g} s, would pass the retry deadline of '
-                                       f'{self.retry_deadline:g} s; {attempt - 1} retries made)')
-                if last.retry_after > backoff:
-                    self._say_wait(failed, last.status, delay)  # type: ignore[arg-type]  # set with last
-                if cancel.wait(delay):
-                    raise BackendError('cancelled')
-            url = self._acquire(avoid=failed)
-            failure = None
-            try:
-                now = time.monotonic()
-                limit = (f'the {self.timeout:g} s timeout' if now + self.timeout <= give_up
-                         else f'the retry deadline of {self.retry_deadline:g} s')
-                answer = self._post(url, body, min(now + self.timeout, give_up), limit)
-            except _Retryable as e:
-                failure, failed, last = e, url, e
-                continue
-            finally:
-                self._release(url, failure)
-            with self._lock:
-                self.requests += 1
-                self.truncated += bool(answer.truncated)
-            return replace(answer, text=cut_at_stop(answer.text, stop))  # type: ignore[call-arg]  # untyped base
-        raise BackendError(f'{last} (after {self.max_retries} retries)')
-
-    def _say_wait(self, url: str, status: int, delay: float) -> None:
-        """Says on the console that ``url`` asked to wait ``delay`` seconds (``Retry-After``), once per
-        wait: requests refused together wait together, and a wait that ends within a second of the
-        last one said for the endpoint is not said again."""
-        until = time.monotonic() + delay
-        with self._lock:
-            if until < self._said_until[url] + 1.0:
-                return
-            self._said_until[url] = until
-        why = ' (rate limited)' if status == 429 else ''
-        inform(f'{url}: HTTP {status}{why}; waiting {round(delay, 1):g} s as Retry-After asks')
-
     def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
                  return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
                  stop_sequences: Optional[List[str]] = None, num_responses: int = 1,
@@ -436,110 +257,25 @@ class OpenAICompatibleBackend(DecodingBackendBase):
         backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
         if backend is not self:  # settings given with the call: a copy with them answers
             return backend.generate(inps, seeds=seeds, on_answers=on_answers)
-        max_new_tokens, stop = self.decoding.max_new_tokens, list(self.decoding.stop)
-        bodies = [self._body(p, s, max_new_tokens, stop) for p, s in zip(inps, seeds)]
-        with self._lock:
-            self._server_errors.clear()
-        jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
-        results: queue.Queue = queue.Queue()
-        cancel = threading.Event()
-        for i in range(len(bodies)):
-            jobs.put(i)
-
-        def work():
-            # Daemon threads: a hung request can never hold the interpreter at exit.
-            while not cancel.is_set():
-                try:
-                    i = jobs.get_nowait()
-                except queue.Empty:
-                    break
-                try:
-                    results.put((i, self._request(bodies[i], stop, cancel), None))
-                except Exception as e:
-                    results.put((i, None, e))
-            results.put(None)
-
-        workers = min(self.concurrency, max(1, len(bodies)))
-        for n in range(workers):
-            threading.Thread(target=work, daemon=True, name=f'{self!r} request {n}').start()
-        answers: Dict[int, Answer] = {}
-        failure = None
-        try:
-            while workers:
-                try:
-                    item = results.get(timeout=SIGNAL_POLL)
-                except queue.Empty:
-                    continue
-                arrived: Dict[int, Answer] = {}
-                while True:  # all that arrived together, handed on at once
-                    if item is None:
-                        workers -= 1
-                    elif item[2] is None:
-                        answers[item[0]] = arrived[item[0]] = item[1]
-                    elif failure is None:
-                        failure = item[2]
-                        cancel.set()  # no new requests; those sent finish and their answers are kept
-                    try:
-                        item = results.get_nowait()
-                    except queue.Empty:
-                        break
-                if arrived and on_answers is not None:
-                    on_answers(arrived)
-        except KeyboardInterrupt as interrupt:
-            cancel.set()
-            with self._lock:
-                for conn in list(self._open):
-                    _cut(conn)
-            # Answers put in the queue but not yet taken from it were computed too: they are kept.
-            while True:
-                try:
-                    item = results.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None and item[2] is None:
-                    answers[item[0]] = item[1]
-            interrupt.completed = dict(answers)  # type: ignore[attr-defined]  # read by the generation cache
-            raise
-        except Exception:
-            cancel.set()  # on_answers failed (the cache file): no new requests
-            raise
-        if failure is not None:
-            message = (str(failure) if isinstance(failure, BackendError)
-                       else f'{self!r}: {type(failure).__name__}: {failure}')
-            raise BackendError(message + self._first_server_error(message), completed=answers,
-                               prompt=getattr(failure, 'prompt', None)) from failure
-        return [answers[i] for i in range(len(inps))]
+        stop = list(self.decoding.stop)
+        bodies = [self._body(p, s, self.decoding.max_new_tokens, stop) for p, s in zip(inps, seeds)]
+        return self._answer_all(bodies, stop, on_answers)
 
     def _first_server_error(self, message: str) -> str:
-        """The first error a server answered during the call, when the failure reported is another (a
-        server that died after failing answers with refused connections), and how to avoid a failure
-        this project recognises."""
+        """The first error a server answered during the call, when the failure reported is another, and
+        how to avoid a failure this project recognises."""
         with self._lock:
-            errors = list(self._server_errors)
-        if not errors:
-            return ''
-        first = '' if errors[0] in message else f'; the first error a server gave: {errors[0]}'
-        if any(VLLM_ENGINE_DEAD in e for e in errors):
-            first += ('; the server\'s vLLM engine died. On vLLM\'s CPU build it dies at the first seeded request '
-                      'whose prompt it prefills in chunks (every request here is seeded; its log says "CPU Generator '
-                      'does not use offset"): start it with --no-enable-chunked-prefill --max-num-batched-tokens N '
-                      '(N >= --max-model-len)')
-        return first
+            dead = any(VLLM_ENGINE_DEAD in e for e in self._server_errors)
+        return super()._first_server_error(message) + (
+            '; the server\'s vLLM engine died. On vLLM\'s CPU build it dies at the first seeded request whose prompt '
+            'it prefills in chunks (every request here is seeded; its log says "CPU Generator does not use offset"): '
+            'start it with --no-enable-chunked-prefill --max-num-batched-tokens N (N >= --max-model-len)'
+            if dead else '')
 
     def __repr__(self):
         urls = self.base_urls[0] if len(self.base_urls) == 1 else f'{len(self.base_urls)} endpoints'
         return (f'OpenAICompatibleBackend({self.model_id!r}, {urls}, endpoint={self.endpoint!r}, '
                 f'temperature={self.decoding.temperature}, top_k={self.decoding.top_k})')
-
-
-def _cut(conn: http.client.HTTPConnection) -> None:
-    """Shuts a connection's socket from another thread: a read blocked on it returns at once."""
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _reported_logprobs(choice: dict) -> Optional[Tuple[float, ...]]:
@@ -557,31 +293,3 @@ def _reported_logprobs(choice: dict) -> Optional[Tuple[float, ...]]:
                              for v in values):
         return None
     return tuple(float(v) for v in values)
-
-
-def _server_message(reply: str) -> str:
-    """What a server said in an error response, on one line: the ``error.message`` (or ``error``,
-    ``message``) of a JSON body as vLLM, llama.cpp's server and hosted APIs send it, else the body."""
-    try:
-        said = json.loads(reply)
-        said = said.get('error', said) if isinstance(said, dict) else said
-        said = said.get('message', said) if isinstance(said, dict) else said
-    except ValueError:
-        said = reply
-    return ' '.join(str(said if isinstance(said, str) else reply).split())[:500]
-
-
-def _retry_after(headers) -> float:
-    """Seconds a ``Retry-After`` header asks to wait (seconds or an HTTP date); 0 without one."""
-    value = (headers.get('Retry-After') or '').strip()
-    if not value:
-        return 0.0
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return max(0.0, when.timestamp() - time.time())
