@@ -136,9 +136,6 @@ def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSett
     return run_and_save(out, settings)
 
 
-#: The ``experiment`` command's former name, kept for one release.
-one_k = experiment
-
 def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
     """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
     no such file, or one without ``ks``)."""
