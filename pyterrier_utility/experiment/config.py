@@ -328,10 +328,12 @@ StudyConfig.__init__ = _taking_engine_options_by_name(StudyConfig.__init__)  # t
 def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
     fields among them. When the readers change between offline models and named ones, the
-    decoding fields and the prompt format not given follow them: the offline conveniences
-    (:data:`OFFLINE_CONVENIENCES`, :data:`OFFLINE_PROMPT_FORMAT`) for offline readers, the study's own
-    stop, no penalty and the plain format for named models. Readers of both kinds share one decoding
-    and one prompt format, so they need the repetition penalty, stop and prompt format given explicitly.
+    decoding fields that tell the kinds apart and the prompt format, where not given, are the readers'
+    engine's (:func:`~pyterrier_utility.engines.kind_decoding`): the penalty, its window and the stop of
+    :data:`~pyterrier_utility.engines.OFFLINE_DECODING` and the ``'example'`` format for offline
+    readers, the study's own stop, no penalty and the plain format for named models. Readers of both
+    kinds share one decoding and one prompt format, so they need the repetition penalty, stop and
+    prompt format given explicitly.
 
     Example::
 
