@@ -29,7 +29,7 @@ def test_an_engine_added_by_one_description_is_built_checked_and_named_everywher
     assert config.prompt_format == 'plain' and config.decoding.stop == ('STOP',)  # a named model's kind
     with pytest.raises(SettingError, match=r"the reader 'toy:tiny' cannot honour tensor_parallel_size"):
         cfg.StudyConfig(readers=('toy:tiny',), tensor_parallel_size=2)
-    assert pu.Reader('toy:tiny').backend.backend.model == 'tiny'
+    assert pu.Reader('toy:tiny').backend.model == 'tiny'
     # The command line's help says which readers take an option from the descriptions.
     assert _options.readers_taking('concurrency') == 'openai, llamacpp and toy readers'
     assert _options.readers_taking('tensor_parallel_size') == 'vllm readers'

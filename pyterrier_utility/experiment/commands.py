@@ -109,8 +109,8 @@ def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame
     per_query.to_csv(out / 'per_query.csv', index=False)
     print(f'{name}: {len(topics)} queries, k={k}; significance vs Rel (paired t-test)')
     print(table.to_string(index=False))
-    print(f'written to {out}/ in {time.time() - start:.0f} s ({reader.backend.generated} answers generated, '
-          f'{len(reader.backend)} cached)')
+    print(f'written to {out}/ in {time.time() - start:.0f} s ({reader.cache.generated} answers generated, '
+          f'{len(reader.cache)} cached)')
     return table
 
 

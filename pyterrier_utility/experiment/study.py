@@ -268,14 +268,14 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     cells = contexts.drop_duplicates(CELL)[CELL].reset_index(drop=True)
     clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
 
-    before = reader.backend.generated
+    before = reader.cache.generated
     # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
     zero = topics.assign(system='0-shot', k=0)
     frames = reader.answer_frames([zero, contexts], by=CELL, token_logprobs=True)
     zero, answered = (frame if 'sample' in frame.columns else frame.assign(sample=0) for frame in frames)
     each = pd.concat([f[CELL + ['sample', 'token_logprobs']] for f in (zero, answered)], ignore_index=True)
     zero, answered = (f.drop(columns='token_logprobs') for f in (zero, answered))
-    generated = reader.backend.generated - before
+    generated = reader.cache.generated - before
     clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
 
     if scorer_for is None:
