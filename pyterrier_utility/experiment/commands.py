@@ -24,7 +24,7 @@ from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
 from ..scoring.utility import UtilityEvaluator
 from ..settings import Placement
-from ..vocabulary import HEALTH_FILE, SETTINGS_FILE
+from ..vocabulary import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
 from . import figures, health, stats
 from .attribution import Attribution, run_attribution, save_attribution
 from .config import StudyConfig
@@ -139,7 +139,7 @@ def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSett
 def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
     """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
     no such file, or one without ``ks``)."""
-    path = folder / 'settings.json'
+    path = folder / SETTINGS_FILE
     if not path.is_file():
         return None
     settings = json.loads(path.read_text())
@@ -188,7 +188,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     written = sorted(list(paths) + drawn)
     if html:
         for folder in folders:
-            page = out / ('report.html' if len(folders) == 1 else f'{Path(folder).name}-report.html')
+            page = out / (REPORT_FILE if len(folders) == 1 else f'{Path(folder).name}-{REPORT_FILE}')
             written.append(write_report(folder, page).name)
     print(f'written to {out}/ ({", ".join(written)}); nothing generated')
     return written
