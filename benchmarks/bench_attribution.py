@@ -41,7 +41,7 @@ def main():
 
     def fresh():
         """A reader of the loaded model with an empty cache, timing its backend calls."""
-        reader = pu.Reader(pu.GenerationCache(loaded.backend.backend), n_samples=loaded.n_samples, seed=loaded.seed,
+        reader = pu.Reader(pu.GenerationCache(loaded.cache.backend), n_samples=loaded.n_samples, seed=loaded.seed,
                            prompt_format=loaded.prompt_format)
         reader.seconds = 0.0
         answer = reader.answer
@@ -59,13 +59,13 @@ def main():
     reader = fresh()
     start = time.perf_counter()
     reader(contexts)
-    rows.append(('k-shot cell', time.perf_counter() - start, reader.seconds, reader.backend.generated))
+    rows.append(('k-shot cell', time.perf_counter() - start, reader.seconds, reader.cache.generated))
     for method, budget in (('shapley', None), ('permutation', args.budget)):
         reader = fresh()
         start = time.perf_counter()
         pu.ContextAttribution(reader, scorer, method=method, budget=budget).evaluate(contexts)
         rows.append((f'{method}' + (f' (budget {budget})' if budget else f' (2^{args.k} coalitions)'),
-                     time.perf_counter() - start, reader.seconds, reader.backend.generated))
+                     time.perf_counter() - start, reader.seconds, reader.cache.generated))
     cell = rows[0][2]
     print(f'{len(topics)} queries, BM25 at k={args.k}, {args.samples} samples, max_new_tokens {args.max_new_tokens}')
     print('| run | wall (s) | generation (s) | answers generated | generation / cell |')

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from pyterrier_utility.vocabulary import ZERO_SHOT
+
 
 def load_average() -> float:
     return float(Path('/proc/loadavg').read_text().split()[0])
@@ -64,7 +66,7 @@ def run(length: int, extra: list) -> dict:
     done = study(['--max-new-tokens', str(length)] + extra, f'pu-mnt{length}-')
     answers = pd.read_csv(Path(done['folder']) / 'answers.csv')
     cut = answers['truncated'].astype(str).eq('True')
-    kshot = answers['system'] != '0-shot'
+    kshot = answers['system'] != ZERO_SHOT
     return {'max_new_tokens': length, 'cut': f'{cut.sum()} / {len(cut)} ({cut.mean():.0%})',
             'k-shot cut': f'{cut[kshot].sum()} / {kshot.sum()} ({cut[kshot].mean():.0%})',
             'generation (s)': f'{done["generation"]:.1f}', 'wall (s)': f'{done["wall"]:.1f}',

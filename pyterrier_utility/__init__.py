@@ -26,8 +26,8 @@ _NAMES = {
     'utility_qrels': 'methods.attribution',
 }
 _MODULES = ('backends', 'cache', 'contexts', 'datasets', 'engines', 'errors', 'experiment', 'generation', 'interop',
-            'measures', 'methods', 'models', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'rerankers',
-            'scoring', 'settings', 'vocabulary')
+            'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'rerankers', 'scoring',
+            'settings', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -9,9 +9,9 @@ module imports no engine: a study's settings are checked before any is loaded.
 
 Example::
 
-    from pyterrier_utility.engines import engine_for
-    engine_for('vllm:meta-llama/Meta-Llama-3-8B-Instruct').server      # False: in process
-    engine_for('gemma3-270m').prompt_format                             # 'example'
+    from pyterrier_utility.engines import engine_of
+    engine_of('vllm:meta-llama/Meta-Llama-3-8B-Instruct').server       # False: in process
+    engine_of('gemma3-270m').prompt_format                              # 'example'
 """
 import dataclasses
 import importlib
@@ -20,13 +20,6 @@ from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from .errors import SettingError
 from .settings import FIELDS, ONE_LINE_STOP, Decoding
-
-#: The options of a study (of :class:`EngineOptions`, ``StudyConfig.engine``) that only some engines
-#: take: a reader whose engine does not take one that is set is refused. Fresh
-#: answers that are the same on every run (``reproducible``) are asked of every engine; those that give
-#: them unasked (the offline and Hugging Face models) take no such option.
-ENGINE_OPTIONS = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline',
-                  'tensor_parallel_size', 'chat_template')
 
 
 @dataclass(frozen=True)
@@ -67,9 +60,12 @@ class EngineOptions:
         """A copy with some options changed."""
         return dataclasses.replace(self, **changes)
 
-    def set_apart_from_defaults(self) -> Tuple[str, ...]:
-        """The options of :data:`ENGINE_OPTIONS` set to other than their defaults."""
-        return tuple(name for name in ENGINE_OPTIONS if getattr(self, name) != getattr(_DEFAULT_OPTIONS, name))
+    def refused_by(self, engine: 'Engine') -> Tuple[str, ...]:
+        """The options set to other than their defaults that ``engine`` does not take. Fresh answers
+        that are the same on every run (``reproducible``) are asked of every engine: those that give
+        them unasked (the offline and Hugging Face models) take no such option, and are not refused it."""
+        return tuple(name for name in ENGINE_OPTION_NAMES if name != 'reproducible' and not engine.takes(name)
+                     and getattr(self, name) != getattr(_DEFAULT_OPTIONS, name))
 
     def for_engine(self, engine: 'Engine') -> Dict[str, Any]:
         """The backend keywords of ``engine``: the options it takes (``base_urls`` a list, left out when
@@ -87,7 +83,7 @@ ENGINE_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(EngineOptions))
 _DEFAULT_OPTIONS = EngineOptions()
 #: What a pool of servers is told: where they are, how many requests fly at once, how they are asked,
 #: how long to wait and how often to try again.
-SERVER_OPTIONS = ENGINE_OPTIONS[:6]
+SERVER_OPTIONS = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline')
 #: The decoding settings that tell a base model's needs from an instruction-tuned one's: the study gives
 #: a reader of another kind than its preset's these from the reader's engine (see :func:`kind_decoding`).
 KIND_FIELDS = ('repetition_penalty', 'repeat_last_n', 'stop')
@@ -116,8 +112,8 @@ class Engine:
             ``DECODING_FIELDS``); any other set is refused, unless it is in ``own_way``.
         own_way: fields it has no means to honour exactly and applies its own way, with how (said
             wherever the settings are printed, and in ``settings.json``).
-        options: the study options of :data:`ENGINE_OPTIONS` it takes, plus ``reproducible`` where it
-            must be asked for answers that are the same on every run.
+        options: the study options (:class:`EngineOptions`) it takes, ``reproducible`` among them where
+            it must be asked for answers that are the same on every run.
         decoding: how its models decode unless told otherwise: a backend built without a decoding
             takes it, and so does a study's reader of this kind (:func:`kind_decoding`).
         prompt_format: the prompt format its models need (a name of
@@ -141,7 +137,7 @@ class Engine:
         return _imported(self.builder)(reader.partition(':')[2], **kwargs)
 
     def takes(self, option: str) -> bool:
-        """Whether a study option (see :data:`ENGINE_OPTIONS`) is given to this engine's backend."""
+        """Whether a study option (see :class:`EngineOptions`) is given to this engine's backend."""
         return option in self.options
 
 
@@ -157,6 +153,8 @@ _BACKENDS = 'pyterrier_utility.backends'
 #: The offline readers by name: small models that ship inside PyPI wheels, and what builds each.
 OFFLINE_MODELS: Dict[str, str] = {'gemma3-270m': f'{_BACKENDS}._offline:gemma3_270m',
                                   'smollm2-135m': f'{_BACKENDS}._offline:smollm2_135m'}
+#: The offline readers' names.
+OFFLINE_READERS = tuple(OFFLINE_MODELS)
 #: Every engine, by name.
 ENGINES_BY_NAME: Dict[str, Engine] = {engine.name: engine for engine in (
     Engine('offline', builder='', decoding=OFFLINE_DECODING, prompt_format='example'),
@@ -173,8 +171,6 @@ ENGINES_BY_NAME: Dict[str, Engine] = {engine.name: engine for engine in (
     Engine('llamacpp', builder=f'{_BACKENDS}._llamacpp:LlamaCppServerBackend', server=True,
            options=SERVER_OPTIONS + ('reproducible',)),
 )}
-#: The offline readers' names.
-OFFLINE_READERS = tuple(OFFLINE_MODELS)
 #: The engines a reader name may start with (``ENGINE:MODEL``).
 ENGINES = tuple(name for name in ENGINES_BY_NAME if name != 'offline')
 #: The engines reached over HTTP, a pool of servers each.
@@ -183,30 +179,30 @@ SERVER_ENGINES = tuple(name for name in ENGINES if ENGINES_BY_NAME[name].server)
 
 def build_backend(reader: str, **kwargs) -> Any:
     """The backend of a reader name, with the backend's keywords (see :meth:`Engine.build`)."""
-    return engine_for(reader).build(reader, **kwargs)
+    return engine_of(reader).build(reader, **kwargs)
 
 
 def reader_names() -> str:
     """The reader names accepted, for messages."""
-    return ', '.join(list(OFFLINE_MODELS) + [f'{e}:MODEL' for e in ENGINES_BY_NAME if e != 'offline'])
+    return ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES_BY_NAME if e != 'offline'])
 
 
-def engine_of(reader: str) -> str:
+def engine_name(reader: str) -> str:
     """``'offline'`` for an offline reader, else the engine of ``ENGINE:MODEL``; a
     :class:`~pyterrier_utility.errors.SettingError` lists the names accepted."""
-    return engine_for(reader).name
+    return engine_of(reader).name
 
 
-def engine_for(reader: str) -> Engine:
+def engine_of(reader: str) -> Engine:
     """The :class:`Engine` of a reader name; a :class:`~pyterrier_utility.errors.SettingError` lists the
     names accepted, and the nearest one to a mistyped name."""
-    if reader in OFFLINE_MODELS:
+    if reader in OFFLINE_READERS:
         return ENGINES_BY_NAME['offline']
     engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
     if engine in ENGINES_BY_NAME and engine != 'offline' and model:
         return ENGINES_BY_NAME[engine]
     import difflib
-    near = difflib.get_close_matches(reader, list(OFFLINE_MODELS), n=1) if isinstance(reader, str) else []
+    near = difflib.get_close_matches(reader, OFFLINE_READERS, n=1) if isinstance(reader, str) else []
     hint = f' (did you mean {near[0]!r}?)' if near else ''
     raise SettingError(f'unknown reader {reader!r}{hint}; choose from {reader_names()}')
 
@@ -214,5 +210,5 @@ def engine_for(reader: str) -> Engine:
 def kind_decoding(reader: str) -> Dict[str, Any]:
     """The decoding fields (:data:`KIND_FIELDS`) a reader's kind needs: a base model's penalty and stop,
     or an instruction-tuned model's none and the study's ``STOP``."""
-    decoding = engine_for(reader).decoding
+    decoding = engine_of(reader).decoding
     return {name: getattr(decoding, name) for name in KIND_FIELDS}

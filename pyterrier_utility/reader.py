@@ -73,9 +73,9 @@ class Reader(pt.Transformer):
             for, then the backend's decoding's where the format takes them (a base model's
             ``'\\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
             For the backends of this package, the length and the stops become the backend's decoding
-            once, when the reader is built: ``backend`` is then the generation cache over its
-            ``with_settings`` copy (``base_backend``: the backend as given), and the answers' keys
-            hold them; pyterrier-rag's backends are given them with each call.
+            once, when the reader is built: the reader's ``cache`` is then the generation cache over
+            its ``with_settings`` copy (``backend``: the backend as given), and the answers' keys hold
+            them; pyterrier-rag's backends are given them with each call.
         prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
             :class:`~pyterrier_utility.prompts.PromptFormat` (``None``: the one the backend's model
             needs, ``'example'`` for the offline readers, else ``'plain'``).
@@ -144,9 +144,9 @@ class Reader(pt.Transformer):
         else:  # pyterrier-rag's backends take them with each call
             self._per_call = {'max_new_tokens': max_new_tokens, 'stop_sequences': self.stop}
         #: The backend as given, its decoding without the reader's length and stops.
-        self.base_backend = inner
+        self.backend = inner
         #: The generation cache the reader answers through (over the backend with the reader's settings).
-        self.backend = cache
+        self.cache = cache
         self.verbose = bool(verbose)
         self.tokenizer: Any = inner.tokenizer if isinstance(inner, TokenizingBackend) else None
         if max_prompt_tokens is None and self.tokenizer is not None and inner.max_input_length:
@@ -217,7 +217,7 @@ class Reader(pt.Transformer):
         """The answers to each prompt, one per sample, read back by the prompt format: each an
         :class:`~pyterrier_utility.backends.Answer`, its ``text`` with what the backend said of it
         (``logprob``, ``tokens``, ``truncated``: of the whole generated text)."""
-        answers = self.backend.answer(prompts, self.seeds(), verbose=self.verbose, **self._per_call)
+        answers = self.cache.answer(prompts, self.seeds(), verbose=self.verbose, **self._per_call)
         # pyterrier-rag is untyped: mypy sees no BackendOutput.text
         return [[replace(a, text=self.template.extract(a.text)) for a in per_prompt]  # type: ignore[call-arg]
                 for per_prompt in answers]
@@ -227,5 +227,5 @@ class Reader(pt.Transformer):
         return self(queries[['qid', 'query']].drop_duplicates('qid'))
 
     def __repr__(self):
-        return (f'Reader({self.backend.backend!r}, n_samples={self.n_samples}, seed={self.seed}, stop={self.stop!r}, '
+        return (f'Reader({self.cache.backend!r}, n_samples={self.n_samples}, seed={self.seed}, stop={self.stop!r}, '
                 f'prompt_format={self.template.name!r})')

@@ -27,6 +27,8 @@ RAY_CONNECT_TIMEOUT = 10
 # Systems and the contexts they give.
 #: The systems a study can run (besides saved runs), in the order they are reported.
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
+#: The ``system`` of the answers given no context (``k`` 0), and Table 1's column of them.
+ZERO_SHOT = '0-shot'
 #: The systems a study runs unless told otherwise (:func:`~pyterrier_utility.experiment.default_systems`).
 DEFAULT_SYSTEMS = SYSTEMS[:4]
 #: The retrieval systems (an index, a re-ranker), also reported in their other orderings (reversed by default).

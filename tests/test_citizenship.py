@@ -29,7 +29,7 @@ def transformers(cranfield, minilm, tmp_path_factory):
         'GoldAnswerScorer': pu.GoldAnswerScorer({'1': ['lift']}, 'bertscore-gold', model_type=minilm),
         'ERAGLabeller': pu.ERAGLabeller(reader, scorer), 'ContextAttribution': pu.ContextAttribution(reader, scorer),
         'LLMRetEval': pu.LLMRetEval(reader, QRELS, cranfield.texts, bertscore=minilm, gold_reader=gold),
-        'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.backend,
+        'TextLoader': cranfield.text_loader(), 'GenerationCache': reader.cache,
         'PisaBM25': cranfield.bm25(num_results=5)[0], 'RunFile': pu.RunFile(run, cranfield.texts),
         'DenseRetriever': dense, 'HybridRetriever': hybrid,
         'COSMix': pu.methods.cosmix.COSMix(reader, pu.methods.cosmix.Validator(CountingBackend(seeded=False)), hybrid,
@@ -102,7 +102,7 @@ def test_a_whole_pipeline_pickles_and_gives_the_same_frame(cranfield, minilm, tm
     before = pipeline(topics)
     clone = pickle.loads(pickle.dumps(pipeline))
     assert_frame_equal(clone(topics), before)
-    assert clone[-1].reader.backend.backend.calls == reader.backend.backend.calls  # nothing generated again
+    assert clone[-1].reader.cache.backend.calls == reader.cache.backend.calls  # nothing generated again
 
 
 def test_the_embedded_collection_is_a_pyterrier_dataset_with_a_text_loader(cranfield):

@@ -28,11 +28,6 @@ def test_prepare_gives_each_command_its_collection_readers_record_and_scorer(tmp
     assert prepared.bertscore is not None and scorer.bertscore is prepared.bertscore  # loaded once, shared
 
 
-def test_the_former_names_of_the_commands_still_run_them():
-    assert pu.experiment.one_k is commands.experiment
-    assert pu.experiment.report is commands.report
-
-
 def test_study_predict_refuses_several_datasets_or_readers_before_running(tmp_path, capsys, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError('the study ran')

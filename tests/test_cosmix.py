@@ -97,18 +97,18 @@ def test_the_validator_decodes_greedily_whatever_the_readers_sampling(tmp_path):
     with SimulatedServer() as server:
         backend = OpenAICompatibleBackend('sim', server.url, temperature=0.3, max_new_tokens=8)
         reader = pu.Reader(pu.GenerationCache(backend, tmp_path / 'g.sqlite'), seed=7)
-        validator = Validator(reader.backend)
+        validator = Validator(reader.cache)
         validator.validate(['q1', 'q2'], ['a1', 'a2'])
         reader(pd.DataFrame({'qid': ['q1'], 'query': ['q1']}))
     assert sorted(b['temperature'] for b in server.bodies) == [0, 0, 0.3]
-    assert validator.backend.path == reader.backend.path  # replies cached next to the answers
-    assert backend.decoding.temperature == 0.3 and reader.backend.backend is backend
+    assert validator.cache.path == reader.cache.path  # replies cached next to the answers
+    assert backend.decoding.temperature == 0.3 and reader.cache.backend is backend
 
 
 def test_a_sampling_validator_that_cannot_be_made_greedy_is_refused():
     with pytest.raises(SettingError, match='decode greedily'):
         Validator(CountingBackend())
-    assert Validator(CountingBackend(seeded=False)).backend.deterministic
+    assert Validator(CountingBackend(seeded=False)).cache.deterministic
 
 
 def cosmix_over(embeddings, judge_yes, k=2):
@@ -163,7 +163,7 @@ def test_the_fused_top_k_reaches_the_reader_lost_in_the_middle_and_the_fallback_
                              'branch': ['R'] * 5 + ['S'] * 5, 'validated': [True] * 5 + [False] * 5})
     expected.insert(3, 'text', expected['docno'].map(CORPUS))
     assert_frame_equal(out, expected)
-    sent = [p for p in reader.backend.backend.calls if 'boundary layer separation' in p][0]
+    sent = [p for p in reader.cache.backend.calls if 'boundary layer separation' in p][0]
     contexts = [CORPUS[d] for d in ['a1', 'b1', 'u1', 'b2', 'a2']]
     assert sent == reader.prompter.build_prompt('boundary layer separation', contexts)  # the order the frame says
     fused_order = COSMix(pu.Reader(CountingBackend()), judge, first, fallback, k=5, reorder=None)(topics)

@@ -20,7 +20,7 @@ class ToyBackend(CountingBackend):
 def test_an_engine_added_by_one_description_is_built_checked_and_named_everywhere(monkeypatch):
     toy = engines.Engine('toy', builder=f'{__name__}:ToyBackend', options=('concurrency',))
     monkeypatch.setitem(engines.ENGINES_BY_NAME, 'toy', toy)
-    assert 'toy:MODEL' in engines.reader_names() and engines.engine_of('toy:tiny') == 'toy'
+    assert 'toy:MODEL' in engines.reader_names() and engines.engine_name('toy:tiny') == 'toy'
     backend = pu.backends.get_backend('toy:tiny', temperature=0)
     assert isinstance(backend, ToyBackend) and backend.model == 'tiny' and backend.options == {'temperature': 0}
     # The study takes the options the description names, and refuses the others naming them.
@@ -29,7 +29,7 @@ def test_an_engine_added_by_one_description_is_built_checked_and_named_everywher
     assert config.prompt_format == 'plain' and config.decoding.stop == ('STOP',)  # a named model's kind
     with pytest.raises(SettingError, match=r"the reader 'toy:tiny' cannot honour tensor_parallel_size"):
         cfg.StudyConfig(readers=('toy:tiny',), tensor_parallel_size=2)
-    assert pu.Reader('toy:tiny').backend.backend.model == 'tiny'
+    assert pu.Reader('toy:tiny').backend.model == 'tiny'
     # The command line's help says which readers take an option from the descriptions.
     assert _options.readers_taking('concurrency') == 'openai, llamacpp and toy readers'
     assert _options.readers_taking('tensor_parallel_size') == 'vllm readers'
@@ -62,9 +62,17 @@ def test_the_descriptions_are_what_the_backends_declare():
 
 def test_a_mistyped_reader_name_is_answered_with_the_nearest():
     with pytest.raises(SettingError, match=r"unknown reader 'smollm-135m' \(did you mean 'smollm2-135m'\?\)"):
-        engines.engine_for('smollm-135m')
+        engines.engine_of('smollm-135m')
     with pytest.raises(SettingError, match=r"unknown reader 'vllm:'; choose from gemma3-270m, smollm2-135m, "):
-        engines.engine_for('vllm:')
+        engines.engine_of('vllm:')
+
+
+def test_an_option_set_is_refused_by_the_engines_not_taking_it_and_reproducible_by_none():
+    options = engines.EngineOptions(concurrency=3, tensor_parallel_size=2, reproducible=True)
+    assert options.refused_by(engines.ENGINES_BY_NAME['offline']) == ('concurrency', 'tensor_parallel_size')
+    assert options.refused_by(engines.ENGINES_BY_NAME['openai']) == ('tensor_parallel_size',)
+    assert options.refused_by(engines.ENGINES_BY_NAME['vllm']) == ('concurrency',)
+    assert engines.EngineOptions().refused_by(engines.ENGINES_BY_NAME['offline']) == ()
 
 
 def test_the_engine_options_are_one_value_of_the_config_given_and_read_one_by_one_as_before():

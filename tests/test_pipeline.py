@@ -89,9 +89,9 @@ def test_the_notebook_reader_with_its_defaults_is_the_studys(cranfield, minilm, 
     qrels = cranfield.get_qrels()
     topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, labels=2).head(1)
     reader = pu.Reader(pu.backends.gemma3_270m(batch_size=1))
-    assert reader.base_backend.generation_key == results.settings['backends']['gemma3-270m']
+    assert reader.backend.generation_key == results.settings['backends']['gemma3-270m']
     # The key its answers are cached under: the backend's decoding with the reader's stops.
-    assert reader.backend.backend.decoding == reader.base_backend.decoding.replace(stop=tuple(reader.stop))
+    assert reader.cache.backend.decoding == reader.backend.decoding.replace(stop=tuple(reader.stop))
     assert reader.template.name == 'example' and reader.stop == results.settings['engines']['gemma3-270m']['stop']
     evaluate = pu.UtilityEvaluator(reader, pu.FBertScorer(qrels, cranfield.texts, labels=2, model_type=minilm))
     piped = (pu.OracleSampler(qrels, cranfield.texts, labels=2) % 2 >> reader >> evaluate)(topics)

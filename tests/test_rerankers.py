@@ -108,9 +108,3 @@ def test_two_processes_scoring_into_one_fresh_cache_score_each_pair_once(tmp_pat
     assert [out for out, _ in outs] == ['[5.0, 13.0, 5.0]\n'] * 2
     assert len(log.read_text().split()) == 1  # the second process read the first's scores
 
-
-def test_the_deprecated_module_name_gives_the_same_functions():
-    from pyterrier_utility import models, rerankers
-    assert models.__all__ == ['RERANKERS', 'cached_scorer', 'minilm_path', 'minilm_reranker', 'monot5_reranker',
-                              'reranker']
-    assert all(getattr(models, name) is getattr(rerankers, name) for name in models.__all__)

@@ -76,7 +76,7 @@ def test_judge_decides_match_with_gold_context_answers():
     assert len(judge.calls) == 2
     # The gold context: relevant documents, as many as were retrieved (q1: d1 of its two).
     gold_prompt = Reader(EchoBackend()).prompter.build_prompt(QUERIES['q1'], ['Paris'])
-    assert reteval.gold_reader.backend.backend.calls[0] == gold_prompt
+    assert reteval.gold_reader.cache.backend.calls[0] == gold_prompt
 
 
 def test_gold_answers_are_sampled_three_times_at_temperature_half_by_default():

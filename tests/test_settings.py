@@ -152,12 +152,12 @@ def test_the_reader_applies_its_length_and_stops_to_the_decoding_once_and_the_ke
     backend = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
     cache = GenerationCache(backend, path)
     reader = pu.Reader(cache, max_new_tokens=7, stop=['STOP', '\nQ'], verbose=False)
-    assert reader.backend.backend.decoding == backend.decoding.replace(max_new_tokens=7, stop=('STOP', '\nQ'))
-    assert reader.base_backend is backend and backend.decoding.max_new_tokens == 32  # the given one unchanged
+    assert reader.cache.backend.decoding == backend.decoding.replace(max_new_tokens=7, stop=('STOP', '\nQ'))
+    assert reader.backend is backend and backend.decoding.max_new_tokens == 32  # the given one unchanged
     assert reader.answer(['Question: q'])[0][0].text == asked.text and backend.calls == []  # found: same key
     assert reader.answer(['Question: r'])[0][0].text == "Question seed 0 max 7 stop ['STOP', '\\nQ']"
     assert backend.given == [(None, None)] and backend.calls == ['Question: r']
-    assert cache.generated == reader.backend.generated == 1  # the reader's cache is the one given, over a copy
+    assert cache.generated == reader.cache.generated == 1  # the reader's cache is the one given, over a copy
     # Settings a caller gives with a call (pyterrier-rag's generate arguments) answer as the copy with them.
     direct = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
     assert (direct.generate(['p'], seeds=[1], max_new_tokens=5, stop_sequences=['x'])[0].text

@@ -23,15 +23,10 @@ from ._ray import RayBackend
 from ._vllm import VLLMBackend
 from .hf import CausalLMBackend
 
-#: The offline readers by name (:data:`~pyterrier_utility.engines.OFFLINE_MODELS`): small base models,
-#: which carry the decoding and prompt format they need (:data:`~pyterrier_utility.engines.OFFLINE_DECODING`).
-OFFLINE_READERS = dict(zip(engines.OFFLINE_READERS, (gemma3_270m, smollm2_135m)))
 #: The engines a reader name may start with.
 ENGINES = engines.ENGINES
 #: The reader names accepted, for messages.
 reader_names = engines.reader_names
-#: The engine of a reader name (``'offline'`` for the offline models), or a :class:`SettingError`.
-check_reader = engines.engine_of
 
 
 def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]] = None, **kwargs) -> Backend:
@@ -53,7 +48,7 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
         return spec
     if not isinstance(spec, str):
         raise SettingError(f'reader must be a name or a Backend, got {spec!r}; names: {reader_names()}')
-    engine = engines.engine_for(spec)
+    engine = engines.engine_of(spec)
     if base_urls is not None:
         if not engine.server:
             raise SettingError(f'base URLs are for {" and ".join(f"{e}:MODEL" for e in engines.SERVER_ENGINES)} '
@@ -62,6 +57,6 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
     return engine.build(spec, **kwargs)
 
 
-__all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'LlamaCppServerBackend', 'OFFLINE_READERS',
-           'OpenAICompatibleBackend', 'RayBackend', 'VLLMBackend', 'check_reader', 'cut_at_stop', 'gemma3_270m',
-           'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m']
+__all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'LlamaCppServerBackend', 'OpenAICompatibleBackend', 'RayBackend',
+           'VLLMBackend', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend',
+           'reader_names', 'smollm2_135m']

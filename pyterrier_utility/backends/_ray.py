@@ -24,7 +24,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 from pyterrier_rag.backend import Backend
 
 from .._checks import check, check_int, check_number
-from ..engines import build_backend, engine_for
+from ..engines import build_backend, engine_of
 from ..errors import BackendError, SettingError
 from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
 from ._base import call_settings, work_batches
@@ -152,7 +152,7 @@ class RayBackend(Backend):
         check_number('RayBackend', 'num_cpus', num_cpus, 0, exclusive=True)
         check_number('RayBackend', 'num_gpus', num_gpus, 0)
         if isinstance(backend, str):
-            engine_for(backend)
+            engine_of(backend)
             factory: Callable[..., Backend] = functools.partial(build_backend, backend)
         elif callable(backend) and not isinstance(backend, Backend):
             factory = backend

@@ -22,7 +22,7 @@ _NAMES = {
     'table1_markdown': 'rendering', 'table1_paper': 'rendering', 'utility_ci': 'stats',
     'StudyResults': 'results', 'write_tables': 'results', 'run_study': 'study', 'system_names': 'study',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'SYSTEMS': 'config', 'default_systems': 'systems',
-    'one_k': 'commands', 'report': 'commands', 'run': 'driver', 'save': 'driver', 'prepare': 'preparation',
+    'report': 'commands', 'run': 'driver', 'save': 'driver', 'prepare': 'preparation',
     'run_attribution': 'attribution', 'save_attribution': 'attribution', 'study_contexts': 'study',
 }
 # ``study`` is the module (run_study's); the CLI's study command is ``commands.study``.

@@ -81,7 +81,7 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
     contexts = study_contexts(topics, qrels, systems, config.ks, config.label_sets)
     check_trec_ids(f'attribute ({ATTRIBUTION_FILES["qrels"]})', contexts[contexts['docno'].notna()])
     warn_short(contexts)
-    before = reader.backend.generated
+    before = reader.cache.generated
     coalitions, rows = [], []
     for labels in config.label_sets:
         attribution = ContextAttribution(reader, scorer_for(labels), method=method, budget=budget, seed=config.seed)
@@ -91,7 +91,7 @@ def run_attribution(config: StudyConfig, method: str = 'shapley', budget: Option
                                                                                           found['docno'])])
         rows.append(found[list(ATTRIBUTION_COLUMNS)])
         coalitions.append(values.assign(labels=str(labels))[list(COALITION_COLUMNS)])
-    record['generated'] = reader.backend.generated - before
+    record['generated'] = reader.cache.generated - before
     attributed = pd.concat(rows, ignore_index=True)
     first = attributed[attributed['labels'] == str(config.label_sets[0])]
     return Attribution(pd.concat(coalitions, ignore_index=True), attributed, utility_qrels(first), record)

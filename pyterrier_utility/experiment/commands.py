@@ -24,7 +24,7 @@ from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
 from ..scoring.utility import UtilityEvaluator
 from ..settings import Placement
-from ..vocabulary import HEALTH_FILE, SETTINGS_FILE
+from ..vocabulary import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
 from . import figures, health, stats
 from .attribution import Attribution, run_attribution, save_attribution
 from .config import StudyConfig
@@ -109,8 +109,8 @@ def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame
     per_query.to_csv(out / 'per_query.csv', index=False)
     print(f'{name}: {len(topics)} queries, k={k}; significance vs Rel (paired t-test)')
     print(table.to_string(index=False))
-    print(f'written to {out}/ in {time.time() - start:.0f} s ({reader.backend.generated} answers generated, '
-          f'{len(reader.backend)} cached)')
+    print(f'written to {out}/ in {time.time() - start:.0f} s ({reader.cache.generated} answers generated, '
+          f'{len(reader.cache)} cached)')
     return table
 
 
@@ -136,13 +136,10 @@ def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSett
     return run_and_save(out, settings)
 
 
-#: The ``experiment`` command's former name, kept for one release.
-one_k = experiment
-
 def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
     """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
     no such file, or one without ``ks``)."""
-    path = folder / 'settings.json'
+    path = folder / SETTINGS_FILE
     if not path.is_file():
         return None
     settings = json.loads(path.read_text())
@@ -191,7 +188,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     written = sorted(list(paths) + drawn)
     if html:
         for folder in folders:
-            page = out / ('report.html' if len(folders) == 1 else f'{Path(folder).name}-report.html')
+            page = out / (REPORT_FILE if len(folders) == 1 else f'{Path(folder).name}-{REPORT_FILE}')
             written.append(write_report(folder, page).name)
     print(f'written to {out}/ ({", ".join(written)}); nothing generated')
     return written

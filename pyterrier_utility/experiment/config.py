@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._messages import either
-from ..engines import ENGINE_OPTION_NAMES, ENGINES_BY_NAME, EngineOptions, engine_for, engine_of, kind_decoding
+from ..engines import ENGINE_OPTION_NAMES, ENGINES_BY_NAME, EngineOptions, engine_name, engine_of, kind_decoding
 from ..errors import SettingError
 from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet
 from ..vocabulary import (
@@ -211,14 +211,14 @@ class StudyConfig:
     @property
     def offline(self) -> bool:
         """Whether every reader is an offline model (the offline conveniences are theirs)."""
-        return all(engine_of(r) == 'offline' for r in self.readers)
+        return all(engine_name(r) == 'offline' for r in self.readers)
 
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
         self.decoding_notes()
         for reader in self.readers:
-            engine = engine_for(reader)
-            refused = [name for name in self.engine.set_apart_from_defaults() if not engine.takes(name)]
+            engine = engine_of(reader)
+            refused = self.engine.refused_by(engine)
             if refused:
                 raise SettingError(f'the reader {reader!r} cannot honour '
                                    + ', '.join(f'{name} (--{name.replace("_", "-")})' for name in refused))
@@ -229,7 +229,7 @@ class StudyConfig:
         setting a reader's engine cannot honour at all."""
         notes = {}
         for reader in self.readers:
-            engine = engine_for(reader)
+            engine = engine_of(reader)
             own = self.decoding.check_honoured(f'the reader {reader!r}', engine.honours, dict(engine.own_way))
             if own:
                 notes[reader] = own
@@ -270,7 +270,7 @@ class StudyConfig:
 
     def backend_options(self, reader: str) -> Dict[str, Any]:
         """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
-        return dict(decoding=self.decoding, **self.engine.for_engine(engine_for(reader)))
+        return dict(decoding=self.decoding, **self.engine.for_engine(engine_of(reader)))
 
     def __getattr__(self, name: str) -> Any:
         # An engine option read by its name (config.concurrency), as it may be given.
@@ -328,10 +328,12 @@ StudyConfig.__init__ = _taking_engine_options_by_name(StudyConfig.__init__)  # t
 def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
     fields among them. When the readers change between offline models and named ones, the
-    decoding fields and the prompt format not given follow them: the offline conveniences
-    (:data:`OFFLINE_CONVENIENCES`, :data:`OFFLINE_PROMPT_FORMAT`) for offline readers, the study's own
-    stop, no penalty and the plain format for named models. Readers of both kinds share one decoding
-    and one prompt format, so they need the repetition penalty, stop and prompt format given explicitly.
+    decoding fields that tell the kinds apart and the prompt format, where not given, are the readers'
+    engine's (:func:`~pyterrier_utility.engines.kind_decoding`): the penalty, its window and the stop of
+    :data:`~pyterrier_utility.engines.OFFLINE_DECODING` and the ``'example'`` format for offline
+    readers, the study's own stop, no penalty and the plain format for named models. Readers of both
+    kinds share one decoding and one prompt format, so they need the repetition penalty, stop and
+    prompt format given explicitly.
 
     Example::
 
@@ -341,14 +343,14 @@ def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     decoding = {name: given.pop(name) for name in FIELDS if name in given}
     readers = given.get('readers', base.readers)
     readers = (readers,) if isinstance(readers, str) else tuple(readers)
-    kinds = {engine_of(r) == 'offline' for r in readers}
+    kinds = {engine_name(r) == 'offline' for r in readers}
     if len(kinds) > 1 and not ({'repetition_penalty', 'stop'} <= set(decoding) and 'prompt_format' in given):
         raise SettingError(f'the readers {list(readers)} mix offline base models and named models, which share one '
                            'decoding and prompt: give --repetition-penalty, --stop and --prompt-format explicitly')
     base_decoding = base.decoding
     if len(kinds) == 1 and kinds != {base.offline}:
         base_decoding = base_decoding.replace(**kind_decoding(readers[0]))
-        given.setdefault('prompt_format', engine_for(readers[0]).prompt_format)
+        given.setdefault('prompt_format', engine_of(readers[0]).prompt_format)
     return base.replace(decoding=base_decoding.replace(**decoding), **given)
 
 

@@ -19,6 +19,7 @@ from .._messages import inform
 from .._version import __version__
 from ..methods.cosmix import COSMix
 from ..settings import Placement
+from ..vocabulary import REPORT_FILE, SETTINGS_FILE
 from . import figures
 from .config import StudyConfig
 from .html import TITLE, write_report
@@ -65,7 +66,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     returns the file names."""
     with stage_outputs(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)
-        (stage / 'settings.json').write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
+        (stage / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
         paths = results.save(stage, correction=config.correction, min_n=config.min_n, table_ks=config.ks)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
@@ -75,4 +76,4 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
                                      ks=config.figure_ks or config.ks)
         # The page is written in the staging folder; its title names the folder it is moved into.
         write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))
-        return sorted(list(paths) + drawn + ['settings.json', 'report.html'])
+        return sorted(list(paths) + drawn + [SETTINGS_FILE, REPORT_FILE])

@@ -6,11 +6,8 @@ from typing import Dict, Optional
 
 import pandas as pd
 
-from ..vocabulary import PER_QUERY_VALUES
+from ..vocabulary import PER_QUERY_VALUES, ZERO_SHOT
 from .folder import StudyFolder
-
-#: The system of the answers given no context.
-ZERO_SHOT = '0-shot'
 
 
 def _json_value(value, whole: bool = False):

@@ -34,7 +34,7 @@ import pandas as pd
 
 from .._messages import count
 from .._text import visible
-from ..vocabulary import CELL, HEALTH_COLUMNS, MIN_N, ORACLES
+from ..vocabulary import CELL, HEALTH_COLUMNS, MIN_N, ORACLES, ZERO_SHOT
 
 #: The fewest consecutive words shared with a document that count as copied.
 COPY_RUN = 8
@@ -44,8 +44,6 @@ COPIED_SHARE = 0.5
 UNHEALTHY: Dict[str, float] = {'empty': 0.05, 'cut': 0.10}
 #: The mark of such a cell.
 HEALTH_MARK = '\u00a7'
-#: The system name of the answers without context.
-ZERO_SHOT = '0-shot'
 
 _WORD = re.compile(r'\w+')
 

@@ -22,7 +22,7 @@ import pandas as pd
 from .._messages import count
 from ..methods.attribution.summary import attribution_table
 from ..scoring.correlation import MIN_PAIRS
-from ..vocabulary import MIN_N
+from ..vocabulary import MIN_N, REPORT_FILE, SETTINGS_FILE
 from . import health as answer_health, stats
 from .explorer import report_data
 from .folder import StudyFolder, read_study
@@ -296,7 +296,7 @@ def _overview_html(study: StudyFolder) -> str:
     figures = ''.join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
                       f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(name)}</figcaption></figure>'
                       for name, png in study.figures.items())
-    settings = (_settings_html(study.settings) if study.settings is not None else missing('settings.json'))
+    settings = (_settings_html(study.settings) if study.settings is not None else missing(SETTINGS_FILE))
     predicted = prediction_section(study.path)
     return '\n'.join([
         _verdict_html(study),
@@ -380,7 +380,7 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
         print(write_report('results/study'))  # results/study/report.html
     """
     study = read_study(folder)
-    path = Path(path) if path is not None else Path(folder) / 'report.html'
+    path = Path(path) if path is not None else Path(folder) / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(report_html(study, title), encoding='utf8')
     return path

@@ -58,6 +58,7 @@ from ..vocabulary import (
     REVERSED_SYSTEMS,
     SETTINGS_FILE,
     SIGNALS_COLUMNS,
+    ZERO_SHOT,
 )
 from .config import StudyConfig
 from .figures import _pyplot
@@ -70,8 +71,6 @@ from .study import _ranked, variants
 from .systems import default_systems
 
 CELL = LABELLED_CELL[1:]
-#: The answer system of the study's answers without context.
-ZERO_SHOT = '0-shot'
 
 
 @dataclass

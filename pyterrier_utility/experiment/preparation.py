@@ -187,10 +187,10 @@ def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader]
     """Prints the settings; returns them whole, with each backend as built, for ``settings.json``."""
     first = next(iter(readers.values()))
     # The stops each reader uses: its prompt format's, then the decoding's where the format takes them.
-    engines = {name: dict(engine_record(r.base_backend), stop=list(r.stop)) for name, r in readers.items()}
+    engines = {name: dict(engine_record(r.backend), stop=list(r.stop)) for name, r in readers.items()}
     notes = config.decoding_notes()
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
-                  backends={name: backend_key(r.base_backend) for name, r in readers.items()}, engines=engines,
+                  backends={name: backend_key(r.backend) for name, r in readers.items()}, engines=engines,
                   argv=argv, decoding_notes=notes)
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',
                                                    'neural', 'bm25', 'ks', 'label_sets', 'rel_labels'))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from ..vocabulary import MIN_N, ORACLES
+from ..vocabulary import MIN_N, ORACLES, ZERO_SHOT
 from .health import HEALTH_MARK
 from .stats import BASELINE_MARK, REVERSAL_MARK
 
@@ -129,7 +129,7 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
             return '' if not np.isfinite(x) else f'{x:.{digits}f}'
         legend = ' '.join([legend + '.', *notes]) if notes else legend
         lead = _lead_columns(rows)
-        header = lead + [f'{lab}, {c}' for lab in label_sets for c in ['0-shot'] + [f'k={k}' for k in ks]]
+        header = lead + [f'{lab}, {c}' for lab in label_sets for c in [ZERO_SHOT] + [f'k={k}' for k in ks]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
         for _, out in _paper_cells(len(label_sets), len(ks), rows, str, number,
                                    lambda u, m, best: number(u) + (m if number(u) else '')):
@@ -179,7 +179,7 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
              ' & ' * (len(lead) - 1) + ' & ' + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}'
                                                        for lab in label_sets) + ' \\\\',
              ''.join(f'\\cmidrule(lr){{{first + i * n}-{first - 1 + (i + 1) * n}}}' for i in range(len(label_sets))),
-             ' & '.join(lead + [c for _ in label_sets for c in ['0-shot'] + [f'$k={k}$' for k in ks]]) + ' \\\\',
+             ' & '.join(lead + [c for _ in label_sets for c in [ZERO_SHOT] + [f'$k={k}$' for k in ks]]) + ' \\\\',
              '\\midrule']
     def zero(value):
         number, mark = value

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .._checks import check
 from ..reader import Reader
-from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, TABLE_FILES
+from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, TABLE_FILES, ZERO_SHOT
 from . import health as answer_health, rendering, stats
 
 
@@ -114,7 +114,7 @@ class StudyResults:
             return rows[rows['dataset'] == dataset] if dataset is not None else rows
         query = one(self.queries)['query']
         check(len(query) == 1, 'StudyResults.prompt', f'no query {qid!r}' + (f' in {dataset!r}' if dataset else ''))
-        if system == '0-shot':
+        if system == ZERO_SHOT:
             return reader.prompter.build_prompt(query.iloc[0])
         shown = one(self.contexts)
         shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')

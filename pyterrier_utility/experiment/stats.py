@@ -8,7 +8,7 @@ from scipy import stats as sps
 
 from ..errors import SettingError
 from ..scoring.correlation import METHODS, correlation
-from ..vocabulary import CELL, CORRELATION_FIELDS, MIN_N
+from ..vocabulary import CELL, CORRELATION_FIELDS, MIN_N, ZERO_SHOT
 
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.
 BASELINE_MARK = '\u2020'
@@ -189,9 +189,9 @@ def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
         table1(per_sample_utility(results.per_query, results.scores))
     """
     keys = [c for c in ('dataset', 'labels') if c in per_query.columns]
-    zero = scores[scores['system'] == '0-shot'].drop_duplicates(keys + ['qid', 'sample'])
+    zero = scores[scores['system'] == ZERO_SHOT].drop_duplicates(keys + ['qid', 'sample'])
     zero = zero.set_index(keys + ['qid', 'sample'])['fbert'].rename('p0')
-    k_shot = scores[scores['system'] != '0-shot'].join(zero, on=keys + ['qid', 'sample'])
+    k_shot = scores[scores['system'] != ZERO_SHOT].join(zero, on=keys + ['qid', 'sample'])
     with np.errstate(divide='ignore', invalid='ignore'):
         ratio = (k_shot['fbert'] - k_shot['p0']) / k_shot['p0'].where(k_shot['p0'] != 0)
     u = k_shot.assign(u=ratio).groupby(keys + list(CELL), sort=False)['u'].mean()

@@ -26,6 +26,7 @@ from ..vocabulary import (
     NDCG_ORDERS,
     ORDERING_NAMES,
     PER_QUERY_COLUMNS,
+    ZERO_SHOT,
 )
 from .results import StudyResults
 
@@ -268,14 +269,14 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     cells = contexts.drop_duplicates(CELL)[CELL].reset_index(drop=True)
     clock.done(f'retrieval: {len(systems)} systems, {len(cells)} contexts')
 
-    before = reader.backend.generated
+    before = reader.cache.generated
     # The 0-shot prompts with the others, in one call: the evaluator then finds them cached.
-    zero = topics.assign(system='0-shot', k=0)
+    zero = topics.assign(system=ZERO_SHOT, k=0)
     frames = reader.answer_frames([zero, contexts], by=CELL, token_logprobs=True)
     zero, answered = (frame if 'sample' in frame.columns else frame.assign(sample=0) for frame in frames)
     each = pd.concat([f[CELL + ['sample', 'token_logprobs']] for f in (zero, answered)], ignore_index=True)
     zero, answered = (f.drop(columns='token_logprobs') for f in (zero, answered))
-    generated = reader.backend.generated - before
+    generated = reader.cache.generated - before
     clock.done(f'generation: {reader.n_samples} samples per prompt, {generated} generated')
 
     if scorer_for is None:
@@ -322,11 +323,11 @@ def _results(topics, qrels, contexts, answered, scores, frames, label_sets, name
         key=lambda c: c.map({v: i for i, v in enumerate(rank[c.name])}) if c.name in rank else c)
     per_query = per_query.reset_index(drop=True)
     scores = pd.concat(scores, ignore_index=True)
-    zero = scores[scores['system'] == '0-shot'].drop_duplicates(['qid', 'sample'])
+    zero = scores[scores['system'] == ZERO_SHOT].drop_duplicates(['qid', 'sample'])
     order = {q: i for i, q in enumerate(topics['qid'])}
     zero = zero.sort_values(['qid', 'sample'], key=lambda c: c.map(order) if c.name == 'qid' else c, kind='stable')
     cells = contexts.drop_duplicates(CELL)[CELL]
-    k_shot = _ordered(answered[answered['system'] != '0-shot'].drop_duplicates(CELL + ['sample']), cells, ['sample'])
+    k_shot = _ordered(answered[answered['system'] != ZERO_SHOT].drop_duplicates(CELL + ['sample']), cells, ['sample'])
     answers = pd.concat([zero, k_shot], ignore_index=True)[list(CSV_COLUMNS['answers.csv'][0])]
     info = answered.drop_duplicates(CELL + ['sample'])[CELL + ['sample'] + list(ANSWER_INFO)]
     answers = answers.merge(info, on=CELL + ['sample'], how='left')

@@ -9,7 +9,7 @@ from typing import Mapping, Optional
 import pandas as pd
 
 from ..errors import SettingError
-from .explorer import ZERO_SHOT
+from ..vocabulary import ZERO_SHOT
 from .folder import StudyFolder, read_study, study_from_frames
 from .html import CUT_MARK, _number, _table
 

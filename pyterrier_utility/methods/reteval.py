@@ -44,11 +44,11 @@ MINILM_MATCH_THRESHOLD = 0.65
 def gold_reader_for(reader: Reader, samples: int = 3, temperature: float = 0.5) -> Reader:
     """The reader of the gold-context answers: the same model, prompts and stop sequences, sampling
     ``samples`` answers at ``temperature`` (the paper: 3 at 0.5), cached next to the reader's."""
-    backend = reader.backend.backend
+    backend = reader.cache.backend
     if not isinstance(backend, DecodingBackend):
         raise SettingError(f'LLMRetEval: {backend!r} cannot change its temperature for the gold-context answers; '
                            'give gold_reader= (a Reader sampling them as you want)')
-    cache = GenerationCache(backend.with_settings(temperature=temperature), reader.backend.path)
+    cache = GenerationCache(backend.with_settings(temperature=temperature), reader.cache.path)
     return Reader(cache, n_samples=samples, seed=reader.seed, max_new_tokens=reader.max_new_tokens, stop=reader.stop,
                   prompt_format=reader.prompt_format, prompt=reader.prompt, zero_shot_prompt=reader.zero_shot_prompt,
                   context_format=reader.context_format, max_prompt_tokens=reader.prompter.max_prompt_tokens,

@@ -10,6 +10,7 @@ from .._messages import warn_qids
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer
 from ..reader import Reader
+from ..vocabulary import ZERO_SHOT
 
 
 def utility(p_k, p_0):
@@ -100,7 +101,7 @@ class UtilityEvaluator(pt.Transformer):
         groups['utility'] = utility(groups['fbert'], groups['fbert_0shot'])
         warn_qids(f'utility is NaN because the 0-shot {self.scorer.measure} is 0 ({self.scorer.references})',
                   p_0.index[p_0 == 0])
-        zero = zero.assign(**{c: v for c, v in (('system', '0-shot'), ('k', 0)) if c in by})
+        zero = zero.assign(**{c: v for c, v in (('system', ZERO_SHOT), ('k', 0)) if c in by})
         return groups, pd.concat([zero.reindex(columns=k_shot.columns), k_shot], ignore_index=True)
 
     def _check_own(self, frame: pd.DataFrame, by: Sequence[str]) -> None:

@@ -118,7 +118,7 @@ def cosmix_system(dataset, reader: Reader, *, validator: Optional[Validator] = N
         return HybridRetriever(bm25, DenseRetriever(embeddings, dataset.texts, subset, num_results=depth), subset,
                                num_results=depth)
     rerank = cached_reranker(reranker, dataset.corpus_name)
-    cosmix = COSMix(reader, validator or Validator(reader.backend), hybrid(partition.rest),
+    cosmix = COSMix(reader, validator or Validator(reader.cache), hybrid(partition.rest),
                     hybrid(partition.sparse) >> rerank, k=k)
     cosmix.partition = partition
     return cosmix

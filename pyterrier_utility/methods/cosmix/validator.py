@@ -45,7 +45,7 @@ class Validator:
                   f'{cache.backend!r} samples and cannot be copied to decode greedily (temperature 0); '
                   'give a greedy backend')
             cache = GenerationCache(cache.backend.with_settings(temperature=0), cache.path)
-        self.backend = cache
+        self.cache = cache
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
 
@@ -54,10 +54,10 @@ class Validator:
         verdict = np.zeros(len(queries), dtype=bool)
         asked = [i for i, a in enumerate(answers) if str(a).strip()]
         if asked:
-            replies = self.backend.generate([self.prompt.format(query=queries[i], answer=answers[i]) for i in asked],
+            replies = self.cache.generate([self.prompt.format(query=queries[i], answer=answers[i]) for i in asked],
                                             max_new_tokens=self.max_new_tokens, stop_sequences=['\n'])
             verdict[asked] = [r.text.strip().lower().startswith('yes') for r in replies]
         return verdict
 
     def __repr__(self):
-        return f'Validator({self.backend.backend!r})'
+        return f'Validator({self.cache.backend!r})'
