@@ -7,8 +7,8 @@ import torch
 
 from pyterrier_utility import backends
 from pyterrier_utility.backends.hf import invariant
-from pyterrier_utility.backends.hf.backend import INVARIANT_BATCHING
-from pyterrier_utility.errors import SettingError
+from pyterrier_utility.backends.hf.backend import INVARIANT_BATCHING, ROWS_ALONE_BATCHING
+from pyterrier_utility.errors import SettingError, UtilityWarning
 
 #: Prompts of different lengths (one past a line chunk), two sharing their first lines.
 PROMPTS = [
@@ -145,6 +145,23 @@ def test_a_model_on_an_accelerator_decodes_padded_batches_and_says_so(gemma):
     assert backend.batching.startswith('padded batches') and 'other batch mates can change' in backend.reproducibility
     with pytest.raises(SettingError, match=r"'meta-test'\): invariant=True is for a model on a CPU, not on meta"):
         backends.CausalLMBackend(model, gemma.tokenizer, model_id='meta-test', invariant=True)
+
+
+def test_where_no_row_tile_holds_each_answer_is_decoded_alone_and_is_the_same_in_any_batch(gemma, monkeypatch):
+    """On a CPU where no row tile makes the products batch-invariant (every tile refused here), the backend
+    says so in a warning, decodes each answer as a batch of one row, and an answer is the same alone as
+    among other prompts and samples; its batching (part of the generation key) and reproducibility say so."""
+    monkeypatch.setattr(invariant, '_tile_holds', lambda *args, **kwargs: False)
+    monkeypatch.setattr(invariant, '_TILES', {})
+    with pytest.warns(UtilityWarning, match=r"no row tile makes the matrix products batch-invariant on this CPU in "
+                                            r"torch.float32 .*each answer is decoded alone"):
+        backend = engine(gemma, 'float32', max_new_tokens=6)
+    assert (backend.row_tile, backend.rows_alone, backend.batching) == (None, True, ROWS_ALONE_BATCHING)
+    assert 'each answer decoded alone' in backend.reproducibility
+    pairs = [(p, s) for s in SEEDS[:2] for p in PROMPTS[:3]]
+    alone = [answers(backend.generate([p], seeds=[s]))[0] for p, s in pairs]
+    assert answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs])) == alone
+    assert len({text for text, _, _ in alone}) > 3
 
 
 def test_a_texts_logprobs_are_those_of_the_models_forward_pass_whatever_was_scored_before(gemma):

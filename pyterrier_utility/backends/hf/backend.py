@@ -12,6 +12,7 @@ import torch
 from pyterrier_rag.backend import BackendOutput
 
 from ..._checks import check, check_int
+from ..._messages import warn
 from ...engines import ENGINES_BY_NAME
 from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
@@ -32,6 +33,8 @@ def _final(model, logits: torch.Tensor) -> torch.Tensor:
 
 #: How an invariant backend batches: part of the generation cache key.
 INVARIANT_BATCHING = 'batch-invariant (each row attends over its own keys; products in whole row tiles)'
+#: How an invariant backend batches where no row tile holds on the CPU (see ``rows_alone``).
+ROWS_ALONE_BATCHING = 'batch-invariant (each answer decoded alone)'
 
 
 class CausalLMBackend(DecodingBackendBase):
@@ -96,7 +99,8 @@ class CausalLMBackend(DecodingBackendBase):
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
                  dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
-                 min_chunk_tokens: int = 32, invariant: Optional[bool] = None, verbose: bool = False, **decoding_fields):
+                 min_chunk_tokens: int = 32, invariant: Optional[bool] = None, verbose: bool = False,
+                 **decoding_fields):
         name = f'CausalLMBackend({model_id!r})'
         decoding = split_decoding(name, decoding, Decoding(), decoding_fields)
         check(not decoding_fields, name, f'unknown arguments {sorted(decoding_fields)}')
@@ -112,15 +116,23 @@ class CausalLMBackend(DecodingBackendBase):
         on_cpu = model.device.type == 'cpu'
         if invariant is None:
             invariant = on_cpu
-        check(on_cpu or not invariant, name, f'invariant=True is for a model on a CPU, not on {model.device}: there '
-              "the products' reductions change with the batch (vLLM's --reproducible has a batch-invariant mode on GPUs)")
+        check(on_cpu or not invariant, name, f'invariant=True is for a model on a CPU, not on {model.device}: '
+              "there the products' reductions change with the batch (vLLM's --reproducible is batch-invariant on GPUs)")
         self.dtype = resolve_dtype(dtype, model.device) or model.dtype
         if model.dtype != self.dtype:
             model = copy.deepcopy(model).to(self.dtype)
         self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and model.device.type == 'cpu')
-        #: The rows every matrix product is padded to a multiple of (1: not batch-invariant).
-        self.row_tile = batch_invariant(self.model, batch_size) if invariant else 1
+        #: The rows every matrix product is padded to a multiple of (1: not batch-invariant); ``None`` where
+        #: no tile holds on this CPU: then each answer is decoded alone (:attr:`rows_alone`).
+        self.row_tile: Optional[int] = batch_invariant(self.model, batch_size) if invariant else 1
         self.invariant = bool(invariant)
+        #: Each answer decoded as a batch of one row: batch-invariant at this process's number of threads
+        #: where no row tile makes the products so (some CPUs' float32 or bfloat16 kernels).
+        self.rows_alone = self.invariant and self.row_tile is None
+        if self.rows_alone:
+            warn(f'{name}: no row tile makes the matrix products batch-invariant on this CPU in {self.dtype} '
+                 f'(torch {torch.__version__}): each answer is decoded alone, which is slower; its values are the same '
+                 f'whatever is generated beside it, at {torch.get_num_threads()} threads')
         # A copy: the padding token is set for this backend, not for the caller's tokenizer.
         self.tokenizer = copy.copy(tokenizer)
         if self.tokenizer.pad_token is None:
@@ -161,6 +173,8 @@ class CausalLMBackend(DecodingBackendBase):
     @property
     def batching(self) -> str:
         """Whether a row's values depend on its batch mates (answers differ with the other way)."""
+        if self.rows_alone:
+            return ROWS_ALONE_BATCHING
         return INVARIANT_BATCHING if self.invariant else 'padded batches (rows depend on their batch mates)'
 
     @property
@@ -310,6 +324,10 @@ class CausalLMBackend(DecodingBackendBase):
         row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
         ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included
         (``token_logprobs``: each of them)."""
+        if self.rows_alone and sum(1 if self.decoding.greedy else len(seeds) for _, seeds in items) > 1:
+            return [[self._answer([(prompt, [seed])], max_new_tokens, stop_sequences)[0][0] for seed in seeds]
+                    if not self.decoding.greedy else self._answer([(prompt, seeds)], max_new_tokens, stop_sequences)[0]
+                    for prompt, seeds in items]
         prefills, row_seeds = [], []
         for prompt, seeds in items:
             ids, ends = self._tokenize(prompt)
@@ -334,6 +352,11 @@ class CausalLMBackend(DecodingBackendBase):
     @property
     def reproducibility(self) -> str:
         """What generating the same prompts with the same seeds again gives (see the docs' edge cases)."""
+        if self.rows_alone:
+            return ('batch-invariant, each answer decoded alone: an answer and its log-probabilities depend on the '
+                    'prompt, seed, model, dtype and decoding alone, whatever is generated beside it, bit for bit on '
+                    f'this CPU kind, torch {torch.__version__} and {torch.get_num_threads()} threads (no row tile '
+                    'holds here)')
         if self.invariant:
             return ('batch-invariant: an answer and its log-probabilities depend on the prompt, seed, model, dtype and '
                     'decoding alone, whatever is generated beside it (batch mates, samples, order, batch size, '

@@ -202,10 +202,10 @@ def _counts(rows: int) -> List[int]:
 
 
 #: Tiles found, by the layer shapes, rows and threads they were measured for.
-_TILES: Dict[tuple, int] = {}
+_TILES: Dict[tuple, Optional[int]] = {}
 
 
-def row_tile(model, rows: int) -> int:
+def row_tile(model, rows: int) -> Optional[int]:
     """The row tile of :class:`TiledLinear` for ``model``'s decode steps of up to ``rows`` rows (and
     prefill chunks): the smallest in :data:`TILES` with which each row's values are the same at every
     row count up to ``rows`` or :data:`PROBE_ROWS`, on one thread as on this process's, measured on each
@@ -222,13 +222,12 @@ def row_tile(model, rows: int) -> int:
     return _TILES[key]
 
 
-def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head) -> int:
+def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head) -> Optional[int]:
     for tile in TILES:
         if all(_tile_holds(w[:PROBE_OUTPUTS], rows, tile, major) for w, major in weights) and (
                 head is None or _tile_holds(head.weight, 2 * tile + 1, tile, head.weight_major, (1, tile + 1))):
             return tile
-    raise RuntimeError(f'no row tile in {TILES} makes the linear layers batch-invariant on this CPU and torch build '
-                       f'({torch.__version__})')
+    return None
 
 
 def tiled(model, weight_major: bool = False):
@@ -253,15 +252,16 @@ def tiled(model, weight_major: bool = False):
     return model
 
 
-def batch_invariant(model, rows: int) -> int:
+def batch_invariant(model, rows: int) -> Optional[int]:
     """Makes a :func:`tiled` model's forward passes batch-invariant for batches of up to ``rows`` rows,
     in place: its attention is :func:`batch_invariant_attention` and its layers compute whole tiles
-    of :func:`row_tile` rows. Returns the tile."""
+    of :func:`row_tile` rows. Returns the tile: ``None`` where none holds, and then only a batch of one
+    row is batch-invariant (its products are each row's own, at this process's threads)."""
     _register()
     tile = row_tile(model, rows)
     for module in model.modules():
         if isinstance(module, TiledLinear) or hasattr(module, 'q_proj'):  # the linear layers, the attention
-            module.row_tile = tile
+            module.row_tile = tile or 1
     for sub in model.modules():  # a multimodal model's text config is its own
         config = getattr(sub, 'config', None)
         if config is not None:
