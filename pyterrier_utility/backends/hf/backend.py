@@ -95,6 +95,8 @@ class CausalLMBackend(DecodingBackendBase):
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler', 'batching')
     #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
     truncated = 0
+    #: Each answer decoded as a batch of one row (where no row tile holds on the CPU; set when built).
+    rows_alone = False
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
