@@ -123,7 +123,7 @@ class CausalLMBackend(DecodingBackendBase):
         self.dtype = resolve_dtype(dtype, model.device) or model.dtype
         if model.dtype != self.dtype:
             model = copy.deepcopy(model).to(self.dtype)
-        self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and model.device.type == 'cpu')
+        self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and on_cpu)
         #: The rows every matrix product is padded to a multiple of (1: not batch-invariant); ``None`` where
         #: no tile holds on this CPU: then each answer is decoded alone (:attr:`rows_alone`).
         self.row_tile: Optional[int] = batch_invariant(self.model, batch_size) if invariant else 1
@@ -326,10 +326,8 @@ class CausalLMBackend(DecodingBackendBase):
         row was still going (no end of text, no stop sequence) after ``max_new_tokens``, and its
         ``logprob`` sums the log-softmax of the raw logits of each chosen token, end of text included
         (``token_logprobs``: each of them)."""
-        if self.rows_alone and sum(1 if self.decoding.greedy else len(seeds) for _, seeds in items) > 1:
-            return [[self._answer([(prompt, [seed])], max_new_tokens, stop_sequences)[0][0] for seed in seeds]
-                    if not self.decoding.greedy else self._answer([(prompt, seeds)], max_new_tokens, stop_sequences)[0]
-                    for prompt, seeds in items]
+        if self.rows_alone and len(self._rows(items)) > 1:
+            return self._answer_alone(items, max_new_tokens, stop_sequences)
         prefills, row_seeds = [], []
         for prompt, seeds in items:
             ids, ends = self._tokenize(prompt)
@@ -350,6 +348,19 @@ class CausalLMBackend(DecodingBackendBase):
             answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))
             row += n
         return answers
+
+    def _rows(self, items: List[tuple]) -> List[tuple]:
+        """The decode rows of ``(prompt, seeds)`` items: one per seed, or one per prompt when greedy."""
+        return [(prompt, seeds if self.decoding.greedy else [seed]) for prompt, seeds in items
+                for seed in (seeds[:1] if self.decoding.greedy else seeds)]
+
+    def _answer_alone(self, items: List[tuple], max_new_tokens: int,
+                      stop_sequences: Optional[Sequence[str]]) -> List[List[Answer]]:
+        """:meth:`_answer` with each row decoded as a batch of its own (:attr:`rows_alone`)."""
+        answers: Dict[str, List[Answer]] = {}
+        for prompt, seeds in self._rows(items):
+            answers.setdefault(prompt, []).extend(self._answer([(prompt, seeds)], max_new_tokens, stop_sequences)[0])
+        return [answers[prompt] for prompt, _ in items]
 
     @property
     def reproducibility(self) -> str:
