@@ -22,6 +22,7 @@ queries as an estimate; the process's peak resident memory is printed last.
 Usage: python benchmarks/bench_main_job.py [--queries 20] [--grid-queries 1] [--grid-k-max 10] [-- study options]
 """
 import argparse
+import os
 import resource
 import tempfile
 import time
@@ -159,6 +160,8 @@ def main_job(args, invariant: bool):
     from pyterrier_utility.backends.hf.backend import CausalLMBackend
     defaults = CausalLMBackend.__init__.__kwdefaults__
     kept = defaults['invariant']
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     out = tempfile.mkdtemp(prefix='pu-main-job-', dir=args.out)
     command = ['study', '--out', out, '--queries', str(args.queries), *args.study]
     label = f'main job ({"batch-invariant" if invariant else "padded batches"})'
