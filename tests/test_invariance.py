@@ -164,6 +164,47 @@ def test_where_no_row_tile_holds_each_answer_is_decoded_alone_and_is_the_same_in
     assert len({text for text, _, _ in alone}) > 3
 
 
+def test_where_tiles_hold_only_at_the_process_threads_the_batches_stay_invariant_at_that_count(gemma, monkeypatch):
+    """On a CPU where no row tile gives the same values on one thread as on several, but one does at the
+    process's own number of threads (measured so on a Xeon with AMX in float32), the backend keeps decoding
+    batches in that tile, and says at how many threads its answers hold: an answer is the same alone as among
+    other prompts and samples, and its batching (part of the generation key) names the count."""
+    holds = invariant._tile_holds
+    monkeypatch.setattr(invariant, '_tile_holds', lambda *args, threads=None, **kwargs:
+                        threads is not None and holds(*args, threads=threads, **kwargs))
+    monkeypatch.setattr(invariant, '_TILES', {})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        backend = engine(gemma, 'float32', max_new_tokens=6)
+        assert (backend.rows_alone, backend.tile_threads) == (False, 2) and backend.row_tile in invariant.TILES
+        assert backend.batching == f'{INVARIANT_BATCHING} at 2 threads' and 'at 2 threads' not in INVARIANT_BATCHING
+        assert 'batch-invariant at this number of threads' in backend.reproducibility
+        pairs = [(p, s) for s in SEEDS[:2] for p in PROMPTS[:3]]
+        alone = [answers(backend.generate([p], seeds=[s]))[0] for p, s in pairs]
+        assert answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs])) == alone
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_an_output_layer_that_holds_only_as_linear_computes_it_so(gemma, monkeypatch):
+    """A bfloat16 output layer whose weight-major product no tile makes batch-invariant (as on a Xeon with
+    AMX) is computed as ``linear`` where that holds, and the answers stay batch-invariant."""
+    holds = invariant._tile_holds
+    vocabulary = gemma.model.get_output_embeddings().weight.shape[0]  # only the whole output layer has as many
+    monkeypatch.setattr(invariant, '_tile_holds', lambda weight, rows, tile, major, *args, **kwargs:
+                        not (major and weight.shape[0] == vocabulary) and holds(weight, rows, tile, major, *args,
+                                                                                 **kwargs))
+    monkeypatch.setattr(invariant, '_TILES', {})
+    backend = engine(gemma, 'bfloat16', max_new_tokens=6)
+    head = backend.model.get_output_embeddings()
+    assert (head.weight_major, head.transposed_output, backend.rows_alone) == (False, False, False)
+    assert any(m.weight_major for m in backend.model.modules() if isinstance(m, invariant.TiledLinear))
+    pairs = [(p, s) for s in SEEDS[:2] for p in PROMPTS[:3]]
+    alone = [answers(backend.generate([p], seeds=[s]))[0] for p, s in pairs]
+    assert answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs])) == alone
+
+
 def test_a_texts_logprobs_are_those_of_the_models_forward_pass_whatever_was_scored_before(gemma):
     """``text_logprobs`` equals the log-softmax of the model's own forward pass at each next token,
     and scoring other texts first changes none of its bits."""

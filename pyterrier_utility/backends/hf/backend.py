@@ -97,6 +97,8 @@ class CausalLMBackend(DecodingBackendBase):
     truncated = 0
     #: Each answer decoded as a batch of one row (where no row tile holds on the CPU; set when built).
     rows_alone = False
+    #: The number of threads the invariance holds at (set when built); ``None``: any.
+    tile_threads: Optional[int] = None
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
@@ -124,9 +126,13 @@ class CausalLMBackend(DecodingBackendBase):
         if model.dtype != self.dtype:
             model = copy.deepcopy(model).to(self.dtype)
         self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and on_cpu)
+        tiling = batch_invariant(self.model, batch_size) if invariant else None
         #: The rows every matrix product is padded to a multiple of (1: not batch-invariant); ``None`` where
         #: no tile holds on this CPU: then each answer is decoded alone (:attr:`rows_alone`).
-        self.row_tile: Optional[int] = batch_invariant(self.model, batch_size) if invariant else 1
+        self.row_tile: Optional[int] = tiling.tile if tiling else None if invariant else 1
+        #: The number of threads the invariance holds at, where no tile holds across thread counts on this
+        #: CPU (another process must run as many to answer alike); ``None``: any.
+        self.tile_threads: Optional[int] = tiling.threads if tiling else None
         self.invariant = bool(invariant)
         #: Each answer decoded as a batch of one row: batch-invariant at this process's number of threads
         #: where no row tile makes the products so (some CPUs' float32 or bfloat16 kernels).
@@ -177,6 +183,8 @@ class CausalLMBackend(DecodingBackendBase):
         """Whether a row's values depend on its batch mates (answers differ with the other way)."""
         if self.rows_alone:
             return ROWS_ALONE_BATCHING
+        if self.invariant and self.tile_threads:
+            return f'{INVARIANT_BATCHING} at {self.tile_threads} threads'
         return INVARIANT_BATCHING if self.invariant else 'padded batches (rows depend on their batch mates)'
 
     @property
@@ -370,6 +378,12 @@ class CausalLMBackend(DecodingBackendBase):
                     'prompt, seed, model, dtype and decoding alone, whatever is generated beside it, bit for bit on '
                     f'this CPU kind, torch {torch.__version__} and {torch.get_num_threads()} threads (no row tile '
                     'holds here)')
+        if self.invariant and self.tile_threads:
+            return ('batch-invariant at this number of threads: an answer and its log-probabilities depend on the '
+                    'prompt, seed, model, dtype and decoding alone, whatever is generated beside it (batch mates, '
+                    'samples, order, batch size, prefix cache, process or Ray replica running as many threads), bit '
+                    f'for bit on this CPU kind, torch {torch.__version__} and {self.tile_threads} threads (products in '
+                    f'tiles of {self.row_tile} rows; no tile holds across thread counts here)')
         if self.invariant:
             return ('batch-invariant: an answer and its log-probabilities depend on the prompt, seed, model, dtype and '
                     'decoding alone, whatever is generated beside it (batch mates, samples, order, batch size, '

@@ -25,7 +25,7 @@ own already. Everything else after the logits (the repetition penalty, top-k, th
 computed element by element or exactly (a maximum, a selection).
 """
 import copy
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch.nn import functional as F
@@ -177,22 +177,22 @@ def _product(weight: torch.Tensor, bias: Optional[torch.Tensor], x: torch.Tensor
 
 
 def _tile_holds(weight: torch.Tensor, rows: int, tile: int, major: bool,
-                counts: Optional[Sequence[int]] = None) -> bool:
+                counts: Optional[Sequence[int]] = None, threads: Optional[Sequence[int]] = None) -> bool:
     """Whether, padded to multiples of ``tile``, each row count of ``counts`` (default: every one up to
-    ``rows``) gives each row the values it gets among ``rows`` rows, on one thread as on this process's
-    threads (random inputs in the weight's dtype)."""
+    ``rows``) gives each row the values it gets among ``rows`` rows, at each number of ``threads``
+    (default: one and this process's), random inputs in the weight's dtype."""
     x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows))
     x = x.to(weight.device, weight.dtype)
+    current = torch.get_num_threads()
     full = _product(weight, None, x, tile, major)
-    threads = torch.get_num_threads()
     try:
-        for count in sorted({threads, 1}):
+        for count in threads or sorted({current, 1}):
             torch.set_num_threads(count)
             if not all(torch.equal(_product(weight, None, x[:m], tile, major), full[:m])
                        for m in counts or _counts(rows)):
                 return False
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(current)
     return True
 
 
@@ -201,32 +201,57 @@ def _counts(rows: int) -> List[int]:
     return sorted({*range(1, min(rows, 24) + 1), *range(24, rows, 5), rows})
 
 
-#: Tiles found, by the layer shapes, rows and threads they were measured for.
-_TILES: Dict[tuple, Optional[int]] = {}
+class Tiling(NamedTuple):
+    """How a model's products are made batch-invariant (:func:`row_tile`)."""
+    #: Every product's rows are padded to a multiple of it.
+    tile: int
+    #: The output layer's decode steps computed as ``w @ x.T`` (see :class:`TiledLinear`).
+    head_major: bool
+    #: ``None``: each row gets the same values on any number of threads; else on this many only (the
+    #: process's own, where no tile holds across thread counts).
+    threads: Optional[int]
 
 
-def row_tile(model, rows: int) -> Optional[int]:
-    """The row tile of :class:`TiledLinear` for ``model``'s decode steps of up to ``rows`` rows (and
-    prefill chunks): the smallest in :data:`TILES` with which each row's values are the same at every
-    row count up to ``rows`` or :data:`PROBE_ROWS`, on one thread as on this process's, measured on each
-    layer shape (the first :data:`PROBE_OUTPUTS` outputs of its weight; the output layer whole at a few
-    row counts). Measured once per process for each set of shapes (a few seconds for a small model)."""
+#: Tilings found, by the layer shapes, rows and threads they were measured for.
+_TILES: Dict[tuple, Optional[Tiling]] = {}
+
+
+def row_tile(model, rows: int) -> Optional[Tiling]:
+    """The :class:`Tiling` of :class:`TiledLinear` for ``model``'s decode steps of up to ``rows`` rows
+    (and prefill chunks): the smallest tile in :data:`TILES` with which each row's values are the same
+    at every row count up to ``rows`` or :data:`PROBE_ROWS`, on one thread as on this process's,
+    measured on each layer shape (the first :data:`PROBE_OUTPUTS` outputs of its weight; the output
+    layer whole at a few row counts, weight-major or not); where none holds across thread counts, the
+    smallest that holds at this process's; ``None`` where none holds at all. Measured once per process
+    for each set of shapes (a few seconds for a small model)."""
     rows = max(rows, PROBE_ROWS)
     shapes: Dict[tuple, Tuple[torch.Tensor, bool]] = {}
+    head = model.get_output_embeddings()
     for m in model.modules():
-        if isinstance(m, TiledLinear):
+        if isinstance(m, TiledLinear) and m is not head:
             shapes.setdefault((tuple(m.weight.shape), m.weight.dtype, m.weight_major), (m.weight, m.weight_major))
-    key = (tuple(sorted(shapes, key=str)), rows, torch.get_num_threads(), str(next(model.parameters()).device))
+    threads = torch.get_num_threads()
+    key = (tuple(sorted(shapes, key=str)), rows, threads, str(next(model.parameters()).device))
     if key not in _TILES:
-        _TILES[key] = _measured_tile(list(shapes.values()), rows, model.get_output_embeddings())
+        _TILES[key] = _measured_tile(list(shapes.values()), rows, head, None)
+        if _TILES[key] is None and threads > 1:
+            _TILES[key] = _measured_tile(list(shapes.values()), rows, head, threads)
     return _TILES[key]
 
 
-def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head) -> Optional[int]:
+def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head,
+                   threads: Optional[int]) -> Optional[Tiling]:
+    counts = None if threads is None else [threads]
+    head_majors = [True, False] if isinstance(head, TiledLinear) and head.weight_major else [False]
     for tile in TILES:
-        if all(_tile_holds(w[:PROBE_OUTPUTS], rows, tile, major) for w, major in weights) and (
-                head is None or _tile_holds(head.weight, 2 * tile + 1, tile, head.weight_major, (1, tile + 1))):
-            return tile
+        if not all(_tile_holds(w[:PROBE_OUTPUTS], rows, tile, major, threads=counts) for w, major in weights):
+            continue
+        if head is None:
+            return Tiling(tile, False, threads)
+        for major in head_majors:
+            if (_tile_holds(head.weight[:PROBE_OUTPUTS], rows, tile, major, threads=counts)
+                    and _tile_holds(head.weight, 2 * tile + 1, tile, major, (1, tile + 1), counts)):
+                return Tiling(tile, major, threads)
     return None
 
 
@@ -252,18 +277,22 @@ def tiled(model, weight_major: bool = False):
     return model
 
 
-def batch_invariant(model, rows: int) -> Optional[int]:
+def batch_invariant(model, rows: int) -> Optional[Tiling]:
     """Makes a :func:`tiled` model's forward passes batch-invariant for batches of up to ``rows`` rows,
     in place: its attention is :func:`batch_invariant_attention` and its layers compute whole tiles
-    of :func:`row_tile` rows. Returns the tile: ``None`` where none holds, and then only a batch of one
-    row is batch-invariant (its products are each row's own, at this process's threads)."""
+    of rows, as :func:`row_tile` measured. Returns the tiling: ``None`` where no tile holds, and then
+    only a batch of one row is batch-invariant (its products are each row's own, at this process's
+    threads)."""
     _register()
-    tile = row_tile(model, rows)
+    tiling = row_tile(model, rows)
+    head = model.get_output_embeddings()
     for module in model.modules():
         if isinstance(module, TiledLinear) or hasattr(module, 'q_proj'):  # the linear layers, the attention
-            module.row_tile = tile or 1
+            module.row_tile = tiling.tile if tiling else 1
+    if tiling is not None and isinstance(head, TiledLinear) and head.weight_major and not tiling.head_major:
+        head.weight_major = head.transposed_output = False  # the output layer holds as ``linear`` computes it
     for sub in model.modules():  # a multimodal model's text config is its own
         config = getattr(sub, 'config', None)
         if config is not None:
             config._attn_implementation = ATTENTION
-    return tile
+    return tiling
