@@ -7,8 +7,12 @@ for var in ('PYTERRIER_HOME', 'IR_DATASETS_HOME', 'HF_HOME', 'MPLCONFIGDIR'):
     os.environ[var] = os.path.join(_TMP, var.lower())
 os.environ['HF_HUB_OFFLINE'] = '1'
 os.environ['TRANSFORMERS_OFFLINE'] = '1'
-# Converting the offline reader takes a minute; a developer may keep the result between runs.
-os.environ['PYTERRIER_UTILITY_CACHE'] = os.environ.get('PYTERRIER_UTILITY_TEST_CACHE') or os.path.join(_TMP, 'cache')
+# Converting the offline reader takes a minute; a developer may keep the result between runs. The
+# workers of one pytest-xdist run (``make test`` runs two) share one cache: the converted models,
+# indices and score caches are built by one of them while the others wait, then read by all.
+_RUN = os.environ.get('PYTEST_XDIST_TESTRUNUID')
+_CACHE = os.path.join(tempfile.gettempdir(), f'pu-tests-{_RUN}', 'cache') if _RUN else os.path.join(_TMP, 'cache')
+os.environ['PYTERRIER_UTILITY_CACHE'] = os.environ.get('PYTERRIER_UTILITY_TEST_CACHE') or _CACHE
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -62,11 +66,25 @@ def pytest_configure(config):
         config.addinivalue_line('markers', f'{marker}: {meaning}')
 
 
+#: The modules that take minutes (real engines, servers, installs, studies), longest first: collected
+#: first, so that ``make test``'s two workers start on them and finish together (each worker takes a
+#: whole module at a time, the next in this order).
+LONG_MODULES = ('test_engines_vllm', 'test_engines_llamacpp', 'test_install', 'test_invariance', 'test_health',
+                'test_attribution', 'test_experiment', 'test_backends_ray', 'test_prediction', 'test_cache')
+
+
+def _module_order(item) -> int:
+    name = item.module.__name__.rsplit('.', 1)[-1] if getattr(item, 'module', None) else ''
+    return LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES)
+
+
 def pytest_collection_modifyitems(config, items):
-    """A test that drives headless Chromium (the ``browser`` fixture) is marked ``browser``."""
+    """A test that drives headless Chromium (the ``browser`` fixture) is marked ``browser``; the
+    :data:`LONG_MODULES` come first, each module's tests in their own order."""
     for item in items:
         if 'browser' in getattr(item, 'fixturenames', ()):
             item.add_marker(pytest.mark.browser)
+    items.sort(key=_module_order)  # stable: the other modules keep their order
 
 
 @pytest.fixture(scope='module')
