@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'tests'))
 from support.browser import Browser, executable  # noqa: E402
 from support.synthetic_study import write_study  # noqa: E402
 
-from pyterrier_utility.experiment.html import write_report  # noqa: E402
+from pyterrier_utility.report.html import write_report  # noqa: E402
 
 IN_PAGE = '''(() => {{ const t = performance.now(); {action}; return performance.now() - t; }})()'''
 

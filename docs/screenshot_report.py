@@ -18,7 +18,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / 'tests' / 'support')]
 
 from browser import Browser, executable  # noqa: E402
 
-from pyterrier_utility.experiment.html import write_report  # noqa: E402
+from pyterrier_utility.report.html import write_report  # noqa: E402
 
 #: Opens the first query of the explorer (report.js renders the rows once the page has loaded).
 OPEN_QUERY = 'document.querySelector("#rows tbody tr").click()'

@@ -25,9 +25,9 @@ _NAMES = {
     'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
     'utility_qrels': 'methods.attribution',
 }
-_MODULES = ('backends', 'cache', 'contexts', 'datasets', 'engines', 'errors', 'experiment', 'generation', 'interop',
-            'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'rerankers', 'scoring',
-            'settings', 'vocabulary')
+_MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'experiment', 'generation',
+            'interop', 'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'report',
+            'rerankers', 'scoring', 'settings', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -16,7 +16,7 @@ from pyterrier_rag.backend import Backend
 
 from ._files import stable_hash
 from ._messages import warn
-from .backends._base import Answer, call_changes, call_settings
+from .backends import Answer, call_changes, call_settings
 from .errors import CacheError, SettingError
 from .generation import generate_batches
 from .protocols import DecodingBackend, KeyedBackend, deterministic, supports_seeds

@@ -90,7 +90,7 @@ def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfi
 
 def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
-    from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
+    from .commands import main as commands  # after parsing: --help needs no PyTerrier nor torch
     config = cfg.REPORT.replace(**explicit_settings(args))
     commands.report(args.folders, Path(config.out), correction=config.correction, fig4_k=config.fig4_k,
                     ndcg_order=config.ndcg_order, html=args.html, min_n=config.min_n)
@@ -142,7 +142,7 @@ def parser() -> argparse.ArgumentParser:
 
 def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
-    from .experiment import commands  # after parsing: --help needs no PyTerrier nor torch
+    from .commands import main as commands  # after parsing: --help needs no PyTerrier nor torch
     commands.predict(args.out, prediction_settings(args))
     return 0
 
@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     try:
         if not getattr(args, 'verbose', False):
             quiet_third_parties()
-        from .experiment import commands  # where a torchvision that does not load beside torch is named
+        from .commands import main as commands  # where a torchvision that does not load beside torch is named
         if args.command == 'report':
             return report(args)
         if args.command == 'predict':

@@ -1,7 +1,7 @@
 """Calling a backend: the one place where prompts go to a backend and answers come back.
 
 What is to be generated is grouped into the backend's batches (:func:`~pyterrier_utility.backends.
-_base.work_batches`, every seed of a prompt in one call), each prompt answered with its own seed
+work_batches`, every seed of a prompt in one call), each prompt answered with its own seed
 (:func:`generate_seeded`), and what the backend returns is checked (one string per prompt, not an
 error marker, encodable as UTF-8) before anything is kept. When a backend fails part-way (a server
 going away, or Ctrl-C), the answers it completed are kept before the error goes on. A backend with
@@ -23,7 +23,7 @@ import torch
 from pyterrier_rag.backend import Backend
 
 from ._text import encodable
-from .backends._base import Answer, cut_at_stop, work_batches
+from .backends import Answer, cut_at_stop, work_batches
 from .errors import BackendError
 from .protocols import StreamingBackend, answers_each, supports_seeds
 

@@ -8,8 +8,7 @@ from pyterrier_rag.backend import Backend
 
 from ._checks import check_int
 from ._frames import validate_columns
-from .backends import get_backend, reader_names
-from .backends._base import Answer, call_changes
+from .backends import Answer, call_changes, get_backend, reader_names
 from .cache import GenerationCache, warn_unseeded
 from .errors import BackendError, SettingError
 from .prompter import Prompter, checked_input

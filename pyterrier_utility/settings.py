@@ -289,7 +289,7 @@ class Placement:
 
     Example::
 
-        pyterrier_utility.experiment.run(config, placement=Placement(ray='auto', replicas=2))
+        pyterrier_utility.commands.run(config, placement=Placement(ray='auto', replicas=2))
     """
     ray: Optional[str] = None
     replicas: int = 1

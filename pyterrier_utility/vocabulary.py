@@ -111,7 +111,7 @@ ANSWER_INFO: Dict[str, str] = {'logprob': 'number', 'mean_logprob': 'number', 't
 CORRELATION_FIELDS = ('method', 'r', 'p', 'n')
 #: The layout of ``correlations.csv`` and ``confidence_correlations.csv``.
 CORRELATION_COLUMNS = ('labels',) + CELL[:2] + CORRELATION_FIELDS
-# What predicts utility (the predict command, :mod:`~pyterrier_utility.experiment.prediction`).
+# What predicts utility (the predict command, :mod:`~pyterrier_utility.commands.predicting`).
 #: What the signals are correlated with: U (per_query.csv's ``utility``, the relative gain), the absolute
 #: gain P_k - P_0 (the authors' utility) and P_k (``fbert``).
 PREDICTION_TARGETS = ('utility', 'gain', 'fbert')

@@ -8,7 +8,8 @@ from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
-from pyterrier_utility.experiment import StudyConfig, commands, preparation
+from pyterrier_utility.commands import main as commands
+from pyterrier_utility.experiment import StudyConfig, preparation
 from pyterrier_utility.settings import Placement
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pyterrier_utility.experiment.html import write_report
+from pyterrier_utility.report.html import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 

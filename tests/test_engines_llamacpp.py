@@ -8,8 +8,9 @@ from pandas.testing import assert_frame_equal
 from support.servers import LlamaCppServer
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import commands
 from pyterrier_utility.backends import LlamaCppServerBackend
+from pyterrier_utility.experiment import StudyConfig
 from pyterrier_utility.settings import BASE_MODEL_STOP, Decoding
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.slow]
@@ -86,13 +87,13 @@ def test_a_cached_prefix_changes_fresh_answers_and_cache_prompt_false_prevents_i
 
 def test_two_studies_against_one_warm_server_give_the_same_answers(llamacpp, cranfield, tmp_path, capsys):
     reader = f'llamacpp:{MODEL}'
-    config = ex.StudyConfig(
+    config = StudyConfig(
         readers=(reader,), base_urls=(llamacpp.url,), concurrency=2, queries=2, ks=(1, 3), samples=2, seed=3,
         systems=('Rel',), orderings=('original',), label_sets=(2,), prompt_format='plain',
         decoding=Decoding(temperature=0.8, top_k=50, max_new_tokens=16, repetition_penalty=1.2, stop=BASE_MODEL_STOP))
-    first, _ = ex.run(config.replace(out=str(tmp_path / 'first')))
+    first, _ = commands.run(config.replace(out=str(tmp_path / 'first')))
     serve_something_else(llamacpp, cranfield)
-    second, _ = ex.run(config.replace(out=str(tmp_path / 'second')))
+    second, _ = commands.run(config.replace(out=str(tmp_path / 'second')))
     assert first.generated == second.generated == 12
     assert first.answers['qanswer'].nunique() >= 10
     assert_frame_equal(first.answers, second.answers)

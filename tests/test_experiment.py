@@ -14,7 +14,7 @@ from pyterrier_rag.backend import BackendOutput
 from scipy import stats as sps
 from support.backends import CountingBackend
 
-from pyterrier_utility import GenerationCache, OracleSampler, Reader, experiment as ex
+from pyterrier_utility import GenerationCache, OracleSampler, Reader, experiment as ex, report
 from pyterrier_utility.errors import SettingError
 
 TEXTS = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',
@@ -142,7 +142,7 @@ def test_table1_markdown_layout():
         'labels': ['label>=2'] * 4, 'k': [1, 1, 3, 3], 'system': ['A', 'Rel', 'A', 'Rel'],
         'utility': [0.12345, -0.5, 0.2, 0.1], 'n': [5] * 4, 'fbert_0shot': [0.4] * 4,
         'p_baseline': [0.01, np.nan, 0.2, np.nan], 'p_reversal': [np.nan] * 4, 'mark': ['\u2020', '', '', '']})
-    assert ex.table1_markdown(table) == (
+    assert report.table1_markdown(table) == (
         '**label>=2**: mean utility, n = 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
         'ordering (paired t-test, p < 0.05; no mark on fewer than 5 paired queries, too few for the test to say '
         'much)\n\n'
@@ -167,24 +167,24 @@ def test_correlations_match_scipy(method, fn):
 
 def test_figures_show_what_their_titles_say(tmp_path):
     per_query = synthetic()
-    fig3 = ex.utility_vs_k(per_query, tmp_path / 'fig3.png')
+    fig3 = report.utility_vs_k(per_query, tmp_path / 'fig3.png')
     ax = fig3.axes[0]
     assert ax.get_xlabel().startswith('k') and ax.get_ylabel() == 'mean utility U'
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ['A', 'A-r', 'Rel']  # NRel left out, as the paper
     assert list(ax.lines[0].get_ydata()) == pytest.approx(ex.table1(per_query).query("system == 'A'")['utility'])
-    fig4 = ex.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
+    fig4 = report.ndcg_vs_utility(per_query, 3, path=tmp_path / 'fig4.png')
     # not the oracles
     assert [a.get_title().split('\n')[0] for a in fig4.axes] == ['label\u22652, A', 'label\u22652, A-r']
     assert fig4.axes[0].get_xlabel() == 'nDCG@3 (context order)' and len(fig4.axes[0].lines) == 1  # least squares
-    oracles = ex.ndcg_vs_utility(per_query, 3, systems=['Rel', 'NRel'])
+    oracles = report.ndcg_vs_utility(per_query, 3, systems=['Rel', 'NRel'])
     assert len(oracles.axes[1].lines) == 0  # NRel: nDCG constant, no line
-    fig5 = ex.correlation_vs_k(per_query, path=tmp_path / 'fig5.png')
+    fig5 = report.correlation_vs_k(per_query, path=tmp_path / 'fig5.png')
     assert fig5.axes[0].get_ylabel() == 'Pearson r(nDCG@k, U)'
     assert [t.get_text() for t in fig5.axes[0].get_legend().get_texts()] == ['A', 'A-r', 'Rel']
     for name in ('fig3.png', 'fig4.png', 'fig5.png'):
         assert (tmp_path / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     with pytest.raises(ValueError, match='k=7'):
-        ex.ndcg_vs_utility(per_query, 7)
+        report.ndcg_vs_utility(per_query, 7)
 
 
 @pytest.mark.slow
@@ -382,7 +382,7 @@ def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, m
     rebuilds the same from the folder."""
     import pyterrier_utility as pu
     from pyterrier_utility import cli
-    from pyterrier_utility.experiment import figures
+    from pyterrier_utility.report import figures
     backends = []
 
     def build(spec, **kw):

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from test_stats import per_query
 
-from pyterrier_utility.experiment import figures
+from pyterrier_utility.report import figures
 
 
 @pytest.fixture

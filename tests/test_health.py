@@ -5,8 +5,9 @@ import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from pyterrier_utility.backends._base import query_of
-from pyterrier_utility.experiment import health, rendering, stats
-from pyterrier_utility.experiment.results import table_notes
+from pyterrier_utility.experiment import health, stats
+from pyterrier_utility.report import tables as rendering
+from pyterrier_utility.report.tables import table_notes
 
 DOC = 'the boundary layer separates from the wing at high angles of attack and the lift falls sharply'
 

@@ -14,8 +14,8 @@ from support.synthetic_study import SYSTEMS, write_study
 
 from pyterrier_utility.errors import FrameError, SettingError
 from pyterrier_utility.experiment import stats
-from pyterrier_utility.experiment.html import markdown_html, write_report
-from pyterrier_utility.experiment.viewer import query_view
+from pyterrier_utility.report.html import markdown_html, write_report
+from pyterrier_utility.report.viewer import query_view
 
 PER_QUERY = pd.DataFrame({
     'labels': ['label>=2'] * 4, 'system': ['A', 'A', 'A-r', 'A-r'], 'k': [2, 2, 2, 2], 'qid': ['q1', 'q2', 'q1', 'q2'],

@@ -81,7 +81,8 @@ def test_the_notebook_reader_with_its_defaults_is_the_studys(cranfield, minilm, 
     query, system and k. Both answer one prompt at a time (``batch_size=1``, which is no part of the
     key): the study answers its 0-shot and k-shot prompts in one batch, the pipeline in two, and a
     batch's padding may change the last bits of a sampled token's score."""
-    from pyterrier_utility.experiment import StudyConfig, run
+    from pyterrier_utility.commands import run
+    from pyterrier_utility.experiment import StudyConfig
     get_backend = pu.backends.get_backend
     monkeypatch.setattr(pu.backends, 'get_backend', lambda name, **kwargs: get_backend(name, batch_size=1, **kwargs))
     config = StudyConfig(queries=1, ks=(2,), systems=('Rel',), samples=1, label_sets=(2,), out=str(tmp_path))

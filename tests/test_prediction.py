@@ -386,7 +386,7 @@ def test_udcg_prints_pickles_and_composes():
 
 
 def test_the_predict_commands_udcg_follows_each_label_set():
-    from pyterrier_utility.experiment.prediction import _context_measures
+    from pyterrier_utility.commands.predicting import _context_measures
     contexts = pd.DataFrame({'system': ['BM25'] * 2, 'k': [2, 2], 'qid': ['1', '1'], 'position': [2, 1],
                              'docno': ['y', 'x'], 'no_response': [0.6, 0.2]})
     qrels = pd.DataFrame({'qid': ['1', '1'], 'docno': ['x', 'y'], 'label': [1, 2]})

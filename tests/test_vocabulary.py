@@ -11,7 +11,7 @@ PACKAGE = Path(vocabulary.__file__).parent
 #: Literals that equal a vocabulary list and stay where they are, each with its reason:
 #: (module path relative to the package, the literal's strings in order) -> why.
 ALLOWED = {
-    ('experiment/html.py', ('labels', 'system', 'k')):
+    ('report/html.py', ('labels', 'system', 'k')):
         "the correlation tables' grouping key (label set, system, k), not a file's column list",
     ('experiment/study.py', ('per_query', 'answers', 'token_logprobs', 'contexts', 'scores', 'queries')):
         "the frames passed to StudyResults by its attributes' names, each built where it is named",

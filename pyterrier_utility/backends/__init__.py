@@ -15,7 +15,7 @@ from pyterrier_rag.backend import Backend
 
 from .. import engines
 from ..errors import SettingError
-from ._base import Answer, cut_at_stop
+from ._base import Answer, call_changes, call_settings, cut_at_stop, work_batches
 from ._llamacpp import LlamaCppServerBackend
 from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
@@ -58,5 +58,5 @@ def get_backend(spec: Union[str, Backend], *, base_urls: Optional[Sequence[str]]
 
 
 __all__ = ['Answer', 'CausalLMBackend', 'ENGINES', 'LlamaCppServerBackend', 'OpenAICompatibleBackend', 'RayBackend',
-           'VLLMBackend', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend',
-           'reader_names', 'smollm2_135m']
+           'VLLMBackend', 'call_changes', 'call_settings', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf',
+           'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m', 'work_batches']

@@ -1,7 +1,7 @@
 """Generation past one machine: a pool of Ray actors, each holding one of this package's backends.
 
 This process (the driver) forms the batches the backend would form in process
-(:func:`~pyterrier_utility.backends._base.work_batches`), sends each whole to one actor, and hands
+(:func:`~pyterrier_utility.backends.work_batches`), sends each whole to one actor, and hands
 each batch's answers to the generation cache, the one writer, as it completes: actors never touch
 the cache file, and a driver or actor that dies loses at most the batches in flight. Each actor
 builds its backend once and keeps it for the life of the :class:`RayBackend`.

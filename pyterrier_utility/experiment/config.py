@@ -71,7 +71,7 @@ class StudyConfig:
     Example::
 
         config = StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small')
-        results = pyterrier_utility.experiment.run(config)
+        results = pyterrier_utility.commands.run(config)
         PRESETS['paper'].replace(readers=('openai:meta-llama/Meta-Llama-3-8B-Instruct',),
                                  base_urls=('http://gpu1:8000/v1',))
     """

@@ -1,16 +1,16 @@
-"""A study's results: every number and what it came from (:class:`StudyResults`), and the tables
-written from its per-query values (:func:`write_tables`). :func:`.study.run_study` computes them."""
+"""A study's results: every number and what it came from (:class:`StudyResults`); :func:`.study.run_study`
+computes them. Saved, its tables are rendered by :func:`pyterrier_utility.report.write_tables`."""
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Union
 
 import pandas as pd
 
 from .._checks import check
 from ..reader import Reader
-from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, TABLE_FILES, ZERO_SHOT
-from . import health as answer_health, rendering, stats
+from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, ZERO_SHOT
+from . import health as answer_health, stats
 
 
 @dataclass
@@ -122,13 +122,13 @@ class StudyResults:
 
     def report(self, folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
         """Saves the study into ``folder`` and writes its browsable ``report.html`` (see
-        :func:`pyterrier_utility.experiment.write_report`); returns the page's path.
+        :func:`pyterrier_utility.report.write_report`); returns the page's path.
 
         Example::
 
             results.report('results/small')   # open results/small/report.html in a browser
         """
-        from .html import write_report
+        from ..report.html import write_report
         self.save(folder)
         return write_report(folder, path)
 
@@ -136,10 +136,9 @@ class StudyResults:
              min_n: int = MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
         """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
         token_logprobs.csv (where the engine reported them), health.csv (:meth:`health`), the tables
-        (see :func:`write_tables`; Table 1 over ``table_ks``, default every k, its unhealthy cells
-        marked) and, when answers
-        carry log-probabilities, confidence_correlations.csv (:meth:`confidence_correlations`:
-        Pearson, Spearman, Kendall)."""
+        (see :func:`~pyterrier_utility.report.write_tables`; Table 1 over ``table_ks``, default every k,
+        its unhealthy cells marked) and, when answers carry log-probabilities,
+        confidence_correlations.csv (:meth:`confidence_correlations`: Pearson, Spearman, Kendall)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = {}
@@ -153,6 +152,7 @@ class StudyResults:
         health = self.health()
         health.to_csv(folder / HEALTH_FILE, index=False)
         paths[HEALTH_FILE] = folder / HEALTH_FILE
+        from ..report.tables import write_tables  # the tables are rendered
         paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
                                   min_n=min_n, ks=table_ks, health=health))
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
@@ -171,43 +171,3 @@ def fold_readers(frame: pd.DataFrame) -> pd.DataFrame:
     folded = frame.drop(columns=['reader', 'dataset'], errors='ignore')
     folded.insert(0, 'dataset', prefix + frame['reader'].astype(str))
     return folded
-
-
-def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
-                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
-                 ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None) -> Dict[str, Path]:
-    """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
-    table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
-    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
-    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all).
-    With the answers' ``health`` (``health.csv``), Table 1 marks its unhealthy cells (and says what
-    the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
-    every k, :func:`~.health.control_notes`)."""
-    folder = Path(folder)
-    per_query.to_csv(folder / 'per_query.csv', index=False)
-    per_query = fold_readers(per_query)
-    shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
-    table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
-    notes = table_notes(table, health, alpha, min_n)
-    if health is not None:
-        table = answer_health.mark_table(table, fold_readers(health))
-    paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
-    table.to_csv(paths['table1.csv'], index=False)
-    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes)
-    paths['table1.md'].write_text(rendering.table1_markdown(table, **options))
-    paths['table1_paper.md'].write_text(rendering.table1_paper(table, 'markdown', **options))
-    paths['table1.tex'].write_text(rendering.table1_paper(table, 'latex', **options))
-    corr = pd.concat([stats.correlations(per_query, m) for m in CORRELATION_METHODS], ignore_index=True)
-    corr.to_csv(paths['correlations.csv'], index=False)
-    return paths
-
-
-def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: float = 0.05,
-                min_n: int = MIN_N) -> Tuple[str, ...]:
-    """What Table 1 says below its legend: what the health mark means (when a cell has it) and the
-    positive control (:func:`~.health.control_notes`; where it fails, the health of its cells)."""
-    notes: Tuple[str, ...] = ()
-    if health is not None and not answer_health.unhealthy(fold_readers(health)).empty:
-        notes += (answer_health.health_legend() + '.',)
-    control = answer_health.positive_control(table, alpha, min_n)
-    return notes + answer_health.control_notes(control, None if health is None else fold_readers(health))

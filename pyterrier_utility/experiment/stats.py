@@ -1,5 +1,5 @@
 """The study's statistics from its per-query values: Table 1's means and significance marks, r(nDCG@k, U)
-with intervals, mean U with bootstrap intervals (:mod:`.rendering` writes Table 1 as text)."""
+with intervals, mean U with bootstrap intervals (:mod:`pyterrier_utility.report.tables` writes Table 1 as text)."""
 from typing import Optional, Tuple
 
 import numpy as np

@@ -70,7 +70,8 @@ def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequ
 CELL = list(vocabulary.CELL)
 
 
-def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
+def in_rank_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ranking sorted by query, then rank (ranks added from the scores where it has none)."""
     if 'rank' not in frame.columns:
         frame = pt.model.add_ranks(frame.copy())
     return frame.sort_values(['qid', 'rank'], kind='stable')
@@ -157,7 +158,7 @@ def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orde
     def run(name, system):
         ranking = system(topics)
         validate_columns(f'run_study system {name!r}', ranking, ['qid', 'query', 'docno', 'text'])
-        ranking = _ranked(normalise_frame(f'run_study system {name!r}', ranking.astype({'qid': str})))
+        ranking = in_rank_order(normalise_frame(f'run_study system {name!r}', ranking.astype({'qid': str})))
         return ranking[ranking['docno'].notna()]
 
     for name, system in pt.tqdm(systems.items(), desc='systems', disable=not verbose):

@@ -1,6 +1,6 @@
 """How well signals predict a target: per-query correlations with p-values and seeded bootstrap
 intervals, Kendall's tau between orderings of a study's cells, and a linear regression over several
-signals evaluated out of fold. Computation only: :mod:`pyterrier_utility.experiment.prediction`
+signals evaluated out of fold. Computation only: :mod:`pyterrier_utility.commands.predicting`
 writes and prints the results."""
 from typing import Dict, Sequence
 

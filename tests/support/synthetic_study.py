@@ -7,7 +7,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from pyterrier_utility.experiment import StudyConfig, StudyResults, rendering, stats
+from pyterrier_utility.experiment import StudyConfig, StudyResults, stats
+from pyterrier_utility.report import tables as rendering
 
 SYSTEMS = ('BM25', 'BM25-r', 'Neural', 'Neural-r', 'Rel', 'NRel')
 LABEL_SETS = ('label>=2', 'label in {2,3}')
@@ -111,6 +112,6 @@ def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), sample
     if figures:
         import matplotlib.pyplot as plt
 
-        from pyterrier_utility.experiment import utility_vs_k
+        from pyterrier_utility.report import utility_vs_k
         plt.close(utility_vs_k(per_query, folder / 'fig3_utility_vs_k.png'))
     return folder

@@ -12,11 +12,12 @@ import pandas as pd
 
 from .._messages import count
 from ..errors import SettingError
+from ..experiment import stats
 from ..vocabulary import ORACLES
-from . import stats
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot, imported when a figure is first drawn."""
     # Headless machines fall back to Agg; notebooks keep their inline backend.
     import matplotlib.pyplot as plt
     return plt
@@ -35,19 +36,21 @@ def _legible(draw):
     """Draws the figure with :data:`FONTS`."""
     @functools.wraps(draw)
     def drawn(*args, **kwargs):
-        with _pyplot().rc_context(FONTS):
+        with pyplot().rc_context(FONTS):
             return draw(*args, **kwargs)
     return drawn
 
 
-def _save(fig, path: Optional[Union[str, Path]]):
+def save_figure(fig, path: Optional[Union[str, Path]]):
+    """Writes ``fig`` to ``path`` (its folder made; nothing when ``None``); returns the figure."""
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120, bbox_inches='tight')
     return fig
 
 
-def _panels(plt, n: int, width: float = 4.2, height: float = 3.4, cols: int = 2):
+def panel_grid(plt, n: int, width: float = 4.2, height: float = 3.4, cols: int = 2):
+    """A figure of ``n`` panels, ``cols`` to a row, and its axes in reading order (the unused ones hidden)."""
     cols = min(cols, n)
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
@@ -91,12 +94,12 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
     queries (error bars, :func:`stats.utility_ci`), a panel per dataset and label set (``labels``:
     one of them only). NRel is left out by default, as in the paper (its utilities lie far below the
     others); the panel's title says so."""
-    plt = _pyplot()
+    plt = pyplot()
     part = _labels(per_query, labels)
     part = part[~part['system'].isin(exclude)]
     ci = stats.utility_ci(part.assign(dataset=part.get('dataset', '')), resamples=resamples)
     groups = _groups(ci)
-    fig, axes = _panels(plt, len(groups), width=5.6, height=4.2)
+    fig, axes = panel_grid(plt, len(groups), width=5.6, height=4.2)
     left_out = [s for s in exclude if s in set(per_query['system'])]
     for ax, ((dataset, label_set), cell) in zip(axes, groups):
         for system, line in cell.groupby('system', sort=False):
@@ -113,7 +116,7 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
         ax.set_xticks(sorted(cell['k'].unique()))
         _legend_outside(ax)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 @_legible
@@ -124,7 +127,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
     dataset and label set (``labels``: one only), a panel per system (default: the retrieval systems
     and their reversals, as the paper), axes shared. Each panel gives n, Pearson r and its p; no line
     where r is undefined (fewer than 3 queries or a constant side), and the panel says so."""
-    plt = _pyplot()
+    plt = pyplot()
     part = _labels(per_query, labels)
     part = part[part['k'] == k]
     if part.empty:
@@ -161,7 +164,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
         ax.set_ylabel('utility U')
     fig.suptitle(f'Per-query nDCG@{k} vs utility, with least-squares lines')
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 @_legible
@@ -171,9 +174,9 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
     with its 95% bootstrap interval over queries, a panel per dataset and label set (``labels``: one
     only). A system whose r is undefined at every k (NRel, whose nDCG is 0; any with fewer than 3
     queries) is not drawn, and the panel names it."""
-    plt = _pyplot()
+    plt = pyplot()
     groups = _groups(_labels(per_query, labels))
-    fig, axes = _panels(plt, len(groups), width=5.6, height=4.4)
+    fig, axes = panel_grid(plt, len(groups), width=5.6, height=4.4)
     for ax, ((dataset, label_set), part) in zip(axes, groups):
         corr = stats.correlations(part.drop(columns=['dataset']), method=method, resamples=resamples)
         drawn, undefined = [], []
@@ -198,7 +201,7 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
         else:
             ax.text(0.5, 0.5, 'nothing to draw', ha='center', va='center', transform=ax.transAxes)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def draw_figures(per_query: pd.DataFrame, folder: Union[str, Path], fig4_k: int, labels: Optional[str] = None,
@@ -207,7 +210,7 @@ def draw_figures(per_query: pd.DataFrame, folder: Union[str, Path], fig4_k: int,
     """Figures 3-5 of a study into ``folder``, each as PNG and PDF, each with a panel per dataset and
     label set (``labels``: one only), Figures 3 and 5 over ``ks`` (default: every k of
     ``per_query``); returns the file names."""
-    plt = _pyplot()
+    plt = pyplot()
     folder = Path(folder)
     swept = per_query if ks is None else per_query[per_query['k'].isin(ks)]
     figures = {'fig3_utility_vs_k': lambda: utility_vs_k(swept, labels=labels),
@@ -218,7 +221,7 @@ def draw_figures(per_query: pd.DataFrame, folder: Union[str, Path], fig4_k: int,
     for name, draw in figures.items():
         fig = draw()
         for fmt in formats:
-            _save(fig, folder / f'{name}.{fmt}')
+            save_figure(fig, folder / f'{name}.{fmt}')
             names.append(f'{name}.{fmt}')
         plt.close(fig)
     return names

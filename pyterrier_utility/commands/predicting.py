@@ -9,7 +9,7 @@ per (label set, system, k, query), and correlates each with U, the absolute gain
 
 Example::
 
-    from pyterrier_utility.experiment import prediction
+    from pyterrier_utility.commands import predicting as prediction
     found = prediction.run_prediction('results/study')
     prediction.save_prediction(found, 'results/study')
 """
@@ -25,6 +25,12 @@ import pandas as pd
 from .._messages import inform
 from ..datasets import get_dataset
 from ..errors import FrameError, SettingError
+from ..experiment.config import StudyConfig
+from ..experiment.folder import StudyFolder, read_study
+from ..experiment.meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
+from ..experiment.output import lock_folder
+from ..experiment.study import in_rank_order, variants
+from ..experiment.systems import default_systems
 from ..prediction import (
     NQC,
     SCQ,
@@ -47,6 +53,9 @@ from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
 from ..prediction.readability import READABILITY
 from ..prediction.settings import PredictionSettings
 from ..prediction.udcg import UDCG
+from ..report.figures import pyplot
+from ..report.html import write_report
+from ..report.prediction_report import HEATMAP, prediction_heatmap
 from ..settings import LabelSet
 from ..vocabulary import (
     FRAME_FILES,
@@ -60,15 +69,6 @@ from ..vocabulary import (
     SIGNALS_COLUMNS,
     ZERO_SHOT,
 )
-from .config import StudyConfig
-from .figures import _pyplot
-from .folder import StudyFolder, read_study
-from .html import write_report
-from .meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
-from .output import lock_folder
-from .prediction_report import HEATMAP, prediction_heatmap
-from .study import _ranked, variants
-from .systems import default_systems
 
 CELL = LABELLED_CELL[1:]
 
@@ -125,7 +125,7 @@ def _rankings(config: StudyConfig, dataset, qrels: pd.DataFrame, topics: pd.Data
                               bm25=config.bm25, verbose=config.verbose, reranker='Neural' in bases)
     rankings = {}
     for base in bases:
-        ranking = _ranked(cast(pd.DataFrame, systems[base](topics)).astype({'qid': str}))
+        ranking = in_rank_order(cast(pd.DataFrame, systems[base](topics)).astype({'qid': str}))
         for (k, qid), given in contexts[contexts['system'] == base].groupby(['k', 'qid']):
             now = ranking[ranking['qid'] == qid]['docno'].head(int(k)).tolist()
             if now != given.sort_values('position')['docno'].tolist():
@@ -300,7 +300,7 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
         (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
         written = list(PREDICTION_FILES.values()) + [SETTINGS_FILE]
         if len(found.prediction):
-            _pyplot().close(prediction_heatmap(found.prediction, out / HEATMAP))
+            pyplot().close(prediction_heatmap(found.prediction, out / HEATMAP))
             written.append(HEATMAP)
         if (out / FRAME_FILES['per_query']).is_file():  # a study's folder: its page gains the section
             write_report(out)

@@ -9,9 +9,9 @@ from typing import Union
 import numpy as np
 import pandas as pd
 
+from ..experiment.meta_evaluation import notes
 from ..vocabulary import COMBINED, PREDICTION_FILES, PREDICTION_LEVELS, PREDICTION_TARGETS, SETTINGS_FILE
-from .figures import _panels, _pyplot, _save
-from .meta_evaluation import notes
+from .figures import panel_grid, pyplot, save_figure
 
 #: The heatmap's file name (a ``fig*.png``: the report shows it among the study's figures).
 HEATMAP = 'fig6_prediction_rho.png'
@@ -31,12 +31,12 @@ def prediction_heatmap(prediction: pd.DataFrame, path: Union[str, Path, None] = 
 
         prediction_heatmap(pd.read_csv('results/study/prediction.csv'), 'heatmap.png')
     """
-    plt = _pyplot()
+    plt = pyplot()
     rows = _first_labels(prediction)
     systems = list(dict.fromkeys(rows['system']))
     signals = list(dict.fromkeys(rows['signal']))
     panels = [(s, t) for s in systems for t in PREDICTION_TARGETS]
-    fig, axes = _panels(plt, len(panels), width=0.9 + 0.55 * rows['k'].nunique(),
+    fig, axes = panel_grid(plt, len(panels), width=0.9 + 0.55 * rows['k'].nunique(),
                         height=0.3 * len(signals) + 1.2, cols=len(PREDICTION_TARGETS))
     for ax, (system, target) in zip(axes, panels):
         table = rows[(rows['system'] == system) & (rows['target'] == target)].pivot_table(
@@ -52,7 +52,7 @@ def prediction_heatmap(prediction: pd.DataFrame, path: Union[str, Path, None] = 
         ax.set_title(f'{system}: {target}', fontsize=9)
     fig.colorbar(image, ax=axes, shrink=0.6, label="Spearman's rho")
     fig.suptitle(f"Spearman's rho with each target over queries ({rows['labels'].iloc[0]})")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _number(value, digits: int = 3) -> str:

@@ -1,10 +1,11 @@
 """The commands of ``pyterrier-utility``, each what its subcommand runs, prints and writes:
 :func:`study`, :func:`experiment`, :func:`attribute`, :func:`report` and :func:`predict`. Each starts
-from :mod:`.preparation` (or a finished folder) and calls the library's functions.
+from :mod:`~pyterrier_utility.experiment.preparation` (or a finished folder) and calls the library's functions.
 
 Example::
 
-    from pyterrier_utility.experiment import StudyConfig, commands
+    from pyterrier_utility.commands import main as commands
+    from pyterrier_utility.experiment import StudyConfig
     commands.study(StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small'))
     commands.report(['results/small'], Path('results/report'), html=True)
 """
@@ -20,22 +21,24 @@ from ir_measures import nDCG
 from .. import measures
 from .._messages import inform
 from ..errors import SettingError
+from ..experiment import health, stats
+from ..experiment.config import StudyConfig
+from ..experiment.folder import read_health, study_folder
+from ..experiment.output import check_out, lock_folder
+from ..experiment.preparation import prepare, ranked_systems
+from ..experiment.results import StudyResults, fold_readers
+from ..experiment.study import variants, window
+from ..experiment.validate import read_per_query
 from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
+from ..report import figures
+from ..report.html import write_report
+from ..report.tables import write_tables
 from ..scoring.utility import UtilityEvaluator
 from ..settings import Placement
 from ..vocabulary import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
-from . import figures, health, stats
-from .attribution import Attribution, run_attribution, save_attribution
-from .config import StudyConfig
+from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
-from .folder import read_health, study_folder
-from .html import write_report
-from .output import check_out, lock_folder
-from .preparation import prepare, ranked_systems
-from .results import StudyResults, fold_readers, write_tables
-from .study import variants, window
-from .validate import read_per_query
 
 
 def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional[PredictionSettings] = None,
@@ -131,8 +134,8 @@ def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int
 
 def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()):
     """The ``predict`` command over the finished study folder ``out``: runs, saves and prints the
-    summary (:func:`pyterrier_utility.experiment.prediction.predict`); nothing is generated."""
-    from .prediction import predict as run_and_save  # scikit-learn and the predictors only where asked for
+    summary (:func:`pyterrier_utility.commands.predicting.predict`); nothing is generated."""
+    from .predicting import predict as run_and_save  # scikit-learn and the predictors only where asked for
     return run_and_save(out, settings)
 
 

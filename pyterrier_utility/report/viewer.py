@@ -9,9 +9,9 @@ from typing import Mapping, Optional
 import pandas as pd
 
 from ..errors import SettingError
+from ..experiment.folder import StudyFolder, read_study, study_from_frames
 from ..vocabulary import ZERO_SHOT
-from .folder import StudyFolder, read_study, study_from_frames
-from .html import CUT_MARK, _number, _table
+from .html import CUT_MARK, cell_number, html_table
 
 
 class QueryView:
@@ -52,14 +52,14 @@ class QueryView:
             scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['fbert'], s['best_docno'])}
         cut = cell['truncated'].eq(True) if 'truncated' in cell.columns else [False] * len(cell)
         rows = [[f'{sample:g}', html.escape(answer) + (CUT_MARK if was_cut else ''),
-                 _number(scores.get(sample, (math.nan,))[0]), html.escape(str(scores.get(sample, ('', '–'))[1]))]
+                 cell_number(scores.get(sample, (math.nan,))[0]), html.escape(str(scores.get(sample, ('', '–'))[1]))]
                 for sample, answer, was_cut in zip(cell['sample'], cell['qanswer'], cut)]
         header = ['sample', 'answer', 'FBERT', 'best doc']
         if 'mean_logprob' in cell.columns and st.answers['mean_logprob'].notna().any():
             header.append('mean log-prob')
             for row, value in zip(rows, cell['mean_logprob']):
-                row.append(_number(value))
-        return _table(header, rows)
+                row.append(cell_number(value))
+        return html_table(header, rows)
 
     def _contexts(self, system: str, k) -> str:
         if self.study.contexts is None:
@@ -67,17 +67,17 @@ class QueryView:
         cell = self._of_query(self.study.contexts, system=system, k=k).sort_values('position')
         rows = [[f'{p:g}', html.escape(d), 'unjudged' if not math.isfinite(lab) else f'{lab:g}', html.escape(t)]
                 for p, d, lab, t in zip(cell['position'], cell['docno'], cell['label'], cell['text'])]
-        return _table(['context', 'docno', 'label', 'text'], rows)
+        return html_table(['context', 'docno', 'label', 'text'], rows)
 
     def _repr_html_(self) -> str:
         first, st = self.rows.iloc[0], self.study
         text = '' if st.queries is None else ' '.join(self._of_query(st.queries)['query'])
         parts = [f'<h3>Query {html.escape(first.qid)}: {html.escape(text)}</h3>',
-                 f'<h4>0-shot: P_0 {_number(first.fbert_0shot)} ({html.escape(first.labels)})</h4>',
+                 f'<h4>0-shot: P_0 {cell_number(first.fbert_0shot)} ({html.escape(first.labels)})</h4>',
                  self._answers(ZERO_SHOT, 0)]
         for row in self.rows.itertuples():
-            parts += [f'<h4>{html.escape(row.system)}, k={row.k:g}: nDCG@k {_number(row.ndcg)}, '
-                      f'P_k {_number(row.fbert)}, U {_number(row.utility)}</h4>',
+            parts += [f'<h4>{html.escape(row.system)}, k={row.k:g}: nDCG@k {cell_number(row.ndcg)}, '
+                      f'P_k {cell_number(row.fbert)}, U {cell_number(row.utility)}</h4>',
                       self._contexts(row.system, row.k), self._answers(row.system, row.k)]
         return '<div class="pu-query">' + '\n'.join(parts) + '</div>'
 
@@ -96,7 +96,7 @@ def query_view(source, qid: str, system: Optional[str] = None, k: Optional[int] 
 
     Example::
 
-        from pyterrier_utility.experiment import query_view
+        from pyterrier_utility.report import query_view
         query_view('results/study', '1', system='BM25', k=3)
     """
     if isinstance(source, (str, Path)):

@@ -8,7 +8,8 @@ generated. Every coalition of every system, k and query is answered in one call.
 
 Example::
 
-    from pyterrier_utility.experiment import StudyConfig, attribution
+    from pyterrier_utility.commands import attributing as attribution
+    from pyterrier_utility.experiment import StudyConfig
     config = StudyConfig(systems=('BM25', 'Rel'), ks=(4,), queries=2, samples=2, out='results/attribution')
     found = attribution.run_attribution(config, method='shapley')
     attribution.save_attribution(found, config)
@@ -22,9 +23,14 @@ import pandas as pd
 
 from .._messages import inform, warn_qids
 from ..errors import SettingError
+from ..experiment.config import StudyConfig
+from ..experiment.output import lock_folder
+from ..experiment.preparation import prepare
+from ..experiment.study import study_contexts
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import check_method
 from ..methods.attribution.qrels import check_trec_ids
+from ..report.html import write_report
 from ..vocabulary import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_FILES,
@@ -34,11 +40,6 @@ from ..vocabulary import (
     REPORT_FILE,
     SETTINGS_FILE,
 )
-from .config import StudyConfig
-from .html import write_report
-from .output import lock_folder
-from .preparation import prepare
-from .study import study_contexts
 
 #: How ``utility.qrels`` grades a document, as ``settings.json`` records it.
 QRELS_RULE = (f'first label set; per (qid, docno) the mean phi_utility over the systems and ks it was attributed in: '

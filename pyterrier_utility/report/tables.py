@@ -1,14 +1,18 @@
 """Table 1 as text: Markdown a block per label set, and the paper's layout in Markdown and LaTeX,
-from the frame :func:`.stats.table1` computes."""
-from typing import List, Optional, Sequence
+from the frame :func:`~pyterrier_utility.experiment.stats.table1` computes; and the tables a study folder
+holds (:func:`write_tables`)."""
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from ..vocabulary import MIN_N, ORACLES, ZERO_SHOT
-from .health import HEALTH_MARK
-from .stats import BASELINE_MARK, REVERSAL_MARK
+from ..experiment import health as answer_health, stats
+from ..experiment.health import HEALTH_MARK
+from ..experiment.results import fold_readers
+from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK
+from ..vocabulary import CORRELATION_METHODS, FRAME_FILES, MIN_N, ORACLES, TABLE_FILES, ZERO_SHOT
 
 
 def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:
@@ -35,7 +39,8 @@ def _n_legend(table: pd.DataFrame) -> str:
 
 
 def _zero(row: pd.DataFrame) -> str:
-    """The mark of a block's 0-shot answers (:func:`.health.mark_table`), '' where unmarked."""
+    """The mark of a block's 0-shot answers (:func:`~pyterrier_utility.experiment.health.mark_table`), ''
+    where unmarked."""
     return str(row['mark_0shot'].iloc[0]) if 'mark_0shot' in row.columns else ''
 
 
@@ -198,3 +203,44 @@ def _latex(text: str) -> str:
     special = {'\\': '\\textbackslash{}', '~': '\\textasciitilde{}', **{c: '\\' + c for c in '&%$#_{}'}}
     return (''.join(special.get(c, c) for c in str(text)).replace('>=', '$\\geq$').replace('<', '$<$')
             .replace('\u2013', '--'))
+
+
+def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
+                 alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
+                 ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None) -> Dict[str, Path]:
+    """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
+    table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
+    Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
+    is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all).
+    With the answers' ``health`` (``health.csv``), Table 1 marks its unhealthy cells (and says what
+    the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
+    every k, :func:`~pyterrier_utility.experiment.health.control_notes`)."""
+    folder = Path(folder)
+    per_query.to_csv(folder / 'per_query.csv', index=False)
+    per_query = fold_readers(per_query)
+    shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
+    table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
+    notes = table_notes(table, health, alpha, min_n)
+    if health is not None:
+        table = answer_health.mark_table(table, fold_readers(health))
+    paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
+    table.to_csv(paths['table1.csv'], index=False)
+    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes)
+    paths['table1.md'].write_text(table1_markdown(table, **options))
+    paths['table1_paper.md'].write_text(table1_paper(table, 'markdown', **options))
+    paths['table1.tex'].write_text(table1_paper(table, 'latex', **options))
+    corr = pd.concat([stats.correlations(per_query, m) for m in CORRELATION_METHODS], ignore_index=True)
+    corr.to_csv(paths['correlations.csv'], index=False)
+    return paths
+
+
+def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: float = 0.05,
+                min_n: int = MIN_N) -> Tuple[str, ...]:
+    """What Table 1 says below its legend: what the health mark means (when a cell has it) and the
+    positive control (:func:`~pyterrier_utility.experiment.health.control_notes`; where it fails, the health
+    of its cells)."""
+    notes: Tuple[str, ...] = ()
+    if health is not None and not answer_health.unhealthy(fold_readers(health)).empty:
+        notes += (answer_health.health_legend() + '.',)
+    control = answer_health.positive_control(table, alpha, min_n)
+    return notes + answer_health.control_notes(control, None if health is None else fold_readers(health))

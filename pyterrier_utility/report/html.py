@@ -2,7 +2,7 @@
 confidence intervals, figures, correlations with U, the attribution of U to the documents where the
 folder has one, then the settings folded) and a per-query
 explorer of every query's contexts, answers and scores (one query inline in Jupyter is
-:func:`~pyterrier_utility.experiment.viewer.query_view`).
+:func:`~pyterrier_utility.report.viewer.query_view`).
 
 The page needs no server and no network: styles and script are inline, figures are PNG data URIs,
 and the study's rows are one JSON blob that the script renders a page of rows at a time.
@@ -20,12 +20,12 @@ from typing import List, Optional, Union
 import pandas as pd
 
 from .._messages import count
+from ..experiment import health as answer_health, stats
+from ..experiment.folder import StudyFolder, read_study
 from ..methods.attribution.summary import attribution_table
 from ..scoring.correlation import MIN_PAIRS
 from ..vocabulary import MIN_N, REPORT_FILE, SETTINGS_FILE
-from . import health as answer_health, stats
 from .explorer import report_data
-from .folder import StudyFolder, read_study
 from .prediction_report import prediction_section
 
 #: The page's title when none is given: the study folder's name.
@@ -34,11 +34,12 @@ TITLE = 'Context utility study: {}'
 CUT_MARK = ' <span class="cut" title="generation stopped at max_new_tokens">cut</span>'
 
 
-def _number(value, digits: int = 3) -> str:
+def cell_number(value, digits: int = 3) -> str:
+    """A number as a table cell shows it: ``digits`` decimals, a dash where it is missing or not finite."""
     return '–' if value is None or not math.isfinite(value) else f'{value:.{digits}f}'
 
 
-def _table(header: List[str], rows: List[List[str]], attrs: str = '', row_attrs: Optional[List[str]] = None) -> str:
+def html_table(header: List[str], rows: List[List[str]], attrs: str = '', row_attrs: Optional[List[str]] = None) -> str:
     """An HTML table of already-escaped cells."""
     head = ''.join(f'<th>{h}</th>' for h in header)
     body = ''.join(f'<tr{row_attrs[i] if row_attrs else ""}>' + ''.join(f'<td>{c}</td>' for c in row) + '</tr>'
@@ -63,7 +64,7 @@ def markdown_html(text: str) -> str:
             cells = [[html.escape(c.strip()) for c in line.strip('|').split('|')] for line in lines]
             align = ['right' if c.strip().endswith(':') else 'left' for c in lines[1].strip('|').split('|')]
             rows = [[f'<span class="{a}">{c}</span>' for a, c in zip(align, row)] for row in cells[2:]]
-            blocks.append(_table(cells[0], rows, ' class="table1"'))
+            blocks.append(html_table(cells[0], rows, ' class="table1"'))
         else:
             blocks.append(f'<p>{html.escape(" ".join(lines))}</p>')
     return '\n'.join(blocks)
@@ -153,11 +154,11 @@ def _ci_html(study: StudyFolder) -> str:
         for system, line in part.groupby('system', sort=False):
             by_k = {k: r for k, r in zip(line['k'], line.itertuples())}
             rows.append([html.escape(system)] + [
-                f'{_number(by_k[k].utility)} <small>[{_number(by_k[k].low)}, {_number(by_k[k].high)}] '
+                f'{cell_number(by_k[k].utility)} <small>[{cell_number(by_k[k].low)}, {cell_number(by_k[k].high)}] '
                 f'n={by_k[k].n}</small>' if k in by_k else '' for k in ks])
             attrs.append(f' data-system="{html.escape(system)}"')
         out.append(f'<h3>{html.escape(title)}</h3>'
-                   + _table(['System'] + [f'k={k:g}' for k in ks], rows, ' class="ci"', attrs))
+                   + html_table(['System'] + [f'k={k:g}' for k in ks], rows, ' class="ci"', attrs))
     return '\n'.join(out)
 
 
@@ -205,7 +206,7 @@ def _correlations_html(study: StudyFolder) -> str:
 def _correlation_cell(row) -> str:
     """r and its p, or why r is undefined: too few queries with both values, or one side constant."""
     if math.isfinite(row.r):
-        return f'{_number(row.r)} <small>(p {_number(row.p)})</small>'
+        return f'{cell_number(row.r)} <small>(p {cell_number(row.p)})</small>'
     why = f'n &lt; {MIN_PAIRS}' if not row.n >= MIN_PAIRS else 'a side constant'
     return f'<small class="undefined">– ({why})</small>'
 
@@ -220,7 +221,8 @@ def _confidence_note(study: StudyFolder) -> str:
 
 def _health_html(study: StudyFolder) -> str:
     """health.csv as a table: a row per (dataset,) system and k, the 0-shot answers first, each share
-    as a percentage; the rows past the bars of Table 1's mark (:data:`~.health.UNHEALTHY`) marked."""
+    as a percentage; the rows past the bars of Table 1's mark
+    (:data:`~pyterrier_utility.experiment.health.UNHEALTHY`) marked."""
     health = study.health
     if health is None:
         return '<p class="note">health.csv is not in the study folder.</p>'
@@ -234,13 +236,13 @@ def _health_html(study: StudyFolder) -> str:
         mark = answer_health.HEALTH_MARK if i in bad else ''
         rows.append([html.escape(str(r[k])) for k in keys] + [
             html.escape(str(r['system'])) + mark, f'{r["k"]:g}', f'{r["answers"]:g}', share(r['empty']),
-            share(r['cut']), share(r['copied']), _number(r['mean_tokens'], 1)])
+            share(r['cut']), share(r['copied']), cell_number(r['mean_tokens'], 1)])
         attrs.append(' class="unhealthy"' if mark else '')
     legend = (f'Empty: nothing but white space; cut: stopped at max_new_tokens; copied: at least '
               f'{answer_health.COPIED_SHARE:.0%} of its words in runs of {answer_health.COPY_RUN}+ words found '
               f'verbatim in one of its documents. {answer_health.health_legend()}.')
     return (f'<p class="summary">{html.escape(answer_health.summary(health))}</p>'
-            + _table([k.capitalize() for k in keys] + ['System', 'k', 'answers', 'empty', 'cut', 'copied',
+            + html_table([k.capitalize() for k in keys] + ['System', 'k', 'answers', 'empty', 'cut', 'copied',
                                                         'mean tokens'], rows, ' class="health"', attrs)
             + f'<p class="note">{html.escape(legend)}</p>')
 
@@ -252,19 +254,20 @@ def _attribution_html(study: StudyFolder) -> str:
     assert study.attribution is not None
     table = attribution_table(study.attribution.drop(columns='dataset'))
     values = [c for c in table.columns if c.startswith(('pos ', 'phi '))]
-    rows = [[html.escape(str(r[c])) for c in table.columns[:3]] + [_number(r[c]) for c in values]
+    rows = [[html.escape(str(r[c])) for c in table.columns[:3]] + [cell_number(r[c]) for c in values]
             + [f'{r["negative"]:.0%}'] for _, r in table.iterrows()]
     method = ', '.join(sorted(set(study.attribution['method'])))
     return (f'<p class="note">Each document\'s share of U ({html.escape(method)}; attribution.csv): phi_utility by '
             'context position (Context 1 first), the mean phi of the relevant documents and of the others, and the '
             'share of documents whose phi is negative (they lowered the answer quality).</p>'
-            + _table(list(table.columns[:3]) + values + ['negative phi'], rows, ' class="attribution"'))
+            + html_table(list(table.columns[:3]) + values + ['negative phi'], rows, ' class="attribution"'))
 
 
 def _verdict_html(study: StudyFolder) -> str:
     """The study's verdict, first on the page and in colour: whether its positive control held (Rel's
-    mean U above NRel's at every k and label set of Table 1, :func:`~.health.positive_control`, with the
-    study's correction and ``min_n``), and the answer health in one line (:func:`~.health.summary`)."""
+    mean U above NRel's at every k and label set of Table 1,
+    :func:`~pyterrier_utility.experiment.health.positive_control`, with the study's correction and ``min_n``), and
+    the answer health in one line (:func:`~pyterrier_utility.experiment.health.summary`)."""
     settings = study.settings or {}
     ks = settings.get('ks')
     per_query = study.per_query if study.named_datasets else study.per_query.drop(columns='dataset')
@@ -376,7 +379,7 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
 
     Example::
 
-        from pyterrier_utility.experiment import write_report
+        from pyterrier_utility.report import write_report
         print(write_report('results/study'))  # results/study/report.html
     """
     study = read_study(folder)

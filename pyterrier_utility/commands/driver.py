@@ -1,10 +1,11 @@
 """A study from its :class:`~pyterrier_utility.experiment.config.StudyConfig`: what the ``study``
 command runs, reachable from Python with the same config (the command itself, which also prints
-Table 1, is :func:`pyterrier_utility.experiment.commands.study`).
+Table 1, is :func:`pyterrier_utility.commands.main.study`).
 
 Example::
 
-    from pyterrier_utility.experiment import StudyConfig, run, save
+    from pyterrier_utility.commands import run, save
+    from pyterrier_utility.experiment import StudyConfig
     config = StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small')
     results = run(config)
     save(results, config)
@@ -17,16 +18,16 @@ import pandas as pd
 
 from .._messages import inform
 from .._version import __version__
+from ..experiment.config import StudyConfig
+from ..experiment.output import stage_outputs
+from ..experiment.preparation import prepare, ranked_systems
+from ..experiment.results import StudyResults, fold_readers
+from ..experiment.study import run_study
 from ..methods.cosmix import COSMix
+from ..report import figures
+from ..report.html import TITLE, write_report
 from ..settings import Placement
 from ..vocabulary import REPORT_FILE, SETTINGS_FILE
-from . import figures
-from .config import StudyConfig
-from .html import TITLE, write_report
-from .output import stage_outputs
-from .preparation import prepare, ranked_systems
-from .results import StudyResults, fold_readers
-from .study import run_study
 
 
 def run(config: StudyConfig, argv: Optional[list] = None,

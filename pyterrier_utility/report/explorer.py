@@ -6,8 +6,8 @@ from typing import Dict, Optional
 
 import pandas as pd
 
+from ..experiment.folder import StudyFolder
 from ..vocabulary import PER_QUERY_VALUES, ZERO_SHOT
-from .folder import StudyFolder
 
 
 def _json_value(value, whole: bool = False):

@@ -1,0 +1,25 @@
+"""A study rendered: Table 1 as Markdown and LaTeX and the tables of a study folder (:mod:`.tables`),
+Figures 3 to 5 (:mod:`.figures`), the browsable HTML report with its query explorer (:mod:`.html`,
+:mod:`.explorer`), the predictions' heatmap and section (:mod:`.prediction_report`), and one query inline in
+Jupyter (:mod:`.viewer`). Everything here reads what :mod:`~pyterrier_utility.experiment` computes.
+
+Names are imported when first used (PEP 562): matplotlib only where a figure is drawn.
+
+Example::
+
+    from pyterrier_utility import report
+    print(report.table1_markdown(results.table()))
+    report.write_report('results/study')   # results/study/report.html
+"""
+from .._lazy import lazy_module
+
+#: Public name -> the module defining it.
+_NAMES = {
+    'table1_markdown': 'tables', 'table1_paper': 'tables', 'write_tables': 'tables',
+    'correlation_vs_k': 'figures', 'draw_figures': 'figures', 'ndcg_vs_utility': 'figures', 'utility_vs_k': 'figures',
+    'write_report': 'html', 'query_view': 'viewer',
+}
+_MODULES = ('explorer', 'figures', 'html', 'prediction_report', 'tables', 'viewer')
+
+__all__ = sorted([*_NAMES, *_MODULES])
+__getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
