@@ -87,13 +87,13 @@ docs: $(STAMP)
 
 # The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
 # mostly downloads and unpacks), then lint and the docs, then the tests on two workers
-# (pytest-xdist): each takes a whole module at a time, the longest first (tests/conftest.py), so
-# that one worker's engine or server starting, or a study's single-threaded steps, leave the other
-# the CPU.
+# (pytest-xdist): each takes a whole module at a time, in the order collected (the longest first:
+# tests/conftest.py), so that one worker's engine or server starting, or a study's single-threaded
+# steps, leave the other the CPU.
 test:
 	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(MAKE) lint docs
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 # Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
 # for a developer between changes, under 5 minutes on a quiet 2-core machine.

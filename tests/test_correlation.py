@@ -43,14 +43,14 @@ def test_the_study_re_exports_the_same_function():
 
 
 def test_only_the_package_and_its_cli_import_the_study():
-    """The study sits above the measures: no module outside ``experiment/`` imports it, but the CLI
-    (``cli.py`` and its table of options, whose ``--preset`` offers the study's presets) and the
-    package's ``__init__`` that re-exports it."""
+    """The study sits above the measures: no module outside ``experiment/`` imports it, but those above
+    it: its report (``report/``), the commands (``commands/``), the CLI (``cli.py`` and its table of
+    options, whose ``--preset`` offers the study's presets) and the package's ``__init__``."""
     package = Path(pu.__file__).parent
     above = {package / '__init__.py', package / 'cli.py', package / '_options.py'}
     importers = []
     for path in package.rglob('*.py'):
-        if package / 'experiment' in path.parents or path in above:
+        if any(package / room in path.parents for room in ('experiment', 'report', 'commands')) or path in above:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([node.module or ''] + [a.name for a in node.names] if isinstance(node, ast.ImportFrom)

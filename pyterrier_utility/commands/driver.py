@@ -21,7 +21,8 @@ from .._version import __version__
 from ..experiment.config import StudyConfig
 from ..experiment.output import stage_outputs
 from ..experiment.preparation import prepare, ranked_systems
-from ..experiment.results import StudyResults, fold_readers
+from ..experiment.results import StudyResults
+from ..experiment.stats import fold_readers
 from ..experiment.study import run_study
 from ..methods.cosmix import COSMix
 from ..report import figures

@@ -26,7 +26,8 @@ from ..experiment.config import StudyConfig
 from ..experiment.folder import read_health, study_folder
 from ..experiment.output import check_out, lock_folder
 from ..experiment.preparation import prepare, ranked_systems
-from ..experiment.results import StudyResults, fold_readers
+from ..experiment.results import StudyResults
+from ..experiment.stats import fold_readers
 from ..experiment.study import variants, window
 from ..experiment.validate import read_per_query
 from ..methods.attribution.summary import attribution_table

@@ -11,6 +11,7 @@ from .._checks import check
 from ..reader import Reader
 from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, ZERO_SHOT
 from . import health as answer_health, stats
+from .stats import fold_readers
 
 
 @dataclass
@@ -160,14 +161,3 @@ class StudyResults:
             pd.concat([self.confidence_correlations(m) for m in CORRELATION_METHODS],
                       ignore_index=True).to_csv(path, index=False)
         return paths
-
-
-def fold_readers(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its ``reader`` (a study of several readers) folded into ``dataset``: tables and
-    figures stack a block (and draw a panel) per dataset and reader."""
-    if 'reader' not in frame.columns:
-        return frame
-    prefix = frame['dataset'].astype(str) + ' · ' if 'dataset' in frame.columns else ''
-    folded = frame.drop(columns=['reader', 'dataset'], errors='ignore')
-    folded.insert(0, 'dataset', prefix + frame['reader'].astype(str))
-    return folded

@@ -216,3 +216,14 @@ def truncation(answers: pd.DataFrame) -> Optional[str]:
     cut, known = int(answers['truncated'].eq(True).sum()), int(said.sum())
     of = f'{known} answers' if known == len(answers) else f'{known} of {len(answers)} answers (the others unknown)'
     return f'{of}, {cut} ({cut / known:.0%}) cut at max_new_tokens'
+
+
+def fold_readers(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``reader`` (a study of several readers) folded into ``dataset``: tables and
+    figures stack a block (and draw a panel) per dataset and reader."""
+    if 'reader' not in frame.columns:
+        return frame
+    prefix = frame['dataset'].astype(str) + ' · ' if 'dataset' in frame.columns else ''
+    folded = frame.drop(columns=['reader', 'dataset'], errors='ignore')
+    folded.insert(0, 'dataset', prefix + frame['reader'].astype(str))
+    return folded

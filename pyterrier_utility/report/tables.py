@@ -10,8 +10,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..experiment import health as answer_health, stats
 from ..experiment.health import HEALTH_MARK
-from ..experiment.results import fold_readers
-from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK
+from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK, fold_readers
 from ..vocabulary import CORRELATION_METHODS, FRAME_FILES, MIN_N, ORACLES, TABLE_FILES, ZERO_SHOT
 
 

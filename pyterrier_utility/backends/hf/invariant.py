@@ -250,7 +250,7 @@ def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head
             return Tiling(tile, False, threads)
         for major in head_majors:
             if (_tile_holds(head.weight[:PROBE_OUTPUTS], rows, tile, major, threads=counts)
-                    and _tile_holds(head.weight, 2 * tile + 1, tile, major, (1, tile + 1), counts)):
+                    and _tile_holds(head.weight, 2 * tile + 1, tile, major, (1, tile + 1), threads=counts)):
                 return Tiling(tile, major, threads)
     return None
 
