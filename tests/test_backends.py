@@ -304,12 +304,12 @@ def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeyp
     for policy in (0, float('inf')):  # always drop finished rows; never drop them
         monkeypatch.setattr(loop, 'COMPACT_AFTER', policy)
         backend = sampler(gemma, batch_size=9, max_new_tokens=12)
-        outputs[policy] = [(o.text, o.logprob, o.truncated) for o in backend.generate(prompts, seeds=seeds,
-                                                                                     stop_sequences=['.'])]
+        # A stop at the first 'e' or '.': rows end at different steps whatever text the CPU's kernels sample.
+        outputs[policy] = [(o.text, o.token_logprobs, o.truncated)
+                           for o in backend.generate(prompts, seeds=seeds, stop_sequences=['.', 'e'])]
     dropped, kept = outputs[0], outputs[float('inf')]
     assert dropped == kept  # batch-invariant: the log-probabilities too, bit for bit
-    # rows end at different steps
-    assert len({t for t, _, _ in outputs[0]}) > 3 and not all(c for _, _, c in outputs[0])
+    assert len({len(logprobs) for _, logprobs, _ in dropped}) > 2  # rows end at different steps
 
 
 @pytest.mark.parametrize('top_k, top_p, min_p', [(5, None, 0.3), (50, 0.9, None), (50, 0.95, 0.05), (0, 0.5, 0.1),

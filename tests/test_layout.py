@@ -71,3 +71,26 @@ def test_the_check_sees_an_import_from_a_room_listed_below(tmp_path):
     assert list(imported_at_import_time(upward, 'pyterrier_utility')) == ['pyterrier_utility.scoring.fbert']
     with pytest.raises(AssertionError, match='in no room'):
         room_of('pyterrier_utility.nowhere', listed)
+
+
+def imported_anywhere(path: Path, package: str):
+    """The package modules ``path`` imports, in its body or inside functions."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split('.')[:len(package.split('.')) - (node.level - 1)]
+            target = '.'.join(base + ([node.module] if node.module else []))
+            yield from ([target] if node.module else [f'{target}.{a.name}' for a in node.names])
+
+
+def test_no_two_subpackages_import_each_other_even_inside_functions():
+    """A subpackage (``experiment``, ``report``, ``backends``, ...) that imports another is never imported
+    by it, at import time or when a function runs: the study never reaches up to its report."""
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / '__init__.py').exists()}
+    edges = set()
+    for path, name, package in modules():
+        mine = name.split('.')[1] if name.count('.') else None
+        for target in imported_anywhere(path, package):
+            theirs = target.split('.')[1] if target.count('.') else None
+            if mine in subpackages and theirs in subpackages and mine != theirs:
+                edges.add((mine, theirs))
+    assert sorted((a, b) for a, b in edges if (b, a) in edges) == []

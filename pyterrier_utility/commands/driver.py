@@ -27,6 +27,7 @@ from ..experiment.study import run_study
 from ..methods.cosmix import COSMix
 from ..report import figures
 from ..report.html import TITLE, write_report
+from ..report.tables import write_study
 from ..settings import Placement
 from ..vocabulary import REPORT_FILE, SETTINGS_FILE
 
@@ -69,7 +70,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     with stage_outputs(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)
         (stage / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
-        paths = results.save(stage, correction=config.correction, min_n=config.min_n, table_ks=config.ks)
+        paths = write_study(results, stage, correction=config.correction, min_n=config.min_n, ks=config.ks)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)

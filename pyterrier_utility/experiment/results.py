@@ -1,5 +1,6 @@
 """A study's results: every number and what it came from (:class:`StudyResults`); :func:`.study.run_study`
-computes them. Saved, its tables are rendered by :func:`pyterrier_utility.report.write_tables`."""
+computes them. :meth:`StudyResults.save` writes its data; :func:`pyterrier_utility.report.write_study` writes
+them with the tables rendered, and :func:`pyterrier_utility.report.write_report` the page over them."""
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,7 @@ import pandas as pd
 
 from .._checks import check
 from ..reader import Reader
-from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, MIN_N, ZERO_SHOT
+from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, ZERO_SHOT
 from . import health as answer_health, stats
 from .stats import fold_readers
 
@@ -121,25 +122,17 @@ class StudyResults:
         shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')
         return reader.prompter.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
 
-    def report(self, folder: Union[str, Path], path: Optional[Union[str, Path]] = None) -> Path:
-        """Saves the study into ``folder`` and writes its browsable ``report.html`` (see
-        :func:`pyterrier_utility.report.write_report`); returns the page's path.
+    def save(self, folder: Union[str, Path]) -> Dict[str, Path]:
+        """Writes the study's data into ``folder``: per_query.csv, answers.csv, contexts.csv, scores.csv,
+        queries.csv, token_logprobs.csv (where the engine reported them), health.csv (:meth:`health`)
+        and, when answers carry log-probabilities, confidence_correlations.csv
+        (:meth:`confidence_correlations`: Pearson, Spearman, Kendall); returns the paths by file name.
+        :func:`pyterrier_utility.report.write_study` writes them with the tables.
 
         Example::
 
-            results.report('results/small')   # open results/small/report.html in a browser
+            results.save('results/small')
         """
-        from ..report.html import write_report
-        self.save(folder)
-        return write_report(folder, path)
-
-    def save(self, folder: Union[str, Path], alpha: float = 0.05, correction: Optional[str] = None,
-             min_n: int = MIN_N, table_ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
-        """Writes per_query.csv, answers.csv, contexts.csv, scores.csv, queries.csv,
-        token_logprobs.csv (where the engine reported them), health.csv (:meth:`health`), the tables
-        (see :func:`~pyterrier_utility.report.write_tables`; Table 1 over ``table_ks``, default every k,
-        its unhealthy cells marked) and, when answers carry log-probabilities,
-        confidence_correlations.csv (:meth:`confidence_correlations`: Pearson, Spearman, Kendall)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = {}
@@ -147,15 +140,12 @@ class StudyResults:
             frame = getattr(self, name)
             if name == 'token_logprobs' and frame is not None:
                 frame = frame.assign(token_logprobs=[json.dumps(list(t)) for t in frame['token_logprobs']])
-            if frame is not None and name != 'per_query' and not (name == 'token_logprobs' and frame.empty):
+            if frame is not None and not (name == 'token_logprobs' and frame.empty):
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
         health = self.health()
         health.to_csv(folder / HEALTH_FILE, index=False)
         paths[HEALTH_FILE] = folder / HEALTH_FILE
-        from ..report.tables import write_tables  # the tables are rendered
-        paths.update(write_tables(self.per_query, folder, baseline=self.baseline, alpha=alpha, correction=correction,
-                                  min_n=min_n, ks=table_ks, health=health))
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():
             path = paths['confidence_correlations.csv'] = folder / 'confidence_correlations.csv'
             pd.concat([self.confidence_correlations(m) for m in CORRELATION_METHODS],

@@ -9,13 +9,14 @@ Example::
 
     from pyterrier_utility import report
     print(report.table1_markdown(results.table()))
+    report.write_study(results, 'results/study')
     report.write_report('results/study')   # results/study/report.html
 """
 from .._lazy import lazy_module
 
 #: Public name -> the module defining it.
 _NAMES = {
-    'table1_markdown': 'tables', 'table1_paper': 'tables', 'write_tables': 'tables',
+    'table1_markdown': 'tables', 'table1_paper': 'tables', 'write_tables': 'tables', 'write_study': 'tables',
     'correlation_vs_k': 'figures', 'draw_figures': 'figures', 'ndcg_vs_utility': 'figures', 'utility_vs_k': 'figures',
     'write_report': 'html', 'query_view': 'viewer',
 }

@@ -1,6 +1,6 @@
 """Table 1 as text: Markdown a block per label set, and the paper's layout in Markdown and LaTeX,
 from the frame :func:`~pyterrier_utility.experiment.stats.table1` computes; and the tables a study folder
-holds (:func:`write_tables`)."""
+holds (:func:`write_tables`, :func:`write_study`)."""
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -10,6 +10,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..experiment import health as answer_health, stats
 from ..experiment.health import HEALTH_MARK
+from ..experiment.results import StudyResults
 from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK, fold_readers
 from ..vocabulary import CORRELATION_METHODS, FRAME_FILES, MIN_N, ORACLES, TABLE_FILES, ZERO_SHOT
 
@@ -243,3 +244,22 @@ def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: floa
         notes += (answer_health.health_legend() + '.',)
     control = answer_health.positive_control(table, alpha, min_n)
     return notes + answer_health.control_notes(control, None if health is None else fold_readers(health))
+
+
+def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float = 0.05,
+                correction: Optional[str] = None, min_n: int = MIN_N,
+                ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+    """Writes a study's data (:meth:`~pyterrier_utility.experiment.StudyResults.save`) and its tables
+    (:func:`write_tables`: Table 1 over ``ks``, default every k, its unhealthy cells marked) into
+    ``folder``; returns the paths by file name.
+
+    Example::
+
+        from pyterrier_utility import report
+        report.write_study(results, 'results/small')
+        report.write_report('results/small')   # results/small/report.html
+    """
+    paths = results.save(folder)
+    paths.update(write_tables(results.per_query, folder, baseline=results.baseline, alpha=alpha,
+                              correction=correction, min_n=min_n, ks=ks, health=results.health()))
+    return paths

@@ -44,7 +44,7 @@ def main(out: str, delay: float) -> None:
     reader = pu.Reader(backend, n_samples=2)
     results = ex.run_study(topics, qrels, systems, reader, d.texts, ks=[1, 2, 3], label_sets=[2],
                            bertscore='minilm', verbose=False)
-    results.save(out)
+    pu.report.write_study(results, out)
 
 
 if __name__ == '__main__':

@@ -265,8 +265,9 @@ def tiled(model, weight_major: bool = False):
         if isinstance(module, torch.nn.Linear):
             module.__class__ = TiledLinear
             # torch's Module types attributes as tensors or modules: set the layer's own plainly.
-            module.__dict__.update(row_tile=1, weight_major=bool(weight_major and module.bias is None
-                                                                 and module.weight.dtype == torch.bfloat16))
+            module.__dict__.update(row_tile=1, transposed_output=False,
+                                   weight_major=bool(weight_major and module.bias is None
+                                                     and module.weight.dtype == torch.bfloat16))
     head = model.get_output_embeddings() if hasattr(model, 'get_output_embeddings') else None
     if isinstance(head, TiledLinear) and head.weight_major:
         head.transposed_output = True
