@@ -13,6 +13,12 @@ os.environ['TRANSFORMERS_OFFLINE'] = '1'
 _RUN = os.environ.get('PYTEST_XDIST_TESTRUNUID')
 _CACHE = os.path.join(tempfile.gettempdir(), f'pu-tests-{_RUN}', 'cache') if _RUN else os.path.join(_TMP, 'cache')
 os.environ['PYTERRIER_UTILITY_CACHE'] = os.environ.get('PYTERRIER_UTILITY_TEST_CACHE') or _CACHE
+# Each worker's torch (and the studies, servers and replicas it starts) runs its share of the cores: two
+# workers of two threads each on two cores wait on each other's OpenMP barriers, 3.5 times as long
+# (benchmarks/bench_suite_threads.py).
+_WORKERS = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT') or 1)
+if _WORKERS > 1 and 'OMP_NUM_THREADS' not in os.environ:
+    os.environ['OMP_NUM_THREADS'] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402

@@ -1,5 +1,6 @@
 """Batch invariance of the offline engine: an answer, its token log-probabilities and ``truncated``
 depend on the prompt and seed alone, bit for bit; so do the values of every other forward pass."""
+import contextlib
 import copy
 
 import pytest
@@ -23,6 +24,21 @@ PROMPTS = [
 SEEDS = (11, 12, 13)
 
 
+@contextlib.contextmanager
+def threads(count: int):
+    """torch runs ``count`` threads inside (a pytest-xdist worker runs fewer than the CPU has)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+#: Several threads, however many the process runs.
+SEVERAL = max(torch.get_num_threads(), 2)
+
+
 def engine(gemma, dtype, **kwargs):
     kwargs = {'temperature': 1.0, 'top_k': 50, 'max_new_tokens': 12, 'batch_size': 32, **kwargs}
     return backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype=dtype, **kwargs)
@@ -38,25 +54,22 @@ def test_an_answer_is_the_same_alone_in_any_batch_with_any_samples_order_cache_o
     """Each (prompt, seed) answered alone, then among every other prompt and seed in one batch of mixed
     lengths, in reverse order in batches of 2, after its prefix was cached, and on one thread: the same
     text, token log-probabilities and truncation, byte for byte, every time."""
-    backend = engine(gemma, dtype)
-    alone = {}
-    for prompt in PROMPTS:
-        for seed in SEEDS:
-            backend.prefixes.clear()
-            alone[prompt, seed] = answers(backend.generate([prompt], seeds=[seed]))[0]
-    pairs = [(p, s) for s in SEEDS for p in PROMPTS]
-    together = answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs]))  # prefixes cached
-    assert together == [alone[pair] for pair in pairs]
-    small = engine(gemma, dtype, batch_size=2, prefix_cache_mb=0)
-    reversed_pairs = pairs[::-1]
-    assert answers(small.generate([p for p, _ in reversed_pairs], seeds=[s for _, s in reversed_pairs])) == \
-        [alone[pair] for pair in reversed_pairs]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with threads(SEVERAL):
+        backend = engine(gemma, dtype)
+        alone = {}
+        for prompt in PROMPTS:
+            for seed in SEEDS:
+                backend.prefixes.clear()
+                alone[prompt, seed] = answers(backend.generate([prompt], seeds=[seed]))[0]
+        pairs = [(p, s) for s in SEEDS for p in PROMPTS]
+        together = answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs]))  # prefixes cached
+        assert together == [alone[pair] for pair in pairs]
+        small = engine(gemma, dtype, batch_size=2, prefix_cache_mb=0)
+        reversed_pairs = pairs[::-1]
+        assert answers(small.generate([p for p, _ in reversed_pairs], seeds=[s for _, s in reversed_pairs])) == \
+            [alone[pair] for pair in reversed_pairs]
+    with threads(1):
         assert answers(backend.generate([PROMPTS[2]] * 3, seeds=list(SEEDS))) == [alone[PROMPTS[2], s] for s in SEEDS]
-    finally:
-        torch.set_num_threads(threads)
     assert len({text for text, _, _ in alone.values()}) > len(PROMPTS)  # samples differ: the test can see a change
     assert 'batch-invariant' in backend.reproducibility and backend.batching == INVARIANT_BATCHING
 
@@ -69,18 +82,14 @@ def test_a_tiled_linear_layer_gives_each_row_its_values_at_every_row_count_and_t
     layers = {tuple(m.weight.shape): m for m in model.modules() if isinstance(m, invariant.TiledLinear)}
     assert gemma.row_tile in invariant.TILES and {m.row_tile for m in layers.values()} == {gemma.row_tile}
     generator = torch.Generator().manual_seed(0)
-    threads = torch.get_num_threads()
     for shape, layer in layers.items():
         x = torch.randn(9, 1, shape[1], generator=generator).to(layer.weight.dtype)
         alone = [layer(x[i:i + 1]) for i in range(9)]
-        for count in (threads, 1):
-            torch.set_num_threads(count)
-            try:
+        for count in (SEVERAL, 1):
+            with threads(count):
                 for rows in (2, 5, 9):
                     together = layer(x[:rows])
                     assert all(torch.equal(together[i], alone[i][0]) for i in range(rows)), (shape, rows, count)
-            finally:
-                torch.set_num_threads(threads)
     bf16 = invariant.tiled(torch.nn.Sequential(torch.nn.Linear(8, 3, bias=False, dtype=torch.bfloat16)),
                            weight_major=True)
     assert bf16[0].weight_major and type(bf16[0]) is invariant.TiledLinear
@@ -173,9 +182,7 @@ def test_where_tiles_hold_only_at_the_process_threads_the_batches_stay_invariant
     monkeypatch.setattr(invariant, '_tile_holds', lambda *args, threads=None, **kwargs:
                         threads is not None and holds(*args, threads=threads, **kwargs))
     monkeypatch.setattr(invariant, '_TILES', {})
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
+    with threads(2):
         backend = engine(gemma, 'float32', max_new_tokens=6)
         assert (backend.rows_alone, backend.tile_threads) == (False, 2) and backend.row_tile in invariant.TILES
         assert backend.batching == f'{INVARIANT_BATCHING} at 2 threads' and 'at 2 threads' not in INVARIANT_BATCHING
@@ -183,8 +190,9 @@ def test_where_tiles_hold_only_at_the_process_threads_the_batches_stay_invariant
         pairs = [(p, s) for s in SEEDS[:2] for p in PROMPTS[:3]]
         alone = [answers(backend.generate([p], seeds=[s]))[0] for p, s in pairs]
         assert answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs])) == alone
-    finally:
-        torch.set_num_threads(threads)
+    with threads(1):  # a process of one thread: the tile that holds there, said in the singular
+        monkeypatch.setattr(invariant, '_TILES', {})
+        assert engine(gemma, 'float32', max_new_tokens=6).batching == f'{INVARIANT_BATCHING} at 1 thread'
 
 
 def test_an_output_layer_that_holds_only_as_linear_computes_it_so(gemma, monkeypatch):
@@ -238,7 +246,7 @@ def test_studies_of_3_and_6_queries_and_of_1_and_3_samples_agree_on_every_shared
     for name, queries, samples in (('three', 3, 3), ('six', 6, 3), ('one', 3, 1)):
         runs[name] = tmp_path / name
         assert cli.main(['study', '--queries', str(queries), '-k', '1', '3', '--systems', 'BM25', 'Rel', '--samples',
-                         str(samples), '--max-new-tokens', '24', '--out', str(runs[name])]) == 0
+                         str(samples), '--max-new-tokens', '12', '--out', str(runs[name])]) == 0
     three, six, one = (_answers(runs[n]) for n in ('three', 'six', 'one'))
     assert len(six) == 2 * len(three) and len(three) == 3 * len(one) == 3 * 3 * 7  # 0-shot, BM25, BM25-r, Rel
     pd.testing.assert_frame_equal(six.loc[three.index], three)
@@ -261,7 +269,7 @@ def test_an_attribution_in_its_own_folder_explains_the_utility_of_its_study(tmp_
 
     from pyterrier_utility import cli
     options = ['--systems', 'BM25', 'Rel', '-k', '2', '--queries', '2', '--samples', '2', '--labels', '2',
-               '--max-new-tokens', '24']
+               '--max-new-tokens', '12']
     folders = {name: tmp_path / name for name in ('study', 'shapley', 'loo')}
     assert cli.main(['study', *options, '--out', str(folders['study'])]) == 0
     assert cli.main(['attribute', *options, '--method', 'shapley', '--out', str(folders['shapley'])]) == 0

@@ -75,21 +75,18 @@ def test_offline_reader_answers_from_context(cranfield, minilm, gemma):
 
 
 @pytest.mark.slow
-def test_the_notebook_reader_with_its_defaults_is_the_studys(cranfield, minilm, tmp_path, monkeypatch):
+def test_the_notebook_reader_with_its_defaults_is_the_studys(cranfield, minilm, tmp_path):
     """``pu.Reader(pu.backends.gemma3_270m())``, nothing else given, generates what the study generates
     for its default reader: the same generation key, prompt format and stops, answers and U for the same
-    query, system and k. Both answer one prompt at a time (``batch_size=1``, which is no part of the
-    key): the study answers its 0-shot and k-shot prompts in one batch, the pipeline in two, and a
-    batch's padding may change the last bits of a sampled token's score."""
+    query, system and k. The study answers its 0-shot and k-shot prompts in one batch, the pipeline in
+    two: the reader is batch-invariant, so the answers are the same."""
     from pyterrier_utility.commands import run
     from pyterrier_utility.experiment import StudyConfig
-    get_backend = pu.backends.get_backend
-    monkeypatch.setattr(pu.backends, 'get_backend', lambda name, **kwargs: get_backend(name, batch_size=1, **kwargs))
     config = StudyConfig(queries=1, ks=(2,), systems=('Rel',), samples=1, label_sets=(2,), out=str(tmp_path))
     results, _ = run(config)
     qrels = cranfield.get_qrels()
     topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, labels=2).head(1)
-    reader = pu.Reader(pu.backends.gemma3_270m(batch_size=1))
+    reader = pu.Reader(pu.backends.gemma3_270m())
     assert reader.backend.generation_key == results.settings['backends']['gemma3-270m']
     # The key its answers are cached under: the backend's decoding with the reader's stops.
     assert reader.cache.backend.decoding == reader.backend.decoding.replace(stop=tuple(reader.stop))

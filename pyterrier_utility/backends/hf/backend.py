@@ -37,6 +37,11 @@ INVARIANT_BATCHING = 'batch-invariant (each row attends over its own keys; produ
 ROWS_ALONE_BATCHING = 'batch-invariant (each answer decoded alone)'
 
 
+def threads_text(count: int) -> str:
+    """``'1 thread'``, ``'2 threads'``."""
+    return f'{count} thread' + ('' if count == 1 else 's')
+
+
 class CausalLMBackend(DecodingBackendBase):
     """Generates answers with a Hugging Face causal LM: one prefill per prompt, per-prompt seeds.
 
@@ -140,7 +145,7 @@ class CausalLMBackend(DecodingBackendBase):
         if self.rows_alone:
             warn(f'{name}: no row tile makes the matrix products batch-invariant on this CPU in {self.dtype} '
                  f'(torch {torch.__version__}): each answer is decoded alone, which is slower; its values are the same '
-                 f'whatever is generated beside it, at {torch.get_num_threads()} threads')
+                 f'whatever is generated beside it, at {threads_text(torch.get_num_threads())}')
         # A copy: the padding token is set for this backend, not for the caller's tokenizer.
         self.tokenizer = copy.copy(tokenizer)
         if self.tokenizer.pad_token is None:
@@ -184,7 +189,7 @@ class CausalLMBackend(DecodingBackendBase):
         if self.rows_alone:
             return ROWS_ALONE_BATCHING
         if self.invariant and self.tile_threads:
-            return f'{INVARIANT_BATCHING} at {self.tile_threads} threads'
+            return f'{INVARIANT_BATCHING} at {threads_text(self.tile_threads)}'
         return INVARIANT_BATCHING if self.invariant else 'padded batches (rows depend on their batch mates)'
 
     @property
@@ -376,14 +381,14 @@ class CausalLMBackend(DecodingBackendBase):
         if self.rows_alone:
             return ('batch-invariant, each answer decoded alone: an answer and its log-probabilities depend on the '
                     'prompt, seed, model, dtype and decoding alone, whatever is generated beside it, bit for bit on '
-                    f'this CPU kind, torch {torch.__version__} and {torch.get_num_threads()} threads (no row tile '
-                    'holds here)')
+                    f'this CPU kind, torch {torch.__version__} and {threads_text(torch.get_num_threads())} '
+                    '(no row tile holds here)')
         if self.invariant and self.tile_threads:
             return ('batch-invariant at this number of threads: an answer and its log-probabilities depend on the '
                     'prompt, seed, model, dtype and decoding alone, whatever is generated beside it (batch mates, '
                     'samples, order, batch size, prefix cache, process or Ray replica running as many threads), bit '
-                    f'for bit on this CPU kind, torch {torch.__version__} and {self.tile_threads} threads (products in '
-                    f'tiles of {self.row_tile} rows; no tile holds across thread counts here)')
+                    f'for bit on this CPU kind, torch {torch.__version__} and {threads_text(self.tile_threads)} '
+                    f'(products in tiles of {self.row_tile} rows; no tile holds across thread counts here)')
         if self.invariant:
             return ('batch-invariant: an answer and its log-probabilities depend on the prompt, seed, model, dtype and '
                     'decoding alone, whatever is generated beside it (batch mates, samples, order, batch size, '

@@ -180,13 +180,13 @@ def _tile_holds(weight: torch.Tensor, rows: int, tile: int, major: bool,
                 counts: Optional[Sequence[int]] = None, threads: Optional[Sequence[int]] = None) -> bool:
     """Whether, padded to multiples of ``tile``, each row count of ``counts`` (default: every one up to
     ``rows``) gives each row the values it gets among ``rows`` rows, at each number of ``threads``
-    (default: one and this process's), random inputs in the weight's dtype."""
+    (default: one and several, this process's or two), random inputs in the weight's dtype."""
     x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows))
     x = x.to(weight.device, weight.dtype)
     current = torch.get_num_threads()
     full = _product(weight, None, x, tile, major)
     try:
-        for count in threads or sorted({current, 1}):
+        for count in threads or (1, max(current, 2)):
             torch.set_num_threads(count)
             if not all(torch.equal(_product(weight, None, x[:m], tile, major), full[:m])
                        for m in counts or _counts(rows)):
@@ -219,7 +219,8 @@ _TILES: Dict[tuple, Optional[Tiling]] = {}
 def row_tile(model, rows: int) -> Optional[Tiling]:
     """The :class:`Tiling` of :class:`TiledLinear` for ``model``'s decode steps of up to ``rows`` rows
     (and prefill chunks): the smallest tile in :data:`TILES` with which each row's values are the same
-    at every row count up to ``rows`` or :data:`PROBE_ROWS`, on one thread as on this process's,
+    at every row count up to ``rows`` or :data:`PROBE_ROWS`, on one thread as on several (this process's
+    number, at least two),
     measured on each layer shape (the first :data:`PROBE_OUTPUTS` outputs of its weight; the output
     layer whole at a few row counts, weight-major or not); where none holds across thread counts, the
     smallest that holds at this process's; ``None`` where none holds at all. Measured once per process
@@ -234,7 +235,7 @@ def row_tile(model, rows: int) -> Optional[Tiling]:
     key = (tuple(sorted(shapes, key=str)), rows, threads, str(next(model.parameters()).device))
     if key not in _TILES:
         _TILES[key] = _measured_tile(list(shapes.values()), rows, head, None)
-        if _TILES[key] is None and threads > 1:
+        if _TILES[key] is None:
             _TILES[key] = _measured_tile(list(shapes.values()), rows, head, threads)
     return _TILES[key]
 
