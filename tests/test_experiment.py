@@ -300,7 +300,10 @@ def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypa
     own = per_query[(per_query['reader'] == 'smollm2-135m') & (per_query['labels'] == 'label>=2')
                     & (per_query['qid'] == str(first['qid']))]['fbert_0shot'].iloc[0]
     assert own == pytest.approx(scorer.score([str(first['qid'])], [first['qanswer']])[0], abs=1e-6)
-    assert 'gemma3-270m' in (tmp_path / 'table1_paper.md').read_text()
+    # Table 1 stacks a block per reader, headed so.
+    paper, latex = (tmp_path / 'table1_paper.md').read_text(), (tmp_path / 'table1.tex').read_text()
+    assert '| Reader | System |' in paper and '| gemma3-270m | Rel |' in paper and 'Dataset' not in paper
+    assert 'Reader & System &' in latex and 'Dataset' not in latex
 
 
 def test_each_readers_stops_are_recorded_and_printed_where_the_decoding_does_not_say_them(tmp_path, monkeypatch,

@@ -218,6 +218,14 @@ def truncation(answers: pd.DataFrame) -> Optional[str]:
     return f'{of}, {cut} ({cut / known:.0%}) cut at max_new_tokens'
 
 
+def block_heading(frame: pd.DataFrame) -> str:
+    """What names the blocks :func:`fold_readers` makes of ``frame``: ``'Reader'``, ``'Dataset · reader'``
+    or ``'Dataset'``."""
+    if 'reader' not in frame.columns:
+        return 'Dataset'
+    return 'Dataset · reader' if 'dataset' in frame.columns else 'Reader'
+
+
 def fold_readers(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with its ``reader`` (a study of several readers) folded into ``dataset``: tables and
     figures stack a block (and draw a panel) per dataset and reader."""

@@ -11,7 +11,7 @@ from ..errors import SettingError
 from ..experiment import health as answer_health, stats
 from ..experiment.health import HEALTH_MARK
 from ..experiment.results import StudyResults
-from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK, fold_readers
+from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK, block_heading, fold_readers
 from ..vocabulary import CORRELATION_METHODS, FRAME_FILES, MIN_N, ORACLES, TABLE_FILES, ZERO_SHOT
 
 
@@ -111,9 +111,11 @@ def _paper_layout(table: pd.DataFrame):
 
 def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                  digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
-                 notes: Sequence[str] = ()) -> str:
+                 notes: Sequence[str] = (), block: str = 'Dataset') -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
+    ``block`` heads the column naming the stacked blocks (``'Reader'`` where they are a study's readers,
+    :func:`~pyterrier_utility.experiment.stats.block_heading`).
     A dataset with fewer label sets than another fills the last blocks of columns, as the paper
     prints dev_small's {1} under DL's {3}.
 
@@ -133,19 +135,19 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
                 return number(x[0]) + (x[1] if number(x[0]) else '')
             return '' if not np.isfinite(x) else f'{x:.{digits}f}'
         legend = ' '.join([legend + '.', *notes]) if notes else legend
-        lead = _lead_columns(rows)
+        lead = _lead_columns(rows, block)
         header = lead + [f'{lab}, {c}' for lab in label_sets for c in [ZERO_SHOT] + [f'k={k}' for k in ks]]
         lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(lead) + '---:|' * (len(header) - len(lead))]
         for _, out in _paper_cells(len(label_sets), len(ks), rows, str, number,
                                    lambda u, m, best: number(u) + (m if number(u) else '')):
             lines.append('| ' + ' | '.join(out) + ' |')
         return legend + '\n\n' + '\n'.join(lines) + '\n'
-    return _latex_table(label_sets, ks, rows, ' '.join([legend + '.', *notes]), digits)
+    return _latex_table(label_sets, ks, rows, ' '.join([legend + '.', *notes]), digits, block)
 
 
-def _lead_columns(rows) -> List[str]:
-    """The columns before the numbers: a Dataset column only for several datasets, then System."""
-    return ['Dataset', 'System'] if len({d for d, _, _, _ in rows}) > 1 else ['System']
+def _lead_columns(rows, block: str = 'Dataset') -> List[str]:
+    """The columns before the numbers: a ``block`` column (Dataset) only for several blocks, then System."""
+    return [block, 'System'] if len({d for d, _, _, _ in rows}) > 1 else ['System']
 
 
 def _paper_cells(n_labels: int, n_ks: int, rows, name, number, cell):
@@ -164,7 +166,7 @@ def _latex_number(x: float, digits: int) -> str:
     return '' if not np.isfinite(x) else f'{x:.{digits}f}'.replace('-', '$-$')
 
 
-def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
+def _latex_table(label_sets, ks, rows, legend: str, digits: int, block: str) -> str:
     marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger', HEALTH_MARK: '\\S'}
 
     def cell(u, m, best):
@@ -172,7 +174,7 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int) -> str:
         if text and best:
             text = f'\\textbf{{{text}}}'
         return text + (f'$^{{{"".join(marks[c] for c in m)}}}$' if text and m else '')
-    lead = _lead_columns(rows)
+    lead = [_latex(c) for c in _lead_columns(rows, block)]
     n = len(ks) + 1
     first = len(lead) + 1
     caption = (_latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
@@ -217,6 +219,7 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     every k, :func:`~pyterrier_utility.experiment.health.control_notes`)."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
+    block = block_heading(per_query)
     per_query = fold_readers(per_query)
     shown = per_query if ks is None else per_query[per_query['k'].isin(ks)]
     table = stats.table1(shown, baseline=baseline, alpha=alpha, correction=correction, min_n=min_n)
@@ -227,8 +230,8 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     table.to_csv(paths['table1.csv'], index=False)
     options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes)
     paths['table1.md'].write_text(table1_markdown(table, **options))
-    paths['table1_paper.md'].write_text(table1_paper(table, 'markdown', **options))
-    paths['table1.tex'].write_text(table1_paper(table, 'latex', **options))
+    paths['table1_paper.md'].write_text(table1_paper(table, 'markdown', block=block, **options))
+    paths['table1.tex'].write_text(table1_paper(table, 'latex', block=block, **options))
     corr = pd.concat([stats.correlations(per_query, m) for m in CORRELATION_METHODS], ignore_index=True)
     corr.to_csv(paths['correlations.csv'], index=False)
     return paths
