@@ -128,6 +128,35 @@ def test_the_attention_of_a_left_padded_row_is_that_of_the_row_alone():
         invariant.batch_invariant_attention(module, query, keys, values, holed, scaling=0.125)
 
 
+@pytest.mark.parametrize('tile', [1, 4, 8])
+def test_grouped_query_attention_over_several_key_heads_in_padded_tiles_is_torchs(tile):
+    """Several key heads, each shared by 3 query heads (SmolLM2's 9 over 3), in tiles that pad the
+    folded rows (3 x 5 of them): the values of torch's attention, for a prefill chunk and a decode step."""
+    generator = torch.Generator().manual_seed(5)
+    module = torch.nn.Module()
+    module.row_tile = tile
+    for length in (5, 1):
+        q = torch.randn(2, 9, length, 16, generator=generator)
+        k = torch.randn(2, 3, 7, 16, generator=generator)
+        v = torch.randn(2, 3, 7, 16, generator=generator)
+        mask = torch.ones(2, 1, length, 7, dtype=torch.bool).tril(7 - length)
+        got, _ = invariant.batch_invariant_attention(module, q, k, v, mask, scaling=0.25)
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25,
+                                                                    enable_gqa=True).transpose(1, 2)
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.slow
+def test_the_offline_smollm2_reader_answers_alike_alone_and_in_a_batch():
+    """SmolLM2 135M, the offline reader whose attention has several key heads (9 query heads over 3):
+    each (prompt, seed) the same alone as among the others, in float32 (row tiles of several rows here)."""
+    backend = backends.smollm2_135m(temperature=1.0, top_k=50, max_new_tokens=8, dtype='float32')
+    pairs = [(p, s) for s in SEEDS[:2] for p in PROMPTS]
+    alone = [answers(backend.generate([p], seeds=[s]))[0] for p, s in pairs]
+    assert answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs])) == alone
+    assert all(logprobs for _, logprobs, _ in alone) and len({text for text, _, _ in alone}) > len(PROMPTS)
+
+
 def test_a_prefill_chunk_attends_causally_after_its_cached_prefix():
     """A chunk of queries after cached keys, with no mask given: each query sees the keys up to its
     own position, as torch's causal attention over the whole sequence gives it."""

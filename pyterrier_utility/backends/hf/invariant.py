@@ -58,7 +58,8 @@ def _attend(tile: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tens
         mask = mask[:, :, None]  # (B, 1, 1, Q, L): every head of a group
         scores = scores.masked_fill(~mask, float('-inf')) if mask.dtype == torch.bool else scores + mask
     weights = torch.softmax(scores, dim=-1).to(value.dtype).view(batch, kv, group * length, -1)
-    out = tiled_matmul(weights, value, tile).view(batch, heads, length, dim)
+    # The product's rows are a slice of a padded one: the heads fold back by copying where padding was added.
+    out = tiled_matmul(weights, value, tile).reshape(batch, heads, length, dim)
     return out.transpose(1, 2).contiguous()
 
 
