@@ -42,13 +42,23 @@ def modules():
         yield path, name, package
 
 
-def imported_at_import_time(path: Path, package: str):
-    """The package modules ``path`` imports in its body (not inside functions)."""
-    for node in ast.parse(path.read_text()).body:
+def _imports(nodes, package: str):
+    """The package modules the import statements among ``nodes`` name."""
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split('.')[:len(package.split('.')) - (node.level - 1)]
             target = '.'.join(base + ([node.module] if node.module else []))
             yield from ([target] if node.module else [f'{target}.{a.name}' for a in node.names])
+
+
+def imported_at_import_time(path: Path, package: str):
+    """The package modules ``path`` imports in its body (not inside functions)."""
+    return _imports(ast.parse(path.read_text()).body, package)
+
+
+def imported_anywhere(path: Path, package: str):
+    """The package modules ``path`` imports, in its body or inside functions."""
+    return _imports(ast.walk(ast.parse(path.read_text())), package)
 
 
 def test_every_module_is_in_one_room_and_imports_only_rooms_below_it():
@@ -71,15 +81,6 @@ def test_the_check_sees_an_import_from_a_room_listed_below(tmp_path):
     assert list(imported_at_import_time(upward, 'pyterrier_utility')) == ['pyterrier_utility.scoring.fbert']
     with pytest.raises(AssertionError, match='in no room'):
         room_of('pyterrier_utility.nowhere', listed)
-
-
-def imported_anywhere(path: Path, package: str):
-    """The package modules ``path`` imports, in its body or inside functions."""
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package.split('.')[:len(package.split('.')) - (node.level - 1)]
-            target = '.'.join(base + ([node.module] if node.module else []))
-            yield from ([target] if node.module else [f'{target}.{a.name}' for a in node.names])
 
 
 def test_no_two_subpackages_import_each_other_even_inside_functions():

@@ -122,12 +122,13 @@ class StudyResults:
         shown = shown[(shown['system'] == system) & (shown['k'] == k)].sort_values('position')
         return reader.prompter.fitted_prompts([(str(qid), query.iloc[0], list(shown['text'].fillna('')))])[0]
 
-    def save(self, folder: Union[str, Path]) -> Dict[str, Path]:
+    def save(self, folder: Union[str, Path], *, health: Optional[pd.DataFrame] = None) -> Dict[str, Path]:
         """Writes the study's data into ``folder``: per_query.csv, answers.csv, contexts.csv, scores.csv,
         queries.csv, token_logprobs.csv (where the engine reported them), health.csv (:meth:`health`)
         and, when answers carry log-probabilities, confidence_correlations.csv
         (:meth:`confidence_correlations`: Pearson, Spearman, Kendall); returns the paths by file name.
-        :func:`pyterrier_utility.report.write_study` writes them with the tables.
+        ``health``: :meth:`health`, where the caller has it already. :func:`pyterrier_utility.report.write_study`
+        writes them with the tables.
 
         Example::
 
@@ -143,7 +144,7 @@ class StudyResults:
             if frame is not None and not (name == 'token_logprobs' and frame.empty):
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
-        health = self.health()
+        health = self.health() if health is None else health
         health.to_csv(folder / HEALTH_FILE, index=False)
         paths[HEALTH_FILE] = folder / HEALTH_FILE
         if self.answers is not None and self.answers.get('mean_logprob', pd.Series(dtype=float)).notna().any():

@@ -262,7 +262,8 @@ def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float
         report.write_study(results, 'results/small')
         report.write_report('results/small')   # results/small/report.html
     """
-    paths = results.save(folder)
+    health = results.health()
+    paths = results.save(folder, health=health)
     paths.update(write_tables(results.per_query, folder, baseline=results.baseline, alpha=alpha,
-                              correction=correction, min_n=min_n, ks=ks, health=results.health()))
+                              correction=correction, min_n=min_n, ks=ks, health=health))
     return paths
