@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
-from .engines import ENGINES_BY_NAME, OFFLINE_READERS, SERVER_ENGINES
+from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
 from .experiment.config import PRESETS
 from .prediction.settings import PredictionSettings
@@ -41,9 +41,9 @@ def readers_taking(option: str) -> str:
 def _reader_names() -> str:
     """The reader names for ``--reader``'s help, from the engines' descriptions."""
     offline = ' or '.join(f"'{name}'" for name in OFFLINE_READERS)
-    named = [name for name in ENGINES_BY_NAME if name != 'offline']
-    local = ', '.join(f"'{name}:MODEL'" for name in named if name not in SERVER_ENGINES)
-    servers = ' or '.join(f"'{name}:MODEL'" for name in named if name in SERVER_ENGINES)
+    named = model_engines()
+    local = ', '.join(f"'{name}:MODEL'" for name in named if name not in server_engines())
+    servers = ' or '.join(f"'{name}:MODEL'" for name in named if name in server_engines())
     return f'{offline} (offline), {local}, {servers} (with --base-url)'
 
 

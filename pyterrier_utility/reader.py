@@ -8,9 +8,10 @@ from pyterrier_rag.backend import Backend
 
 from ._checks import check_int
 from ._frames import validate_columns
-from .backends import Answer, call_changes, get_backend, reader_names
-from .cache import GenerationCache, warn_unseeded
+from .backends import Answer, get_backend, reader_names
+from .cache import GenerationCache
 from .errors import BackendError, SettingError
+from .generation import warn_unseeded
 from .prompter import Prompter, checked_input
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
@@ -137,8 +138,7 @@ class Reader(pt.Transformer):
         if isinstance(inner, DecodingBackend):
             # The length and stops become the backend's decoding here, once: the cache keys the answers,
             # and the backend generates, by that decoding alone.
-            changes = call_changes(inner.decoding, max_new_tokens, self.stop)
-            cache = cache.with_settings(**changes) if changes else cache
+            cache = cache.with_call_settings(max_new_tokens, self.stop)
             self._per_call: Dict[str, Any] = {}
         else:  # pyterrier-rag's backends take them with each call
             self._per_call = {'max_new_tokens': max_new_tokens, 'stop_sequences': self.stop}

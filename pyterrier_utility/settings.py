@@ -302,3 +302,13 @@ class Placement:
             raise SettingError(f'Placement: replica_gpus must be a number >= 0, got {self.replica_gpus!r}')
         if self.ray is None and (self.replicas, self.replica_gpus) != (1, 0):
             raise SettingError('Placement: replicas and replica_gpus are those of a Ray cluster: give ray too')
+
+#: What the offline base models need, chosen by measurement on the study's main job
+#: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader): at most 96 new
+#: tokens, a repetition penalty over the last 64 tokens (over every prompt token, the longer the context
+#: the likelier an empty answer) and the answer ended at its line's end, as the worked example of their
+#: prompt format shows (they repeat themselves and ignore "STOP").
+OFFLINE_DECODING = Decoding(max_new_tokens=96, repetition_penalty=1.2, repeat_last_n=64, stop=ONE_LINE_STOP)
+#: The prompt format the offline base models need (a name of :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): a
+#: worked example before the contexts.
+OFFLINE_PROMPT_FORMAT = 'example'

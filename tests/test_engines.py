@@ -1,38 +1,97 @@
-"""Each engine is described once (pyterrier_utility/engines.py), and everything that needs an engine's
-facts reads that description: adding an engine is its backend's module and one description."""
+"""Each engine is described once (pyterrier_utility/engines.py), holding its backend class (which registers
+itself with its description and reads what it honours there), and everything that needs an engine's facts
+reads that description: adding an engine is its backend's module and its description, listed in
+ENGINES_BY_NAME."""
+import ast
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
-from support.backends import CountingBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import _options, cli, engines
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import config as cfg
 
+#: A toy engine: its description and its backend class, which registers itself and reads what it honours.
+TOY_ENGINE = textwrap.dedent('''
+    from support.backends import CountingBackend
 
-class ToyBackend(CountingBackend):
-    """A toy engine's backend: what its builder was given is kept."""
+    from pyterrier_utility.engines import Engine
+    from pyterrier_utility.settings import FIELDS
 
-    def __init__(self, model, **options):
-        super().__init__()
-        self.model, self.options = model, options
+    TOY = Engine('toy', options=('concurrency',), reproducibility='always the same',
+                 honours=frozenset(FIELDS) - {'top_p', 'repeat_last_n'},
+                 own_way={'repeat_last_n': 'ignored by the toy'})
 
 
-def test_an_engine_added_by_one_description_is_built_checked_and_named_everywhere(monkeypatch):
-    toy = engines.Engine('toy', builder=f'{__name__}:ToyBackend', options=('concurrency',))
-    monkeypatch.setitem(engines.ENGINES_BY_NAME, 'toy', toy)
-    assert 'toy:MODEL' in engines.reader_names() and engines.engine_name('toy:tiny') == 'toy'
+    @TOY.register
+    class ToyBackend(CountingBackend):
+        """A toy engine's backend: what the factory gave it is kept."""
+        DECODING_FIELDS = TOY.honours
+        DECODING_OWN_WAY = dict(TOY.own_way)
+
+        def __init__(self, model, **options):
+            super().__init__()
+            self.model, self.options = model, options
+
+        @classmethod
+        def for_reader(cls, model, **options):
+            return cls(model, **options)
+''')
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The toy engine's module, imported, and its one line in ENGINES_BY_NAME."""
+    (tmp_path / 'toy_engine.py').write_text(TOY_ENGINE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, 'toy_engine', raising=False)
+    import toy_engine
+    monkeypatch.setitem(engines.ENGINES_BY_NAME, 'toy', toy_engine.TOY)
+    return toy_engine.TOY
+
+
+def test_an_engine_added_by_its_module_and_its_description_is_built_checked_and_named_everywhere(toy):
+    assert 'toy:MODEL' in engines.reader_names() and engines.engine_of('toy:tiny') is toy
     backend = pu.backends.get_backend('toy:tiny', temperature=0)
-    assert isinstance(backend, ToyBackend) and backend.model == 'tiny' and backend.options == {'temperature': 0}
+    assert type(backend) is toy.backend and backend.model == 'tiny' and backend.options == {'temperature': 0}
+    assert toy.backend.DECODING_FIELDS == toy.honours  # the class reads its description
     # The study takes the options the description names, and refuses the others naming them.
     config = cfg.resolve(cfg.StudyConfig(), {'readers': ('toy:tiny',), 'concurrency': 3})
     assert config.backend_options('toy:tiny') == {'decoding': config.decoding, 'concurrency': 3}
     assert config.prompt_format == 'plain' and config.decoding.stop == ('STOP',)  # a named model's kind
     with pytest.raises(SettingError, match=r"the reader 'toy:tiny' cannot honour tensor_parallel_size"):
         cfg.StudyConfig(readers=('toy:tiny',), tensor_parallel_size=2)
+    # A decoding field it does not honour is refused; one it applies its own way is said.
+    with pytest.raises(SettingError, match=r"'toy:tiny'.*top_p"):
+        cfg.StudyConfig(readers=('toy:tiny',), decoding=pu.Decoding(top_p=0.9))
+    windowed = pu.Decoding(repetition_penalty=1.2, repeat_last_n=8)
+    assert cfg.StudyConfig(readers=('toy:tiny',), decoding=windowed).decoding_notes() == {
+        'toy:tiny': {'repeat_last_n': 'ignored by the toy'}}
     assert pu.Reader('toy:tiny').backend.model == 'tiny'
     # The command line's help says which readers take an option from the descriptions.
     assert _options.readers_taking('concurrency') == 'openai, llamacpp and toy readers'
     assert _options.readers_taking('tensor_parallel_size') == 'vllm readers'
+
+
+def test_no_engine_is_named_by_a_string_outside_its_description():
+    package = Path(pu.__file__).parent
+    found = []
+    for path in package.rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text())):
+            # ENGINES_BY_NAME['vllm'], or a 'module:attribute' string naming a backend.
+            if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                    and 'ENGINES_BY_NAME' in ast.unparse(node.value)):
+                found.append(f'{path.name}: {ast.unparse(node)}')
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and node.value.startswith('pyterrier_utility.backends') and ':' in node.value):
+                found.append(f'{path.name}: {node.value}')
+    assert found == []
+    import pyterrier_utility.backends  # noqa: F401  # every engine's module, registering its class
+    for engine in engines.ENGINES_BY_NAME.values():
+        assert isinstance(engine.backend, type) and engine.reproducibility
 
 
 def test_the_help_of_the_engine_options_names_the_readers_their_descriptions_take():
@@ -47,12 +106,17 @@ def test_the_help_of_the_engine_options_names_the_readers_their_descriptions_tak
 
 def test_the_descriptions_are_what_the_backends_declare():
     from pyterrier_utility.backends import CausalLMBackend, LlamaCppServerBackend, OpenAICompatibleBackend, VLLMBackend
+    from pyterrier_utility.backends._offline import OfflineModels
     for name, backend in (('huggingface', CausalLMBackend), ('openai', OpenAICompatibleBackend),
                           ('vllm', VLLMBackend), ('llamacpp', LlamaCppServerBackend)):
         engine = engines.ENGINES_BY_NAME[name]
+        assert engine.backend is backend and engines.engine_of(f'{name}:m') is engine
         assert backend.DECODING_FIELDS == engine.honours and dict(backend.DECODING_OWN_WAY) == dict(engine.own_way)
         assert engine.server == (name in ('openai', 'llamacpp')) and engine.decoding == pu.Decoding()
-    offline = engines.ENGINES_BY_NAME['offline']
+    assert 'repeat_last_n' not in VLLMBackend.DECODING_FIELDS and 'repeat_last_n' in VLLMBackend.DECODING_OWN_WAY
+    offline = engines.OFFLINE
+    assert offline.backend is OfflineModels and sorted(OfflineModels.BUILDERS) == sorted(offline.readers)
+    assert engines.engine_of('smollm2-135m') is offline and offline.offline and not engines.VLLM.offline
     assert (offline.prompt_format, cfg.StudyConfig().prompt_format) == ('example', 'example')
     assert cfg.StudyConfig().decoding == offline.decoding == engines.OFFLINE_DECODING
     assert engines.OFFLINE_DECODING.as_dict() == {
@@ -69,10 +133,10 @@ def test_a_mistyped_reader_name_is_answered_with_the_nearest():
 
 def test_an_option_set_is_refused_by_the_engines_not_taking_it_and_reproducible_by_none():
     options = engines.EngineOptions(concurrency=3, tensor_parallel_size=2, reproducible=True)
-    assert options.refused_by(engines.ENGINES_BY_NAME['offline']) == ('concurrency', 'tensor_parallel_size')
-    assert options.refused_by(engines.ENGINES_BY_NAME['openai']) == ('tensor_parallel_size',)
-    assert options.refused_by(engines.ENGINES_BY_NAME['vllm']) == ('concurrency',)
-    assert engines.EngineOptions().refused_by(engines.ENGINES_BY_NAME['offline']) == ()
+    assert options.refused_by(engines.engine_of('gemma3-270m')) == ('concurrency', 'tensor_parallel_size')
+    assert options.refused_by(engines.engine_of('openai:m')) == ('tensor_parallel_size',)
+    assert options.refused_by(engines.engine_of('vllm:m')) == ('concurrency',)
+    assert engines.EngineOptions().refused_by(engines.engine_of('gemma3-270m')) == ()
 
 
 def test_the_engine_options_are_one_value_of_the_config_given_and_read_one_by_one_as_before():

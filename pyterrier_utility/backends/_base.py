@@ -66,6 +66,12 @@ class DecodingBackendBase(Backend):
     #: (``'plain'``). The offline base models need ``'example'``.
     prompt_format: Optional[str] = None
 
+    @classmethod
+    def for_reader(cls, model: str, **kwargs) -> 'DecodingBackendBase':
+        """The backend of ``model`` (a reader name's part after ``ENGINE:``) with the backend's keywords:
+        how :meth:`Engine.build <pyterrier_utility.engines.Engine.build>` builds it."""
+        return cls(model, **kwargs)
+
     def _set_decoding(self, decoding: Decoding) -> None:
         self.decoding_notes = decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})',
                                                       self.DECODING_FIELDS, self.DECODING_OWN_WAY)
@@ -94,22 +100,21 @@ class DecodingBackendBase(Backend):
 
     def _call(self, inps, seeds, return_logprobs: bool, num_responses: int, max_new_tokens, stop_sequences):
         """The backend that answers a ``generate`` call (this one, or its copy with the call's
-        ``max_new_tokens`` and ``stop_sequences``: :func:`call_settings`) and the seeds (0 for every
+        ``max_new_tokens`` and ``stop_sequences``: :func:`with_call_settings`) and the seeds (0 for every
         prompt when none are given). A backend reads its length and stops from its decoding alone."""
         if return_logprobs or num_responses != 1:
             raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        return call_settings(self, max_new_tokens, stop_sequences), seeds
+        return with_call_settings(self, max_new_tokens, stop_sequences), seeds
 
     def _copied(self) -> None:
         """Resets what a copy must not share (connections, locks)."""
 
 
-def call_changes(decoding: Decoding, max_new_tokens: Optional[int],
-                 stop_sequences: Optional[Sequence[str]]) -> Dict[str, object]:
-    """What a call's ``max_new_tokens`` and ``stop_sequences`` change in ``decoding``: the one rule by
-    which call-level settings (pyterrier-rag's ``generate`` arguments) become decoding settings. A
-    setting the call leaves ``None`` or ``0`` tokens is the decoding's; ``[]`` stops nowhere."""
+def _call_changes(decoding: Decoding, max_new_tokens: Optional[int],
+                  stop_sequences: Optional[Sequence[str]]) -> Dict[str, object]:
+    """What a call's ``max_new_tokens`` and ``stop_sequences`` change in ``decoding``. A setting the call
+    leaves ``None`` or ``0`` tokens is the decoding's; ``[]`` stops nowhere."""
     changes: Dict[str, object] = {}
     if max_new_tokens and max_new_tokens != decoding.max_new_tokens:
         changes['max_new_tokens'] = max_new_tokens
@@ -120,15 +125,18 @@ def call_changes(decoding: Decoding, max_new_tokens: Optional[int],
     return changes
 
 
-def call_settings(backend, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]):
-    """The backend that answers with a call's ``max_new_tokens`` and ``stop_sequences``: a backend
-    holding a :class:`Decoding` (:class:`~pyterrier_utility.protocols.DecodingBackend`) itself when
-    they change nothing, else its ``with_settings`` copy; another backend (pyterrier-rag's, which take
-    them per call) as it is. The :class:`~pyterrier_utility.Reader` applies its settings so once,
-    when built; the generation cache and the backends only for a caller that gives them per call."""
+def with_call_settings(backend, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]):
+    """The backend that answers with a call's ``max_new_tokens`` and ``stop_sequences``: the one rule by
+    which call-level settings (pyterrier-rag's ``generate`` arguments) become decoding settings. A
+    backend holding a :class:`Decoding` (:class:`~pyterrier_utility.protocols.DecodingBackend`, the
+    generation cache over one too) is itself when they change nothing, else its ``with_settings``
+    copy, whose decoding holds them; another backend (pyterrier-rag's, which take them per call) is
+    as it is. The :class:`~pyterrier_utility.Reader` resolves its length and stops so once, when
+    built: the cache key, the backend and Ray's actors then read that decoding alone. The generation
+    cache and the backends resolve them only for a caller that gives them per call."""
     if not isinstance(backend, DecodingBackend):
         return backend
-    changes = call_changes(backend.decoding, max_new_tokens, stop_sequences)
+    changes = _call_changes(backend.decoding, max_new_tokens, stop_sequences)
     return backend.with_settings(**changes) if changes else backend
 
 

@@ -5,7 +5,7 @@ import urllib.request
 from typing import Dict, Optional, Sequence, Union
 
 from .._checks import check
-from ..engines import ENGINES_BY_NAME
+from ..engines import LLAMACPP
 from ..settings import Decoding
 from ._openai import OpenAICompatibleBackend
 
@@ -61,6 +61,7 @@ def llamacpp_fields(decoding: Decoding, order: Sequence[str] = SAMPLER_ORDER) ->
     return fields
 
 
+@LLAMACPP.register
 class LlamaCppServerBackend(OpenAICompatibleBackend):
     """Answers prompts through llama.cpp's server (``llama-server``; ``make llamacpp`` builds it as
     ``llama-cpp-server``), one request per prompt and seed, over one server or a pool.
@@ -103,7 +104,7 @@ class LlamaCppServerBackend(OpenAICompatibleBackend):
     """
 
     # llama.cpp has a sampler for every decoding setting, penalty window included: none applied its own way.
-    DECODING_FIELDS = ENGINES_BY_NAME['llamacpp'].honours
+    DECODING_FIELDS = LLAMACPP.honours
     DECODING_OWN_WAY: Dict[str, str] = {}
     ENGINE_FIELDS = OpenAICompatibleBackend.ENGINE_FIELDS + ('sampler_order',)
 

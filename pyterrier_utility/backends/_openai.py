@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from .._checks import check, check_int, check_number
 from .._messages import either
 from .._text import encodable
-from ..engines import ENGINES_BY_NAME
+from ..engines import OPENAI
 from ..errors import BackendError
 from ..settings import Decoding
 from ..vocabulary import ENDPOINTS
@@ -30,6 +30,7 @@ VLLM_ENGINE_DEAD = 'EngineCore encountered an issue'
 CONTEXT_EXCEEDED = ('context length', 'context size', 'context_length_exceeded', 'maximum model length')
 
 
+@OPENAI.register
 class OpenAICompatibleBackend(ServerPoolBackend):
     """Answers prompts through OpenAI-compatible servers: up to ``concurrency`` requests in flight
     over a pool of endpoints, each request sent to the endpoint with the fewest in flight.
@@ -107,8 +108,8 @@ class OpenAICompatibleBackend(ServerPoolBackend):
                                           ['http://gpu1:8000/v1', 'http://gpu2:8000/v1'], concurrency=64)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
-    DECODING_FIELDS = ENGINES_BY_NAME['openai'].honours
-    DECODING_OWN_WAY = dict(ENGINES_BY_NAME['openai'].own_way)
+    DECODING_FIELDS = OPENAI.honours
+    DECODING_OWN_WAY = dict(OPENAI.own_way)
     answers_each = True
     # The URLs are not here: every endpoint of a pool serves the same model with the same weights.
     ENGINE_FIELDS: Tuple[str, ...] = ('endpoint', 'extra_body')

@@ -24,11 +24,12 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 from pyterrier_rag.backend import Backend
 
 from .._checks import check, check_int, check_number
-from ..engines import build_backend, engine_of
+from ..engines import engine_of
 from ..errors import BackendError, SettingError
 from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
-from ._base import call_settings, work_batches
+from ._base import with_call_settings, work_batches
 from ._ray_replica import Profile, Replica, queries_of
+from .factory import get_backend
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
 #: (Ray reads it once, when imported; by default a node advertises the machine's network address).
@@ -153,7 +154,7 @@ class RayBackend(Backend):
         check_number('RayBackend', 'num_gpus', num_gpus, 0)
         if isinstance(backend, str):
             engine_of(backend)
-            factory: Callable[..., Backend] = functools.partial(build_backend, backend)
+            factory: Callable[..., Backend] = functools.partial(get_backend, backend)
         elif callable(backend) and not isinstance(backend, Backend):
             factory = backend
         else:
@@ -310,7 +311,7 @@ class RayBackend(Backend):
         if return_logprobs or num_responses != 1:
             raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
         seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        backend = call_settings(self, max_new_tokens, stop_sequences)
+        backend = with_call_settings(self, max_new_tokens, stop_sequences)
         if backend is not self:  # settings given with the call: a copy with them answers
             return backend.generate(inps, seeds=seeds)
         groups = work_batches(self, inps, [1] * len(inps))

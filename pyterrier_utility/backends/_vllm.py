@@ -3,12 +3,13 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._checks import check_int
-from ..engines import ENGINES_BY_NAME
+from ..engines import VLLM
 from ..errors import BackendError, SettingError
 from ..settings import Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
 
 
+@VLLM.register
 class VLLMBackend(DecodingBackendBase):
     """Generates with an in-process ``vllm.LLM``: every prompt of a call goes to one ``LLM.generate``,
     each with its own ``SamplingParams(seed=...)``, so sample ``j`` of a prompt is reproducible.
@@ -39,7 +40,7 @@ class VLLMBackend(DecodingBackendBase):
     vLLM applies the repetition penalty, then temperature, then min-p, then top-k and top-p (its
     sampler's documented order); its repetition penalty counts every token of the prompt and the
     output, with no window: a ``repeat_last_n`` is not applied, and ``decoding_notes`` says so
-    (:data:`~pyterrier_utility.engines.ENGINES_BY_NAME`; the study prints it with its settings).
+    (:data:`~pyterrier_utility.engines.VLLM`; the study prints it with its settings).
 
     Args:
         model: a Hugging Face model id or local folder.
@@ -61,8 +62,8 @@ class VLLMBackend(DecodingBackendBase):
         backend = VLLMBackend('meta-llama/Meta-Llama-3-8B-Instruct', chat_template=True)
         reader = pyterrier_utility.Reader(backend, n_samples=5)
     """
-    DECODING_FIELDS = ENGINES_BY_NAME['vllm'].honours
-    DECODING_OWN_WAY = dict(ENGINES_BY_NAME['vllm'].own_way)
+    DECODING_FIELDS = VLLM.honours
+    DECODING_OWN_WAY = dict(VLLM.own_way)
     # tensor_parallel_size and prefix caching change scheduling, not the answers' distribution.
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'llm_kwargs')
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._messages import either
-from ..engines import ENGINE_OPTION_NAMES, ENGINES_BY_NAME, EngineOptions, engine_name, engine_of, kind_decoding
+from ..engines import ENGINE_OPTION_NAMES, OFFLINE, EngineOptions, engine_of
 from ..errors import SettingError
 from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet
 from ..vocabulary import (
@@ -34,8 +34,6 @@ from ..vocabulary import (
     WORD_QUALITIES,
 )
 
-#: The offline models' engine: the study's defaults are what its models need.
-_OFFLINE = ENGINES_BY_NAME['offline']
 #: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
 BINARY_LABELS = LabelSet(exact=frozenset({1}))
 
@@ -94,9 +92,9 @@ class StudyConfig:
     cosmix_threshold: float = 0.65
     oracle: str = 'sampled'
     oracle_seed: int = 0
-    prompt_format: str = _OFFLINE.prompt_format
+    prompt_format: str = OFFLINE.prompt_format
     readers: Tuple[str, ...] = ('gemma3-270m',)
-    decoding: Decoding = _OFFLINE.decoding
+    decoding: Decoding = OFFLINE.decoding
     samples: int = 3
     seed: int = 0
     engine: EngineOptions = EngineOptions()
@@ -211,7 +209,7 @@ class StudyConfig:
     @property
     def offline(self) -> bool:
         """Whether every reader is an offline model (the offline conveniences are theirs)."""
-        return all(engine_name(r) == 'offline' for r in self.readers)
+        return all(engine_of(r).offline for r in self.readers)
 
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
@@ -329,7 +327,7 @@ def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
     fields among them. When the readers change between offline models and named ones, the
     decoding fields that tell the kinds apart and the prompt format, where not given, are the readers'
-    engine's (:func:`~pyterrier_utility.engines.kind_decoding`): the penalty, its window and the stop of
+    engine's (:meth:`~pyterrier_utility.engines.Engine.kind_decoding`): the penalty, its window and the stop of
     :data:`~pyterrier_utility.engines.OFFLINE_DECODING` and the ``'example'`` format for offline
     readers, the study's own stop, no penalty and the plain format for named models. Readers of both
     kinds share one decoding and one prompt format, so they need the repetition penalty, stop and
@@ -343,13 +341,13 @@ def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     decoding = {name: given.pop(name) for name in FIELDS if name in given}
     readers = given.get('readers', base.readers)
     readers = (readers,) if isinstance(readers, str) else tuple(readers)
-    kinds = {engine_name(r) == 'offline' for r in readers}
+    kinds = {engine_of(r).offline for r in readers}
     if len(kinds) > 1 and not ({'repetition_penalty', 'stop'} <= set(decoding) and 'prompt_format' in given):
         raise SettingError(f'the readers {list(readers)} mix offline base models and named models, which share one '
                            'decoding and prompt: give --repetition-penalty, --stop and --prompt-format explicitly')
     base_decoding = base.decoding
     if len(kinds) == 1 and kinds != {base.offline}:
-        base_decoding = base_decoding.replace(**kind_decoding(readers[0]))
+        base_decoding = base_decoding.replace(**engine_of(readers[0]).kind_decoding())
         given.setdefault('prompt_format', engine_of(readers[0]).prompt_format)
     return base.replace(decoding=base_decoding.replace(**decoding), **given)
 

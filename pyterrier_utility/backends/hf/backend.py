@@ -1,9 +1,8 @@
 """A seeded Hugging Face causal LM in this process, prefilling each prompt once.
 
-Adds what the study needs to a plain forward pass: per-prompt seeds (each answer sampled with its
-own seed's generator), explicit sampling parameters, bfloat16 on CPUs
-with bf16 matrix instructions, one prefill shared by all samples of a prompt, and reuse of the KV
-cache of prefixes across prompts (the nested prompts of a k-sweep).
+Adds what the study needs to a plain forward pass: per-prompt seeds (each answer sampled with its own
+seed's generator), explicit sampling parameters, bfloat16 on CPUs with bf16 matrix instructions, one
+prefill shared by all samples of a prompt, and the KV cache of prefixes reused across prompts.
 """
 import copy
 from typing import Dict, List, Optional, Sequence, Union
@@ -13,11 +12,11 @@ from pyterrier_rag.backend import BackendOutput
 
 from ..._checks import check, check_int
 from ..._messages import warn
-from ...engines import ENGINES_BY_NAME
+from ...engines import HUGGINGFACE
 from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from .dtype import resolve_dtype
-from .invariant import batch_invariant, row_logsumexp, tiled
+from .invariant import batch_invariant, row_logsumexp, threads_text, tiled
 from .kv import buffer_kind, buffered
 from .layers import float_rows
 from .loop import decode
@@ -37,11 +36,7 @@ INVARIANT_BATCHING = 'batch-invariant (each row attends over its own keys; produ
 ROWS_ALONE_BATCHING = 'batch-invariant (each answer decoded alone)'
 
 
-def threads_text(count: int) -> str:
-    """``'1 thread'``, ``'2 threads'``."""
-    return f'{count} thread' + ('' if count == 1 else 's')
-
-
+@HUGGINGFACE.register
 class CausalLMBackend(DecodingBackendBase):
     """Generates answers with a Hugging Face causal LM: one prefill per prompt, per-prompt seeds.
 
@@ -96,7 +91,7 @@ class CausalLMBackend(DecodingBackendBase):
         backend = CausalLMBackend.from_pretrained('google/gemma-3-1b-it', chat_template=True)
         reader = pyterrier_utility.Reader(backend)
     """
-    DECODING_FIELDS = ENGINES_BY_NAME['huggingface'].honours
+    DECODING_FIELDS = HUGGINGFACE.honours
     ENGINE_FIELDS = ('chat_template', 'max_input_length', 'dtype_name', 'prefill_chunks', 'sampler', 'batching')
     #: Answers cut at ``max_new_tokens`` so far (each output's ``truncated`` says which).
     truncated = 0
@@ -173,6 +168,8 @@ class CausalLMBackend(DecodingBackendBase):
             model = model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped `to` wrongly
         kwargs.setdefault('model_id', path)
         return cls(model, tokenizer, dtype=model.dtype, **kwargs)
+
+    for_reader = from_pretrained  # type: ignore[assignment]  # how the engine builds a huggingface:MODEL reader
 
     @property
     def dtype_name(self) -> str:

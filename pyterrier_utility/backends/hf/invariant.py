@@ -299,3 +299,8 @@ def batch_invariant(model, rows: int) -> Optional[Tiling]:
         if config is not None:
             config._attn_implementation = ATTENTION
     return tiling
+
+
+def threads_text(count: int) -> str:
+    """``'1 thread'``, ``'2 threads'``."""
+    return f'{count} thread' + ('' if count == 1 else 's')
