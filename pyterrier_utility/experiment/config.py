@@ -65,6 +65,9 @@ class StudyConfig:
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
     ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
+    ``decoding_given``: the decoding fields given explicitly (the command line's, by :func:`resolve`),
+    which hold for every reader; a field not given keeps a reader's own value where its engine has one
+    (:meth:`decoding_for`).
 
     Example::
 
@@ -110,12 +113,13 @@ class StudyConfig:
     title: Optional[str] = None
     verbose: bool = False
     preset: Optional[str] = None
+    decoding_given: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if isinstance(self.readers, str):
             object.__setattr__(self, 'readers', (self.readers,))
         for name in ('datasets', 'ks', 'figure_ks', 'systems', 'runs', 'orderings', 'windows', 'window_grid',
-                     'readers'):
+                     'readers', 'decoding_given'):
             object.__setattr__(self, name, tuple(tuple(x) if name == 'runs' else x for x in getattr(self, name)))
         object.__setattr__(self, 'label_sets', tuple(LabelSet.parse(x) for x in self.label_sets))
         object.__setattr__(self, 'rel_labels', LabelSet.parse(self.rel_labels))
@@ -268,7 +272,19 @@ class StudyConfig:
 
     def backend_options(self, reader: str) -> Dict[str, Any]:
         """The keyword arguments of :func:`pyterrier_utility.backends.get_backend` for ``reader``."""
-        return dict(decoding=self.decoding, **self.engine.for_engine(engine_of(reader)))
+        return dict(decoding=self.decoding_for(reader), **self.engine.for_engine(engine_of(reader)))
+
+    def decoding_for(self, reader: str) -> Decoding:
+        """The decoding ``reader`` answers with: :attr:`decoding`, but where its engine gives this reader
+        a value of its own (:meth:`~pyterrier_utility.engines.Engine.decoding_of`, e.g. SmolLM2's longer
+        ``max_new_tokens``), that value, unless the field was given (:attr:`decoding_given`) or differs
+        from the engine's."""
+        engine = engine_of(reader)
+        own = engine.decoding_of(reader)
+        changes = {name: getattr(own, name) for name in FIELDS if name not in self.decoding_given
+                   and getattr(own, name) != getattr(engine.decoding, name)
+                   and getattr(self.decoding, name) == getattr(engine.decoding, name)}
+        return self.decoding.replace(**changes)
 
     def __getattr__(self, name: str) -> Any:
         # An engine option read by its name (config.concurrency), as it may be given.
@@ -349,7 +365,8 @@ def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     if len(kinds) == 1 and kinds != {base.offline}:
         base_decoding = base_decoding.replace(**engine_of(readers[0]).kind_decoding())
         given.setdefault('prompt_format', engine_of(readers[0]).prompt_format)
-    return base.replace(decoding=base_decoding.replace(**decoding), **given)
+    given_fields = tuple(sorted(set(base.decoding_given) | set(decoding)))
+    return base.replace(decoding=base_decoding.replace(**decoding), decoding_given=given_fields, **given)
 
 
 #: The paper's study. From the paper's text (Tian, Ganguly & Macdonald, ECIR 2025): TREC DL'19 and

@@ -188,6 +188,9 @@ def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader]
     first = next(iter(readers.values()))
     # The stops each reader uses: its prompt format's, then the decoding's where the format takes them.
     engines = {name: dict(engine_record(r.backend), stop=list(r.stop)) for name, r in readers.items()}
+    own = {name: config.decoding_for(name) for name in readers if config.decoding_for(name) != config.decoding}
+    for name, theirs in own.items():
+        engines[name]['decoding'] = theirs.as_dict()
     notes = config.decoding_notes()
     record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend) for name, r in readers.items()}, engines=engines,
@@ -205,9 +208,14 @@ def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader]
         inform(f'decoding of preset {config.preset}, each value and where it comes from:')
         for name, source in sources.items():
             inform(f'  {name}={getattr(config.decoding, name)!r}: {source}')
-    for reader, own in notes.items():
+    for name, theirs in own.items():
+        changed = {k: v for k, v in theirs.as_dict().items() if v != config.decoding.as_dict()[k]}
+        inform(f'{name}: its own ' + ', '.join(f'{k}={v!r}' for k, v in changed.items())
+               + ' (what this reader needs; given explicitly, ' + ', '.join(f'--{k.replace("_", "-")}' for k in changed)
+               + ' sets every reader\'s)')
+    for reader, own_way in notes.items():
         inform(f'{reader}: ' + '; '.join(f'{name}={getattr(config.decoding, name)!r} {how}'
-                                            for name, how in own.items()))
+                                            for name, how in own_way.items()))
     for name, r in readers.items():
         if list(r.stop) != list(config.decoding.stop):
             inform(f'{name}: stops at {list(r.stop)!r} (prompt format {r.template.name!r}: '
