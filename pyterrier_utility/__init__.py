@@ -14,6 +14,8 @@ from .errors import plain_warnings
 #: Public name -> the module defining it.
 _NAMES = {
     'BertScore': 'scoring.bertscore', 'ContextAttribution': 'methods.attribution', 'Decoding': 'settings',
+    'DocumentUtility': 'methods.llm_utility', 'UtilityOracle': 'methods.llm_utility',
+    'utility_pool': 'methods.llm_utility',
     'ERAGLabeller': 'methods.erag', 'ERAG_Hit': 'measures',
     'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'scoring.fbert',
     'GenerationCache': 'cache', 'GoldAnswerScorer': 'scoring.gold', 'GridWindow': 'contexts.order',

@@ -20,6 +20,7 @@ from .vocabulary import (
     NDCG_ORDERS,
     ORACLE_MODES,
     ORDERING_NAMES,
+    POOL_CAP,
     PREDICTION_COMBINATION,
     PROMPT_FORMAT_NAMES,
     QUALITIES,
@@ -256,6 +257,13 @@ OPTIONS: Dict[str, List[Option]] = {
          'the signals the linear regression combines, each system over those that apply to it; one that applies '
          f'to no system is refused (default: {" ".join(PREDICTION_COMBINATION)}, those that apply)'),
     ],
+    'transfer': [
+        (('--out',), 'out', dict(required=True, metavar='STUDY_DIR'),
+         'the folder of a finished study of two or more readers, read and written into'),
+        (('--max-docs',), 'max_docs', dict(type=number(int, 1), default=POOL_CAP, metavar='N'),
+         "the most pool documents per query (the systems' contexts at the largest k by rank, then the judged "
+         'documents by label; default: %(default)s)'),
+    ],
     'attribution': [
         (('--method',), 'method', dict(choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0]),
          'exact Shapley (2^k coalitions, k <= 10), Shapley by permutation sampling (with --budget; orders drawn '
@@ -323,6 +331,7 @@ COMMANDS: Dict[str, Layout] = {
     'attribute': _running('attribute', ('attribution', ('method', 'budget'))),
     'report': [(None, 'report', ('folders',)), (None, 'scoring and output', ('out', 'correction', 'fig4_k', 'min_n')),
                (None, 'report', ('html',)), (None, 'scoring and output', ('ndcg_order',))],
+    'transfer': [(None, 'transfer', ('out', 'max_docs'))],
     'predict': [(None, 'prediction', ('out', 'folds', 'seed', 'n_resamples', 'apair_k', 'perplexity', 'udcg',
                                       'combine'))],
 }

@@ -132,6 +132,14 @@ def parser() -> argparse.ArgumentParser:
                          epilog='example:\n\n  pyterrier-utility report results/study --out results/report --html',
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_options(rep, 'report', cfg.REPORT)
+    transfer_parser = sub.add_parser(
+        'transfer', help="whose utility is it: each document's utility for each reader of a finished study of two "
+                         "or more readers, each reader's own utility oracle (Util:<reader>) beside Rel, every reader "
+                         'on every oracle, and how far their utility agrees; generates only what the folder lacks',
+        epilog='example:\n\n  pyterrier-utility study --reader gemma3-270m smollm2-135m --queries 5 -k 1 3 '
+               '--out results/readers\n  pyterrier-utility transfer --out results/readers',
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_options(transfer_parser, 'transfer')
     predict_parser = sub.add_parser('predict', help='which signals predict U, P_k - P_0 and P_k in a finished study '
                                                     'folder (query-performance predictors, readability, IR measures, '
                                                     "the reader's confidence): signals.csv and prediction.csv, "
@@ -158,6 +166,9 @@ def main(argv=None) -> int:
             return report(args)
         if args.command == 'predict':
             return predict(args)
+        if args.command == 'transfer':
+            commands.transfer(args.out, args.max_docs, argv=sys.argv[1:] if argv is None else list(argv))
+            return 0
         config = config_of(args, args.base)
         given_argv = sys.argv[1:] if argv is None else list(argv)
         if args.command == 'study':

@@ -170,3 +170,5 @@ REPORT_FILE = 'report.html'
 OUTPUTS = (tuple(FRAME_FILES.values()) + TABLE_FILES
            + ('confidence_correlations.csv', HEALTH_FILE, 'cosmix_branches.csv', SETTINGS_FILE, REPORT_FILE,
               'fig*.png', 'fig*.pdf'))
+#: The most documents per query whose utility for each reader ``transfer`` measures by default (its pool).
+POOL_CAP = 50

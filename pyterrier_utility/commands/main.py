@@ -1,5 +1,5 @@
 """The commands of ``pyterrier-utility``, each what its subcommand runs, prints and writes:
-:func:`study`, :func:`experiment`, :func:`attribute`, :func:`report` and :func:`predict`. Each starts
+:func:`study`, :func:`experiment`, :func:`attribute`, :func:`transfer`, :func:`report` and :func:`predict`. Each starts
 from :mod:`~pyterrier_utility.experiment.preparation` (or a finished folder) and calls the library's functions.
 
 Example::
@@ -37,7 +37,7 @@ from ..report.html import write_report
 from ..report.tables import write_tables
 from ..scoring.utility import UtilityEvaluator
 from ..settings import Placement
-from ..vocabulary import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
+from ..vocabulary import HEALTH_FILE, POOL_CAP, REPORT_FILE, SETTINGS_FILE
 from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
 
@@ -63,7 +63,8 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
     print((out / 'table1_paper.md').read_text())
     cut = stats.truncation(results.answers)
     # Beside Table 1, not only in a warning: answers cut mid-sentence are scored as they are.
-    print(f'{cut} ({config.decoding.max_new_tokens}; answers.csv says which, in its truncated column)' if cut
+    limits = ', '.join(sorted({str(config.decoding_for(r).max_new_tokens) for r in config.readers}, key=int))
+    print(f'{cut} ({limits}; answers.csv says which, in its truncated column)' if cut
           else 'The engine did not say whether any answer was cut at max_new_tokens.')
     print(health.summary(read_health(out / HEALTH_FILE)))
     detail = health.control_detail(health.positive_control(results.table(correction=config.correction),
@@ -129,6 +130,22 @@ def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int
     print(f'mean share of U (phi_utility) by position, mean phi of the relevant and other documents, share with '
           f'negative phi:\n{table.round(4).to_string(index=False)}')
     print(f'written to {config.out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
+          f'{found.settings["generated"]} answers generated')
+    return found
+
+
+def transfer(out: Union[str, Path], max_docs: int = POOL_CAP, argv: Optional[list] = None):
+    """The ``transfer`` command over the finished study of two or more readers in ``out``: runs, saves and
+    prints the transfer table and the readers' agreement (:mod:`~pyterrier_utility.commands.transferring`)."""
+    from .transferring import run_transfer, save_transfer, study_config, transfer_markdown
+    start = time.time()
+    with lock_folder(Path(out)):
+        found = run_transfer(study_config(out), max_docs, argv)
+        written = save_transfer(found, out)
+    print(transfer_markdown(found.table))
+    shown = found.agreement.dropna(subset=['value'])
+    print('agreement between readers (transfer.csv):\n' + shown.round(3).to_string(index=False))
+    print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{found.settings["generated"]} answers generated')
     return found
 

@@ -1,0 +1,65 @@
+"""The transfer command over a real study of the two offline readers: each reader's document utility,
+its own oracle beside Rel and the other reader's, and their agreement, with nothing generated twice."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pyterrier_utility.commands import main as commands
+from pyterrier_utility.commands.transferring import TRANSFER_FILES
+from pyterrier_utility.errors import SettingError
+from pyterrier_utility.experiment import StudyConfig
+
+pytestmark = pytest.mark.slow
+READERS = ('gemma3-270m', 'smollm2-135m')
+
+
+def test_transfer_over_a_study_of_two_readers_measures_each_on_its_own_oracle_and_the_others(tmp_path, capsys):
+    out = tmp_path / 'readers'
+    config = StudyConfig(readers=READERS, queries=2, ks=(1, 2), systems=('BM25', 'Rel'), samples=1,
+                         decoding=StudyConfig().decoding.replace(max_new_tokens=12), out=str(out))
+    commands.study(config)
+    found = commands.transfer(out, max_docs=4)
+    assert {p.name for p in out.iterdir()} >= set(TRANSFER_FILES.values())
+    utility = pd.read_csv(out / TRANSFER_FILES['document_utility'], dtype={'qid': str, 'docno': str})
+    assert set(utility['reader']) == set(READERS) and set(utility['labels']) == {'label>=2', 'label>=3'}
+    assert utility.groupby(['labels', 'reader', 'qid']).size().max() <= 4
+    assert np.allclose(utility['gain'], utility['p_doc'] - utility['p0'], equal_nan=True)
+    # Each reader's own oracle at k=1 is its document of highest positive gain under the first label set
+    # (ties: P alone, then docno), whichever reader it is given to.
+    given = found.contexts
+    for reader in READERS:
+        mine = utility[(utility['reader'] == reader) & (utility['gain'] > 0) & (utility['labels'] == 'label>=2')]
+        best = mine.sort_values(['qid', 'gain', 'p_doc', 'docno'], ascending=[True, False, False, True])
+        expected = best.drop_duplicates('qid').set_index('qid')['docno'].to_dict()
+        for other in READERS:
+            shown = given[(given['reader'] == other) & (given['system'] == f'Util:{reader}') & (given['k'] == 1)]
+            assert dict(zip(shown['qid'].astype(str), shown['docno'].astype(str))) == expected
+    table = pd.read_csv(out / TRANSFER_FILES['table'])
+    sources = {'Rel'} | {f'Util:{r}' for r in READERS}
+    assert set(zip(table['reader'], table['source'], table['k'])) <= {(r, s, k) for r in READERS for s in sources
+                                                                     for k in (1, 2)}
+    assert set(table['source']) == sources and set(table['reader']) == set(READERS)
+    agreement = pd.read_csv(out / TRANSFER_FILES['transfer'])
+    assert {'spearman_per_query', 'kendall_pooled', 'jaccard', 'label_auc', 'cell_order_tau'} <= set(
+        agreement['statistic'])
+    assert '| Labels | Reader | Context source | k=1 | k=2 |' in (out / TRANSFER_FILES['table_md']).read_text()
+    assert set(agreement['labels']) == {'label>=2', 'label>=3'}
+    settings = json.loads((out / 'settings.json').read_text())
+    assert settings['transfer']['max_docs'] == 4 and 'positive gains only' in settings['transfer']['oracle']
+    assert settings['transfer']['oracle_labels'] == 'label>=2'
+    assert settings['command'] == 'study' and settings['transfer']['generated'] > 0
+    # Again: every answer is read from the folder's generation cache, and the files are the same.
+    before = {name: (out / name).read_bytes() for name in TRANSFER_FILES.values()}
+    again = commands.transfer(out, max_docs=4)
+    assert again.settings['generated'] == 0
+    assert {name: (out / name).read_bytes() for name in TRANSFER_FILES.values()} == before
+
+
+def test_transfer_refuses_a_folder_without_a_study_of_two_readers(tmp_path):
+    with pytest.raises(SettingError, match='settings.json does not exist: transfer reads a finished study folder'):
+        commands.transfer(tmp_path)
+    (tmp_path / 'settings.json').write_text(json.dumps(StudyConfig(out=str(tmp_path)).to_dict()))
+    with pytest.raises(SettingError, match=r'a study of 1 reader \(gemma3-270m\); transfer compares two or more'):
+        commands.transfer(tmp_path)
