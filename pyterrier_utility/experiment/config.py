@@ -275,12 +275,9 @@ class StudyConfig:
         return dict(decoding=self.decoding_for(reader), **self.engine.for_engine(engine_of(reader)))
 
     def decoding_for(self, reader: str) -> Decoding:
-        """The decoding ``reader`` answers with: :attr:`decoding`, but where its engine gives this reader
-        a value of its own (:meth:`~pyterrier_utility.engines.Engine.decoding_of`, e.g. SmolLM2's longer
-        ``max_new_tokens``), that value, unless the field was given (:attr:`decoding_given`) or differs
-        from the engine's."""
-        engine = engine_of(reader)
-        own = engine.decoding_of(reader)
+        """The decoding ``reader`` answers with: :attr:`decoding`, with the values its engine gives it
+        (:meth:`~pyterrier_utility.engines.Engine.decoding_of`) where no field was given or changed."""
+        engine, own = engine_of(reader), engine_of(reader).decoding_of(reader)
         changes = {name: getattr(own, name) for name in FIELDS if name not in self.decoding_given
                    and getattr(own, name) != getattr(engine.decoding, name)
                    and getattr(self.decoding, name) == getattr(engine.decoding, name)}
