@@ -37,7 +37,7 @@ def test_transfer_over_a_study_of_two_readers_measures_each_on_its_own_oracle_an
             shown = given[(given['reader'] == other) & (given['system'] == f'Util:{reader}') & (given['k'] == 1)]
             assert dict(zip(shown['qid'].astype(str), shown['docno'].astype(str))) == expected
     table = pd.read_csv(out / TRANSFER_FILES['table'])
-    sources = {'Rel'} | {f'Util:{r}' for r in READERS}
+    sources = {'BM25', 'Rel'} | {f'Util:{r}' for r in READERS}
     assert set(zip(table['reader'], table['source'], table['k'])) <= {(r, s, k) for r in READERS for s in sources
                                                                      for k in (1, 2)}
     assert set(table['source']) == sources and set(table['reader']) == set(READERS)

@@ -54,7 +54,7 @@ class Transfer:
     Attributes:
         document_utility: each (label set, reader, query, pool document): ``label``, ``p0``, ``p_doc``,
             ``gain``, ``relative_gain`` (``document_utility.csv``).
-        per_query: the study of every reader on Rel and on every reader's oracle, per query (``reader``,
+        per_query: the study of every reader on its systems and on every reader's oracle, per query (``reader``,
             ``system``, ``k``, ``qid``, ``utility``, ...).
         contexts: the documents each (reader, system, k, query) of that study gave the reader.
         table: label set x reader x context source x k: mean U, ``n``, the p-values against Rel and against the
@@ -87,8 +87,8 @@ def study_config(out: Union[str, Path]) -> StudyConfig:
 
 
 def transfer_table(per_query: pd.DataFrame, alpha: float = 0.05, min_n: int = MIN_N) -> pd.DataFrame:
-    """Label set x reader x context source x k: the mean U of each reader on each source (Rel and every
-    ``Util:<reader>``), ``n``, the paired t-test against Rel (``p_rel``, marked ``†``) and against the
+    """Label set x reader x context source x k: the mean U of each reader on each source (the study's
+    systems and every ``Util:<reader>``), ``n``, the paired t-test against Rel (``p_rel``, marked ``†``) and against the
     reader's own oracle (``p_own``, marked ``*``); no mark on fewer than ``min_n`` paired queries."""
     rows = []
     for (labels, reader, k), cell in per_query.groupby(['labels', 'reader', 'k'], sort=False):
@@ -126,8 +126,8 @@ def transfer_markdown(table: pd.DataFrame) -> str:
 
 def run_transfer(config: StudyConfig, max_docs: int = POOL_CAP, argv: Optional[list] = None) -> Transfer:
     """Each reader's document utility over the pool of ``config``'s study under each label set, each
-    reader's oracle (from the first label set's gains), every reader on every oracle and Rel at the
-    study's ks, and the readers' agreement per label set."""
+    reader's oracle (from the first label set's gains), every reader on every oracle beside the study's
+    systems at its ks, and the readers' agreement per label set."""
     check_int('transfer', 'max_docs', max_docs, 1)
     prepared = prepare(config, 'transfer', argv)
     collection = prepared.collections[config.datasets[0]]
@@ -145,7 +145,7 @@ def run_transfer(config: StudyConfig, max_docs: int = POOL_CAP, argv: Optional[l
     utility = pd.concat([DocumentUtility(reader, scorer_for(each)).transform(pool).assign(reader=name, labels=str(each))
                          for each in studied.label_sets for name, reader in readers.items()], ignore_index=True)
     first = utility[utility['labels'] == str(labels)]
-    sources = {'Rel': systems['Rel']} if 'Rel' in systems else {}
+    sources = dict(systems)  # the study's own, answered already, beside every reader's oracle
     sources.update({f'Util:{name}': UtilityOracle(first[first['reader'] == name], name) for name in readers})
     studies = [run_study(topics, qrels, sources, reader, collection.dataset.texts, ks=studied.ks,
                          label_sets=studied.label_sets, scorer_for=scorer_for,
