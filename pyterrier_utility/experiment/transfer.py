@@ -35,8 +35,8 @@ def reader_agreement(utility: pd.DataFrame, *, n_resamples: int = 1000, seed: in
     - ``spearman_per_query``, ``kendall_per_query``: the rank correlation of the two readers' gains over a
       query's pool, averaged over the queries (a query where either side is constant is left out);
     - ``spearman_pooled``, ``kendall_pooled``: the same over every (query, document) pair at once;
-    - ``jaccard``: the overlap of their utilitarian documents (positive gain), |A ∩ B| / |A ∪ B|, averaged
-      over the queries where either has one.
+    - ``jaccard``: the overlap of their utilitarian documents (positive gain), the size of their
+      intersection over that of their union, averaged over the queries where either has one.
 
     Each with a seeded bootstrap 95% interval (``low``, ``high``: queries resampled for the per-query
     statistics and Jaccard, pairs for the pooled ones) and ``n`` (queries, or pairs).
