@@ -4,8 +4,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 import pytest
-from pyterrier_rag.backend import Backend, BackendOutput
-from support.backends import CountingBackend
+from support.backends import CountingBackend, FirstContextBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import ERAGLabeller, FBertScorer, Reader, erag_measure
@@ -13,20 +12,6 @@ from pyterrier_utility.errors import SettingError
 
 TEXTS = {'d1': 'Paris', 'd2': 'the capital is London', 'd3': 'Rome, maybe', 'd4': 'lift acts upward on a wing'}
 QRELS = pd.DataFrame({'qid': ['q1', 'q1', 'q2'], 'docno': ['d1', 'd2', 'd4'], 'label': [2, 0, 2]})
-
-
-class EchoBackend(Backend):
-    """Answers with the first context, or 'unknown' without one."""
-    supports_seeds = True
-
-    def __init__(self):
-        super().__init__('echo')
-        self.calls = []
-
-    def generate(self, inps, *, seeds=None, **kw):
-        self.calls.extend(inps)
-        return [BackendOutput(text=p.split('Context 1: ')[1].split('\n')[0] if 'Context 1: ' in p else 'unknown')
-                for p in inps]
 
 
 def ranking(rows, extra=None):
@@ -39,7 +24,7 @@ def ranking(rows, extra=None):
 
 
 def test_labels_are_scores_of_single_document_answers(minilm):
-    backend = EchoBackend()
+    backend = FirstContextBackend()
     reader = Reader(backend)
     scorer = FBertScorer(QRELS, TEXTS, labels=2, model_type=minilm)
     out = ERAGLabeller(reader, scorer)(ranking([('q1', 'd2'), ('q1', 'd1'), ('q2', 'd4'), ('q2', 'd3')]))
@@ -56,15 +41,15 @@ def test_labels_are_scores_of_single_document_answers(minilm):
 def test_gold_answer_labels_exact_match_and_f1():
     golds = {'gold_answer': [['Paris'], ['Paris'], ['lift', 'upward force']]}
     frame = ranking([('q1', 'd1'), ('q1', 'd2'), ('q2', 'd4')], golds)
-    em = ERAGLabeller(Reader(EchoBackend()), metric='em')(frame)
+    em = ERAGLabeller(Reader(FirstContextBackend()), metric='em')(frame)
     assert list(em['erag_label']) == [1.0, 0.0, 0.0]
-    f1 = ERAGLabeller(Reader(EchoBackend()), metric='f1')(frame)
+    f1 = ERAGLabeller(Reader(FirstContextBackend()), metric='f1')(frame)
     # 'lift acts upward on wing' (article removed): vs 'lift' P=1/5, R=1; vs 'upward force' P=1/5, R=1/2.
     def f1_of(p, r):
         return 2 * p * r / (p + r)
     assert list(f1['erag_label']) == pytest.approx([1.0, 0.0, max(f1_of(1 / 5, 1), f1_of(1 / 5, 1 / 2))])
     with pytest.raises(Exception, match="input has no column 'gold_answer'"):
-        ERAGLabeller(Reader(EchoBackend()), metric='em')(frame.drop(columns=['gold_answer']))
+        ERAGLabeller(Reader(FirstContextBackend()), metric='em')(frame.drop(columns=['gold_answer']))
 
 
 def test_labels_average_over_samples(minilm):
@@ -151,7 +136,7 @@ def test_samples_of_a_reader_output_label_each_document_once_with_the_mean_over_
 
 def test_an_over_long_single_document_prompt_keeps_its_instructions_and_question():
     from test_edge_cases import WordTokenizer
-    backend = EchoBackend()
+    backend = FirstContextBackend()
     backend.tokenizer = WordTokenizer()
     reader = Reader(backend, prompt='Answer from this. {contexts}\nQ: {query}', context_format='C{i}: {text}',
                     max_prompt_tokens=10)

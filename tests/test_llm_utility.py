@@ -3,7 +3,7 @@ oracle (UtilityOracle), checked against the scorer's P computed directly."""
 import numpy as np
 import pandas as pd
 import pytest
-from pyterrier_rag.backend import Backend, BackendOutput
+from support.backends import FirstContextBackend
 
 from pyterrier_utility import DocumentUtility, ERAGLabeller, FBertScorer, Reader, UtilityOracle, utility_pool
 
@@ -12,20 +12,6 @@ TEXTS = {'d1': 'Paris is the capital of France', 'd2': 'the capital is London', 
 QRELS = pd.DataFrame({'qid': ['q1', 'q1', 'q1', 'q2', 'q2'], 'docno': ['d1', 'd2', 'd6', 'd4', 'd5'],
                       'label': [2, 0, 1, 2, 0]})
 TOPICS = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['capital of France?', 'what is lift?']})
-
-
-class EchoBackend(Backend):
-    """Answers with its first context, or 'I do not know' without one."""
-    supports_seeds = True
-
-    def __init__(self):
-        super().__init__('echo')
-        self.calls = []
-
-    def generate(self, inps, *, seeds=None, **kw):
-        self.calls.extend(inps)
-        return [BackendOutput(text=p.split('Context 1: ')[1].split('\n')[0] if 'Context 1: ' in p else 'I do not know')
-                for p in inps]
 
 
 def contexts(rows):
@@ -46,7 +32,7 @@ def test_the_pool_is_the_contexts_by_rank_then_the_judged_documents_each_once_an
 
 
 def test_document_utility_is_p_alone_minus_p0_as_the_scorer_computes_them(minilm):
-    backend = EchoBackend()
+    backend = FirstContextBackend('I do not know')
     reader = Reader(backend)
     scorer = FBertScorer(QRELS, TEXTS, labels=2, model_type=minilm)
     pool = utility_pool(TOPICS, contexts([('q1', 'd3', 0)]), QRELS, TEXTS)

@@ -61,3 +61,19 @@ class EchoBackend(Backend):
         return [BackendOutput(text=' '.join([line.split(': ', 1)[1] for line in p.splitlines()
                                              if line.startswith('Context ')] + [f'#{s}']))
                 for p, s in zip(inps, seeds)]
+
+
+class FirstContextBackend(Backend):
+    """Answers with its prompt's first context, or ``no_context`` without one (eRAG's and document
+    utility's single-document answers). ``calls`` holds every prompt generated."""
+    supports_seeds = True
+
+    def __init__(self, no_context: str = 'unknown'):
+        super().__init__('first-context')
+        self.no_context = no_context
+        self.calls: List[str] = []
+
+    def generate(self, inps, *, seeds=None, **kw):
+        self.calls.extend(inps)
+        return [BackendOutput(text=p.split('Context 1: ')[1].split('\n')[0] if 'Context 1: ' in p
+                              else self.no_context) for p in inps]
