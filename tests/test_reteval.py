@@ -5,8 +5,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 from pyterrier_rag.backend import Backend, BackendOutput
 from scipy import stats as sps
+from support.backends import FirstContextBackend
 from support.simulated_server import SimulatedServer
-from test_erag import EchoBackend
 
 import pyterrier_utility as pu
 from pyterrier_utility import LLMRetEval, Reader, UtilityEvaluator
@@ -38,7 +38,7 @@ class JudgeBackend(Backend):
 
 
 def gold_echo():
-    return Reader(EchoBackend(), n_samples=3)
+    return Reader(FirstContextBackend(), n_samples=3)
 
 
 def answered(reader, rows):
@@ -51,7 +51,7 @@ def answered(reader, rows):
 
 
 def test_judge_sees_all_gold_answers_at_once_and_replies_stay_with_their_query():
-    reteval = LLMRetEval(Reader(EchoBackend()), QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
+    reteval = LLMRetEval(Reader(FirstContextBackend()), QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
     # Two gold answers each: with one reply per (answer, gold) the second query read the first's reply.
     assert list(reteval.matches(['q1', 'q2'], ['A', 'D'], [['A', 'B'], ['C', 'D']])) == [1.0, 1.0]
     assert list(reteval.matches(['q1', 'q2'], ['B', 'E'], [['A', 'B'], ['C', 'D']])) == [1.0, 0.0]
@@ -61,7 +61,7 @@ def test_judge_sees_all_gold_answers_at_once_and_replies_stay_with_their_query()
 
 
 def test_judge_decides_match_with_gold_context_answers():
-    backend = EchoBackend()
+    backend = FirstContextBackend()
     reader = Reader(backend)
     judge = JudgeBackend()
     reteval = LLMRetEval(reader, QRELS, TEXTS, judge=judge, gold_reader=gold_echo())
@@ -75,7 +75,7 @@ def test_judge_decides_match_with_gold_context_answers():
     assert np.isnan(per_query.loc['q3', 'reteval'])
     assert len(judge.calls) == 2
     # The gold context: relevant documents, as many as were retrieved (q1: d1 of its two).
-    gold_prompt = Reader(EchoBackend()).prompter.build_prompt(QUERIES['q1'], ['Paris'])
+    gold_prompt = Reader(FirstContextBackend()).prompter.build_prompt(QUERIES['q1'], ['Paris'])
     assert reteval.gold_reader.cache.backend.calls[0] == gold_prompt
 
 
@@ -93,7 +93,7 @@ def test_gold_answers_are_sampled_three_times_at_temperature_half_by_default():
 
 def test_a_backend_that_cannot_change_temperature_needs_a_gold_reader():
     with pytest.raises(SettingError, match='give gold_reader='):
-        LLMRetEval(Reader(EchoBackend()), QRELS, TEXTS, judge=JudgeBackend())
+        LLMRetEval(Reader(FirstContextBackend()), QRELS, TEXTS, judge=JudgeBackend())
 
 
 def test_every_sample_is_judged_as_text_and_reteval_is_their_mean(minilm):
@@ -118,7 +118,7 @@ def test_every_sample_is_judged_as_text_and_reteval_is_their_mean(minilm):
 
 
 def test_a_query_with_nothing_retrieved_is_judged_not_declared_without_relevant_documents():
-    reader = Reader(EchoBackend())
+    reader = Reader(FirstContextBackend())
     reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
     rows = pd.DataFrame({'qid': ['q1'], 'query': [QUERIES['q1']], 'docno': [None], 'text': [None], 'rank': [0]})
     with pytest.warns(UserWarning, match='no document retrieved'):
@@ -128,18 +128,18 @@ def test_a_query_with_nothing_retrieved_is_judged_not_declared_without_relevant_
 
 def test_over_long_gold_context_is_truncated_evenly_keeping_instructions():
     from test_edge_cases import WordTokenizer
-    backend = EchoBackend()
+    backend = FirstContextBackend()
     backend.tokenizer = WordTokenizer()
     gold = Reader(backend, prompt='Read. {contexts}\nQ: {query}', context_format='C{i}: {text}', max_prompt_tokens=9)
     texts = dict(TEXTS, d4=' '.join(f'w{i}' for i in range(40)))
-    reteval = LLMRetEval(Reader(EchoBackend()), QRELS, texts, judge=JudgeBackend(), gold_reader=gold)
+    reteval = LLMRetEval(Reader(FirstContextBackend()), QRELS, texts, judge=JudgeBackend(), gold_reader=gold)
     with pytest.warns(UserWarning, match='truncated evenly'):
         reteval.gold_answers(pd.DataFrame({'qid': ['q2'], 'query': [QUERIES['q2']]}), {'q2': 1})
     assert backend.calls[0].startswith('Read. C1: w0') and backend.calls[0].endswith('\nQ: what is lift?')
 
 
 def test_bertscore_threshold_match(minilm):
-    reader = Reader(EchoBackend())
+    reader = Reader(FirstContextBackend())
     reteval = LLMRetEval(reader, QRELS, TEXTS, bertscore=minilm, threshold=0.99, gold_reader=gold_echo())
     out = reteval(answered(reader, [('q1', 'd5'), ('q2', 'd2')])).set_index('qid')
     assert out.loc['q1', 'reteval'] == 1.0  # 'Paris' from an unjudged copy of the gold document
@@ -183,7 +183,7 @@ def test_the_default_threshold_is_the_best_on_the_calibration_pairs(minilm):
 
 
 def test_reteval_measure_and_the_papers_failure_cases_through_the_pipeline():
-    reader = Reader(EchoBackend())
+    reader = Reader(FirstContextBackend())
     reteval = LLMRetEval(reader, QRELS, TEXTS, judge=JudgeBackend(), gold_reader=gold_echo())
     # q1 misses its gold document d1 yet answers 'Paris' (from d5); q2 finds d4 yet answers from d3 first.
     out = reteval(answered(reader, [('q1', 'd5'), ('q1', 'd3'), ('q2', 'd3'), ('q2', 'd4')]))
@@ -288,4 +288,4 @@ def test_recall_correlation_is_scipys_spearman_on_all_and_on_queries_without_a_r
 
 def test_needs_a_way_to_match():
     with pytest.raises(SettingError, match='judge backend or a bertscore'):
-        LLMRetEval(Reader(EchoBackend()), QRELS, TEXTS)
+        LLMRetEval(Reader(FirstContextBackend()), QRELS, TEXTS)
