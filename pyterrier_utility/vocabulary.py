@@ -165,10 +165,16 @@ HEALTH_FILE = 'health.csv'
 GENERATIONS_FILE = 'generations.sqlite'
 SETTINGS_FILE = 'settings.json'
 REPORT_FILE = 'report.html'
-#: Everything a study run writes into its folder (patterns for the figures); a run removes those of
-#: an earlier run it does not write again.
+#: The files ``transfer`` writes into a study's folder: each document's utility for each reader, the
+#: readers' agreement, the transfer table, and the two figures of the report's section on them.
+TRANSFER_FILES = {'document_utility': 'document_utility.csv', 'transfer': 'transfer.csv',
+                  'table': 'transfer_table.csv', 'table_md': 'transfer_table.md',
+                  'agreement_figure': 'transfer_agreement.png', 'gains_figure': 'transfer_gains.png'}
+#: Everything a study run writes into its folder (patterns for the figures), and what ``predict`` and
+#: ``transfer`` add to it; a run removes those of an earlier run it does not write again, so that no
+#: page shows what another study found.
 OUTPUTS = (tuple(FRAME_FILES.values()) + TABLE_FILES
            + ('confidence_correlations.csv', HEALTH_FILE, 'cosmix_branches.csv', SETTINGS_FILE, REPORT_FILE,
-              'fig*.png', 'fig*.pdf'))
+              'fig*.png', 'fig*.pdf') + tuple(PREDICTION_FILES.values()) + tuple(TRANSFER_FILES.values()))
 #: The most documents per query whose utility for each reader ``transfer`` measures by default (its pool).
 POOL_CAP = 50

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .._checks import check_int
-from .._messages import inform
+from .._messages import inform, warn
 from ..errors import SettingError
 from ..experiment.config import StudyConfig
 from ..experiment.output import lock_folder
@@ -32,12 +32,12 @@ from ..experiment.stats import BASELINE_MARK, MIN_N, paired_ttest
 from ..experiment.study import run_study, study_contexts
 from ..experiment.transfer import cell_order_tau, label_auc, reader_agreement
 from ..methods.llm_utility import DocumentUtility, UtilityOracle, utility_pool
+from ..report.figures import pyplot
+from ..report.html import write_report
+from ..report.transfer_report import agreement_heatmap, gain_scatter
 from ..settings import LabelSet
-from ..vocabulary import FRAME_FILES, POOL_CAP, SETTINGS_FILE
+from ..vocabulary import FRAME_FILES, POOL_CAP, REPORT_FILE, SETTINGS_FILE, TRANSFER_FILES
 
-#: The files ``transfer`` writes into the study's folder.
-TRANSFER_FILES = {'document_utility': 'document_utility.csv', 'transfer': 'transfer.csv',
-                  'table': 'transfer_table.csv', 'table_md': 'transfer_table.md'}
 #: Marks a reader's mean U on another reader's oracle that differs from its mean U on its own.
 OWN_MARK = '*'
 #: How the pool and each reader's oracle are made, as ``settings.json`` records them.
@@ -145,6 +145,7 @@ def run_transfer(config: StudyConfig, max_docs: int = POOL_CAP, argv: Optional[l
     utility = pd.concat([DocumentUtility(reader, scorer_for(each)).transform(pool).assign(reader=name, labels=str(each))
                          for each in studied.label_sets for name, reader in readers.items()], ignore_index=True)
     first = utility[utility['labels'] == str(labels)]
+    _say_where_no_document_counts(first)
     sources = dict(systems)  # the study's own, answered already, beside every reader's oracle
     sources.update({f'Util:{name}': UtilityOracle(first[first['reader'] == name], name) for name in readers})
     studies = [run_study(topics, qrels, sources, reader, collection.dataset.texts, ks=studied.ks,
@@ -165,6 +166,16 @@ def run_transfer(config: StudyConfig, max_docs: int = POOL_CAP, argv: Optional[l
                     pd.concat(agreement, ignore_index=True), record)
 
 
+def _say_where_no_document_counts(utility: pd.DataFrame) -> None:
+    """Warns, naming the reader, where no pool document changed a reader's P (every gain 0): its answers do
+    not read the context, so its oracle is empty and its rank correlations are undefined, not noise."""
+    for reader, rows in utility.groupby('reader', sort=False):
+        if len(rows) and (rows['gain'].fillna(0) == 0).all():
+            warn(f'transfer: no pool document changes the answer quality of reader {reader} (gain 0 for all '
+                 f'{len(rows)} documents): its answers do not depend on the context, so Util:{reader} gives no '
+                 'document and its agreement with the other readers is undefined')
+
+
 def _agreement(utility: pd.DataFrame, labels: LabelSet, study: Optional[pd.DataFrame], seed: int) -> pd.DataFrame:
     """``transfer.csv``'s rows for one label set: the readers' agreement, each reader's label AUC, and
     Kendall's tau between the readers' orderings of the study's cells (where the folder has per_query.csv)."""
@@ -182,8 +193,10 @@ def _agreement(utility: pd.DataFrame, labels: LabelSet, study: Optional[pd.DataF
 
 
 def save_transfer(found: Transfer, out: Union[str, Path]) -> List[str]:
-    """Writes ``document_utility.csv``, ``transfer.csv``, ``transfer_table.csv`` and ``.md`` into ``out``
-    and records the transfer's settings in its ``settings.json``; returns the file names."""
+    """Writes ``document_utility.csv``, ``transfer.csv``, ``transfer_table.csv`` and ``.md`` and the two
+    figures (:data:`~pyterrier_utility.vocabulary.TRANSFER_FILES`) into ``out``, records the transfer's
+    settings in its ``settings.json`` and writes the study's ``report.html`` again with its "Across
+    readers" section; returns the file names."""
     out = Path(out)
     with lock_folder(out):
         columns = ['reader', 'labels', 'qid', 'docno', 'label', 'p0', 'p_doc', 'gain', 'relative_gain']
@@ -194,4 +207,14 @@ def save_transfer(found: Transfer, out: Union[str, Path]) -> List[str]:
         record = json.loads((out / SETTINGS_FILE).read_text())
         record['transfer'] = dict(found.settings['transfer'], generated=found.settings['generated'])
         (out / SETTINGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + '\n')
-    return sorted(list(TRANSFER_FILES.values()) + [SETTINGS_FILE])
+        written = [TRANSFER_FILES[name] for name in ('document_utility', 'transfer', 'table', 'table_md')]
+        for name, draw, frame in (('agreement_figure', agreement_heatmap, found.agreement),
+                                  ('gains_figure', gain_scatter, found.document_utility)):
+            (out / TRANSFER_FILES[name]).unlink(missing_ok=True)
+            if len(frame):
+                pyplot().close(draw(frame, out / TRANSFER_FILES[name]))
+                written.append(TRANSFER_FILES[name])
+        if (out / FRAME_FILES['per_query']).is_file():  # a study's folder: its page gains the section
+            write_report(out)
+            written.append(REPORT_FILE)
+    return sorted(written + [SETTINGS_FILE])

@@ -1,7 +1,8 @@
 """A study rendered: Table 1 as Markdown and LaTeX and the tables of a study folder (:mod:`.tables`),
 Figures 3 to 5 (:mod:`.figures`), the browsable HTML report with its query explorer (:mod:`.html`,
-:mod:`.explorer`), the predictions' heatmap and section (:mod:`.prediction_report`), and one query inline in
-Jupyter (:mod:`.viewer`). Everything here reads what :mod:`~pyterrier_utility.experiment` computes.
+:mod:`.explorer`, built of :mod:`.markup`'s pieces), the predictions' heatmap and section
+(:mod:`.prediction_report`), the transfer's figures and section across readers (:mod:`.transfer_report`), and one
+query inline in Jupyter (:mod:`.viewer`). Everything here reads what :mod:`~pyterrier_utility.experiment` computes.
 
 Names are imported when first used (PEP 562): matplotlib only where a figure is drawn.
 
@@ -20,7 +21,7 @@ _NAMES = {
     'correlation_vs_k': 'figures', 'draw_figures': 'figures', 'ndcg_vs_utility': 'figures', 'utility_vs_k': 'figures',
     'write_report': 'html', 'query_view': 'viewer',
 }
-_MODULES = ('explorer', 'figures', 'html', 'prediction_report', 'tables', 'viewer')
+_MODULES = ('explorer', 'figures', 'html', 'markup', 'prediction_report', 'tables', 'transfer_report', 'viewer')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

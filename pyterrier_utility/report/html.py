@@ -1,21 +1,19 @@
 """A study as one self-contained HTML page: the overview (what was studied, Table 1, mean U with
-confidence intervals, figures, correlations with U, the attribution of U to the documents where the
-folder has one, then the settings folded) and a per-query
+confidence intervals, figures, correlations with U, the attribution of U to the documents, the transfer
+across readers and what predicts U where the folder has them, then the settings folded) and a per-query
 explorer of every query's contexts, answers and scores (one query inline in Jupyter is
 :func:`~pyterrier_utility.report.viewer.query_view`).
 
 The page needs no server and no network: styles and script are inline, figures are PNG data URIs,
 and the study's rows are one JSON blob that the script renders a page of rows at a time.
 """
-import base64
 import html
 import json
 import math
-import re
 import shlex
 from importlib import resources
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import Optional, Union
 
 import pandas as pd
 
@@ -26,48 +24,12 @@ from ..methods.attribution.summary import attribution_table
 from ..scoring.correlation import MIN_PAIRS
 from ..vocabulary import MIN_N, REPORT_FILE, SETTINGS_FILE
 from .explorer import report_data
+from .markup import cell_number, figure_html, html_table, markdown_html
 from .prediction_report import prediction_section
+from .transfer_report import transfer_section
 
 #: The page's title when none is given: the study folder's name.
 TITLE = 'Context utility study: {}'
-#: Beside an answer the engine cut at max_new_tokens (report.js marks it the same way).
-CUT_MARK = ' <span class="cut" title="generation stopped at max_new_tokens">cut</span>'
-
-
-def cell_number(value, digits: int = 3) -> str:
-    """A number as a table cell shows it: ``digits`` decimals, a dash where it is missing or not finite."""
-    return '–' if value is None or not math.isfinite(value) else f'{value:.{digits}f}'
-
-
-def html_table(header: List[str], rows: List[List[str]], attrs: str = '', row_attrs: Optional[List[str]] = None) -> str:
-    """An HTML table of already-escaped cells."""
-    head = ''.join(f'<th>{h}</th>' for h in header)
-    body = ''.join(f'<tr{row_attrs[i] if row_attrs else ""}>' + ''.join(f'<td>{c}</td>' for c in row) + '</tr>'
-                   for i, row in enumerate(rows))
-    return f'<table{attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def markdown_html(text: str) -> str:
-    """The paragraphs and pipe tables of a Markdown text (as ``table1_paper.md``) as HTML, escaped.
-
-    Args:
-        text: Markdown with paragraphs and ``| a | b |`` tables (a ``|---:|`` line after the header).
-
-    Example::
-
-        markdown_html('Mean utility\\n\\n| k | U |\\n|---|---:|\\n| 1 | 0.2 |')
-    """
-    blocks = []
-    for block in re.split(r'\n\s*\n', text.strip()):
-        lines = [line.strip() for line in block.splitlines() if line.strip()]
-        if len(lines) >= 2 and all(line.startswith('|') for line in lines) and set(lines[1]) <= set('|-: '):
-            cells = [[html.escape(c.strip()) for c in line.strip('|').split('|')] for line in lines]
-            align = ['right' if c.strip().endswith(':') else 'left' for c in lines[1].strip('|').split('|')]
-            rows = [[f'<span class="{a}">{c}</span>' for a, c in zip(align, row)] for row in cells[2:]]
-            blocks.append(html_table(cells[0], rows, ' class="table1"'))
-        else:
-            blocks.append(f'<p>{html.escape(" ".join(lines))}</p>')
-    return '\n'.join(blocks)
 
 
 def _scalar_html(value) -> str:
@@ -296,11 +258,10 @@ def _overview_html(study: StudyFolder) -> str:
 
     def section(title, body, anchor):
         return f'<h2 id="{anchor}">{title}</h2>\n{body}'
-    figures = ''.join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
-                      f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(name)}</figcaption></figure>'
-                      for name, png in study.figures.items())
+    figures = ''.join(figure_html(name, png) for name, png in study.figures.items())
     settings = (_settings_html(study.settings) if study.settings is not None else missing(SETTINGS_FILE))
     predicted = prediction_section(study.path)
+    across = transfer_section(study.path)
     return '\n'.join([
         _verdict_html(study),
         _summary_html(study),
@@ -312,6 +273,7 @@ def _overview_html(study: StudyFolder) -> str:
         section('Correlation with U across queries', _correlations_html(study), 'correlations'),
         *([section('Which document carried the utility', _attribution_html(study), 'attribution')]
           if study.attribution is not None else []),
+        *([section('Across readers: whose utility is it?', across, 'readers')] if across else []),
         *([section('What predicts utility', predicted, 'prediction')] if predicted else []),
         f'<details id="settings"><summary>Settings of the run (settings.json)</summary>\n{settings}</details>',
     ])
@@ -365,7 +327,8 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
     per system and k with a 95% bootstrap interval over queries (seeded, 1000 resamples), the
     figures, r(nDCG@k, U) (correlations.csv) beside r(confidence, U) (confidence_correlations.csv),
     which document carried the utility (attribution.csv of the attribute command, when present),
-    then settings.json folded. The explorer lists per_query.csv (sortable, filtered by dataset,
+    across readers (the transfer command's files, when present: :mod:`.transfer_report`), what predicts
+    utility (the predict command's, when present), then settings.json folded. The explorer lists per_query.csv (sortable, filtered by dataset,
     label set, system and k, searched by query text) and opens a query's contexts (contexts.csv),
     answers (answers.csv: with their mean log-probability, and marked where cut at max_new_tokens,
     when the engine said) and their FBERT (scores.csv), beside the same query under another system

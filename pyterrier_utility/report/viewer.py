@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..experiment.folder import StudyFolder, read_study, study_from_frames
 from ..vocabulary import ZERO_SHOT
-from .html import CUT_MARK, cell_number, html_table
+from .markup import CUT_MARK, cell_number, html_table
 
 
 class QueryView:
