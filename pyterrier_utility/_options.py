@@ -260,9 +260,13 @@ OPTIONS: Dict[str, List[Option]] = {
     'transfer': [
         (('--out',), 'out', dict(required=True, metavar='STUDY_DIR'),
          'the folder of a finished study of two or more readers, read and written into'),
-        (('--max-docs',), 'max_docs', dict(type=number(int, 1), default=POOL_CAP, metavar='N'),
+        (('--transfer',), 'transfer', dict(action='store_true'),
+         "then the transfer command over the study folder (two or more readers, one dataset): each document's "
+         "utility for each reader, each reader's own oracle Util:<reader>, the transfer table and the report's "
+         'section across readers'),
+        (('--max-docs',), 'max_docs', dict(type=number(int, 1), metavar='N'),
          "the most pool documents per query (the systems' contexts at the largest k by rank, then the judged "
-         'documents by label; default: %(default)s)'),
+         f'documents by label; default: {POOL_CAP})'),
     ],
     'attribution': [
         (('--method',), 'method', dict(choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0]),
@@ -326,7 +330,7 @@ def _running(command: str, *own: Tuple[str, Tuple[str, ...]]) -> Layout:
 #: 'positional arguments'. The commands that read a finished folder share the study's options where
 #: they have them.
 COMMANDS: Dict[str, Layout] = {
-    'study': _running('study', ('prediction', ('predict',))),
+    'study': _running('study', ('prediction', ('predict',)), ('transfer', ('transfer', 'max_docs'))),
     'experiment': _running('experiment'),
     'attribute': _running('attribute', ('attribution', ('method', 'budget'))),
     'report': [(None, 'report', ('folders',)), (None, 'scoring and output', ('out', 'correction', 'fig4_k', 'min_n')),
@@ -366,6 +370,15 @@ def placement(args: argparse.Namespace) -> Placement:
     if given and 'ray' not in given:
         raise SettingError(f"{', '.join(option('ray', name)[0][-1] for name in given)} needs --ray")
     return Placement(**given)
+
+
+def transfer_max_docs(args: argparse.Namespace) -> Optional[int]:
+    """The pool's cap given to the ``transfer`` command, or to ``study --transfer`` (``None``: its default,
+    :data:`~pyterrier_utility.vocabulary.POOL_CAP`); a :class:`SettingError` for a study's --max-docs
+    without --transfer."""
+    if args.command == 'study' and not args.transfer and args.max_docs is not None:
+        raise SettingError('--max-docs needs --transfer')
+    return args.max_docs
 
 
 def prediction_settings(args: argparse.Namespace) -> PredictionSettings:

@@ -20,6 +20,7 @@ from ._options import (
     option,
     placement,
     prediction_settings,
+    transfer_max_docs,
 )
 from .errors import UtilityError
 from .experiment import config as cfg
@@ -167,13 +168,14 @@ def main(argv=None) -> int:
         if args.command == 'predict':
             return predict(args)
         if args.command == 'transfer':
-            commands.transfer(args.out, args.max_docs, argv=sys.argv[1:] if argv is None else list(argv))
+            commands.transfer(args.out, transfer_max_docs(args), argv=sys.argv[1:] if argv is None else list(argv))
             return 0
         config = config_of(args, args.base)
         given_argv = sys.argv[1:] if argv is None else list(argv)
         if args.command == 'study':
             commands.study(config, argv=given_argv, prediction=PredictionSettings() if args.predict else None,
-                           placement=placement(args))
+                           placement=placement(args), with_transfer=args.transfer,
+                           transfer_max_docs=transfer_max_docs(args))
         elif args.command == 'attribute':
             commands.attribute(config, args.method, args.budget, argv=given_argv)
         else:

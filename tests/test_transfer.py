@@ -1,20 +1,24 @@
 """The transfer command over a real study of the two offline readers: each reader's document utility,
-its own oracle beside Rel and the other reader's, and their agreement, with nothing generated twice."""
+its own oracle beside Rel and the other reader's, and their agreement, with nothing generated twice;
+and ``study --transfer`` over two simulated readers, one of which ignores its context."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from pyterrier_rag.backend import BackendOutput
+from support.backends import FirstContextBackend
 
 from pyterrier_utility.commands import main as commands
-from pyterrier_utility.commands.transferring import TRANSFER_FILES
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import StudyConfig
+from pyterrier_utility.vocabulary import TRANSFER_FILES
 
-pytestmark = pytest.mark.slow
 READERS = ('gemma3-270m', 'smollm2-135m')
 
 
+@pytest.mark.slow
 def test_transfer_over_a_study_of_two_readers_measures_each_on_its_own_oracle_and_the_others(tmp_path, capsys):
     out = tmp_path / 'readers'
     config = StudyConfig(readers=READERS, queries=2, ks=(1, 2), systems=('BM25', 'Rel'), samples=1,
@@ -63,3 +67,55 @@ def test_transfer_refuses_a_folder_without_a_study_of_two_readers(tmp_path):
     (tmp_path / 'settings.json').write_text(json.dumps(StudyConfig(out=str(tmp_path)).to_dict()))
     with pytest.raises(SettingError, match=r'a study of 1 reader \(gemma3-270m\); transfer compares two or more'):
         commands.transfer(tmp_path)
+
+
+class QuestionBackend(FirstContextBackend):
+    """Ignores its contexts: answers with the question of its prompt."""
+
+    def generate(self, inps, *, seeds=None, **kw):
+        self.calls.extend(inps)
+        return [BackendOutput(text=re.findall(r'Question: "?([^"\n]*)', p)[-1]) for p in inps]
+
+
+def test_study_transfer_says_where_a_reader_ignores_its_context_and_the_report_shows_the_readers(tmp_path, monkeypatch,
+                                                                                                capsys):
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+
+    def build(spec, **kw):
+        return QuestionBackend() if spec == 'smollm2-135m' else FirstContextBackend('I cannot say')
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    with pytest.raises(SystemExit, match='2'):
+        cli.main(['study', '--max-docs', '3', '--out', str(tmp_path / 'x')])
+    assert '--max-docs needs --transfer' in capsys.readouterr().err
+    with pytest.raises(SystemExit, match='2'):
+        cli.main(['study', '--transfer', '--out', str(tmp_path / 'x')])
+    assert "--transfer reads a study of one dataset and two or more readers" in capsys.readouterr().err
+    out = tmp_path / 'readers'
+    with pytest.warns(UserWarning, match=r'no pool document changes the answer quality of reader smollm2-135m '
+                                         r'\(gain 0 for all 8 documents\)') as caught:
+        assert cli.main(['study', '--reader', *READERS, '--queries', '2', '-k', '1', '2', '--systems', 'BM25', 'Rel',
+                         '--samples', '1', '--labels', '2', '--transfer', '--max-docs', '4', '--out', str(out)]) == 0
+    assert not [w for w in caught if 'gemma3-270m (gain 0' in str(w.message)]
+    utility = pd.read_csv(out / TRANSFER_FILES['document_utility'], dtype={'qid': str, 'docno': str})
+    ignores = utility[utility['reader'] == 'smollm2-135m']
+    assert len(ignores) == 8 and (ignores['gain'] == 0).all() and (ignores['p_doc'] == ignores['p0']).all()
+    reads = utility[utility['reader'] == 'gemma3-270m']
+    assert (reads['gain'] != 0).any()
+    # No ranking of noise: the correlations with a reader of constant gain are undefined.
+    agreement = pd.read_csv(out / TRANSFER_FILES['transfer'])
+    pairs = agreement[agreement['statistic'].str.startswith(('spearman', 'kendall'))
+                      & (agreement['reader_b'] == 'smollm2-135m')]
+    assert len(pairs) == 4 and pairs['value'].isna().all()
+    page = (out / 'report.html').read_text()
+    assert 'Across readers: whose utility is it?' in page
+    assert '| Labels | Reader | Context source |' not in page and '<th>Context source</th>' in page
+    assert page.count('data:image/png;base64,') >= 2 + len(list(out.glob('fig*.png')))
+    assert {TRANSFER_FILES['agreement_figure'], TRANSFER_FILES['gains_figure']} <= {p.name for p in out.iterdir()}
+    printed = capsys.readouterr().out
+    assert 'agreement between readers (transfer.csv)' in printed
+    # A plain study again into the folder removes what the transfer wrote: no page shows another run's findings.
+    assert cli.main(['study', '--reader', *READERS, '--queries', '2', '-k', '1', '2', '--systems', 'BM25', 'Rel',
+                     '--samples', '1', '--labels', '2', '--out', str(out)]) == 0
+    assert not any((out / name).exists() for name in TRANSFER_FILES.values())
+    assert 'Across readers' not in (out / 'report.html').read_text()

@@ -43,13 +43,17 @@ from .driver import run, save
 
 
 def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional[PredictionSettings] = None,
-          placement: Placement = Placement()) -> StudyResults:
+          placement: Placement = Placement(), with_transfer: bool = False,
+          transfer_max_docs: Optional[int] = None) -> StudyResults:
     """The ``study`` command: runs (in process, or where ``placement`` says: see :func:`run`), saves
     and prints Table 1 in the paper's layout; with ``prediction``, then :func:`predict` over its
-    folder with those settings."""
+    folder with those settings; ``with_transfer``, then :func:`transfer` (``transfer_max_docs``: its pool's cap)."""
     if prediction is not None and (len(config.datasets) > 1 or len(config.readers) > 1):
         raise SettingError(f'--predict reads a study of one dataset and one reader; this one has datasets '
                            f'{list(config.datasets)} and readers {list(config.readers)}')
+    if with_transfer and (len(config.datasets) > 1 or len(config.readers) < 2):
+        raise SettingError(f'--transfer reads a study of one dataset and two or more readers (--reader A B); this '
+                           f'one has datasets {list(config.datasets)} and readers {list(config.readers)}')
     start = time.time()
     with lock_folder(Path(config.out)):
         results, branches = run(config, argv, placement)
@@ -76,6 +80,9 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
     if prediction is not None:
         print()
         predict(out, prediction)
+    if with_transfer:
+        print()
+        transfer(out, transfer_max_docs, argv)
     return results
 
 
@@ -134,13 +141,14 @@ def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int
     return found
 
 
-def transfer(out: Union[str, Path], max_docs: int = POOL_CAP, argv: Optional[list] = None):
+def transfer(out: Union[str, Path], max_docs: Optional[int] = None, argv: Optional[list] = None):
     """The ``transfer`` command over the finished study of two or more readers in ``out``: runs, saves and
-    prints the transfer table and the readers' agreement (:mod:`~pyterrier_utility.commands.transferring`)."""
+    prints the transfer table and the readers' agreement (:mod:`~pyterrier_utility.commands.transferring`);
+    ``max_docs``: the pool's cap (``None``: :data:`~pyterrier_utility.vocabulary.POOL_CAP`)."""
     from .transferring import run_transfer, save_transfer, study_config, transfer_markdown
     start = time.time()
     with lock_folder(Path(out)):
-        found = run_transfer(study_config(out), max_docs, argv)
+        found = run_transfer(study_config(out), POOL_CAP if max_docs is None else max_docs, argv)
         written = save_transfer(found, out)
     print(transfer_markdown(found.table))
     shown = found.agreement.dropna(subset=['value'])
