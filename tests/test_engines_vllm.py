@@ -60,12 +60,16 @@ def test_in_process_backend_on_the_cpu_build(tmp_path):
 
 def test_the_readme_command_in_process_is_reproducible_on_fresh_engines(tmp_path):
     model = str(pu.backends.gemma3_270m_path())
-    runs = []
-    for name in ('a', 'b'):
-        out = tmp_path / name
-        run_in_vllm_venv(['-m', 'pyterrier_utility.cli', 'study', '--reader', f'vllm:{model}', '--reproducible',
-                          *SMALL, '--out', str(out)], tmp_path)
-        runs.append(out)
+    runs = [tmp_path / name for name in ('a', 'b')]
+    # Two processes at once, each with its fresh engine (a start is mostly one core importing).
+    command = [str(vllm_python()), '-m', 'pyterrier_utility.cli', 'study', '--reader', f'vllm:{model}',
+               '--reproducible', *SMALL]
+    logs = [tmp_path / f'{out.name}.log' for out in runs]  # files, not pipes: neither waits on its reader
+    started = [subprocess.Popen(command + ['--out', str(out)], stdout=log.open('w'), stderr=subprocess.STDOUT,
+                                env=vllm_env(tmp_path / f'home-{out.name}'), cwd=tmp_path)
+               for out, log in zip(runs, logs)]
+    for process, log in zip(started, logs):
+        assert process.wait(timeout=1500) == 0, log.read_text()[-4000:]
     answers = [pd.read_csv(out / 'answers.csv') for out in runs]
     assert len(answers[0]) > 10 and answers[0]['logprob'].notna().all()
     assert_frame_equal(answers[0], answers[1])

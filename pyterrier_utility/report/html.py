@@ -328,8 +328,9 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
     figures, r(nDCG@k, U) (correlations.csv) beside r(confidence, U) (confidence_correlations.csv),
     which document carried the utility (attribution.csv of the attribute command, when present),
     across readers (the transfer command's files, when present: :mod:`.transfer_report`), what predicts
-    utility (the predict command's, when present), then settings.json folded. The explorer lists per_query.csv (sortable, filtered by dataset,
-    label set, system and k, searched by query text) and opens a query's contexts (contexts.csv),
+    utility (the predict command's, when present), then settings.json folded. The explorer lists
+    per_query.csv (sortable, filtered by dataset, label set, system and k, searched by query text) and
+    opens a query's contexts (contexts.csv),
     answers (answers.csv: with their mean log-probability, and marked where cut at max_new_tokens,
     when the engine said) and their FBERT (scores.csv), beside the same query under another system
     or k. An optional file that is absent leaves its part out, with a note.
