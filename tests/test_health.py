@@ -68,6 +68,13 @@ def test_positive_control_holds_or_fails_per_k():
     assert notes[0].startswith('Positive control FAILED: Rel does not beat NRel at k=2 (label>=2)')
     assert notes[1] == ('Answer health of those cells: Rel k=2: 30% empty, 50% cut, 0% copied; NRel k=2: 10% empty, '
                         'unknown cut, 0% copied (health.csv).')
+    # Two readers' blocks: only the failing reader's cells are named, each with its reader.
+    two = pd.concat([stats.table1(_per_query([0.3, 0.2], [0.1, 0.1])).assign(dataset='gemma'),
+                     table.assign(dataset='smol')])
+    both = pd.concat([hp.assign(dataset='gemma'), hp.assign(dataset='smol', empty=0.0)])
+    assert health.control_notes(health.positive_control(two), both)[1] == (
+        'Answer health of those cells: Rel k=2 (smol): 0% empty, 50% cut, 0% copied; NRel k=2 (smol): 0% empty, '
+        'unknown cut, 0% copied (health.csv).')
     passing = health.positive_control(stats.table1(_per_query([0.3, 0.2], [0.1, 0.1])))
     assert health.control_notes(passing) == ('Positive control held: Rel beats NRel at every k and label set (mean U; '
                                              'each difference significant).',)

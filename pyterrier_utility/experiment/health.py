@@ -181,11 +181,15 @@ def control_notes(control: pd.DataFrame, health: Optional[pd.DataFrame] = None) 
     notes = [f'Positive control FAILED: Rel does not beat NRel at {where}; the reader does not appear to use '
              'its context, so this table says nothing about relevance there.']
     if health is not None:
-        ks = set(failed['k'])
-        cells = health[health['system'].isin(ORACLES) & health['k'].isin(ks)]
+        # The failing cells' own answers: of their (dataset or reader) block, at their k.
+        blocks = [c for c in ('dataset',) if c in failed.columns and c in health.columns]
+        failing = set(failed[blocks + ['k']].astype(str).itertuples(index=False, name=None))
+        at = health[blocks + ['k']].astype(str).itertuples(index=False, name=None)
+        cells = health[health['system'].isin(ORACLES).to_numpy() & [key in failing for key in at]]
         if len(cells):
             notes.append('Answer health of those cells: ' + '; '.join(
-                f'{r.system} k={r.k:g}: {r.empty:.0%} empty, {_share(r.cut)} cut, {_share(r.copied)} copied'
+                f'{r.system} k={r.k:g}' + ''.join(f' ({getattr(r, c)})' for c in blocks)
+                + f': {r.empty:.0%} empty, {_share(r.cut)} cut, {_share(r.copied)} copied'
                 for r in cells.itertuples(index=False)) + ' (health.csv).')
     return tuple(notes)
 
