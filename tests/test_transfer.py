@@ -109,6 +109,7 @@ def test_study_transfer_says_where_a_reader_ignores_its_context_and_the_report_s
     assert len(pairs) == 4 and pairs['value'].isna().all()
     page = (out / 'report.html').read_text()
     assert 'Across readers: whose utility is it?' in page
+    assert "At k=1 a reader's own oracle is its best pool document" in page
     assert '| Labels | Reader | Context source |' not in page and '<th>Context source</th>' in page
     assert page.count('data:image/png;base64,') >= 2 + len(list(out.glob('fig*.png')))
     assert {TRANSFER_FILES['agreement_figure'], TRANSFER_FILES['gains_figure']} <= {p.name for p in out.iterdir()}

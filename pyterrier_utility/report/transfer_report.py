@@ -136,7 +136,9 @@ def transfer_section(folder: Union[str, Path]) -> str:
         said = (f'<p class="note">Each reader answered each query with each pool document alone '
                 f'({html.escape(settings["pool"])}); its gain is P alone minus P_0. {html.escape(settings["oracle"])}. '
                 'Every reader is measured on its own oracle, on the other readers\', on the human one (Rel) and on '
-                'the study\'s systems.</p>')
+                'the study\'s systems. At k=1 a reader\'s own oracle is its best pool document on the very answers '
+                'its gain was measured with: an upper bound, not a finding; transfer shows in another reader\'s '
+                'oracle against Rel, and in the own oracle at larger k.</p>')
     parts = [said, markdown_html(table.read_text())]
     agreement_file = folder / TRANSFER_FILES['transfer']
     if agreement_file.is_file():
