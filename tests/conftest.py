@@ -73,7 +73,7 @@ def pytest_configure(config):
 
 
 #: The modules that take minutes (real engines, servers, installs, studies), longest first: collected
-#: first, so that ``make test``'s two workers start on them and finish together (each worker takes a
+#: first, so that ``make test``'s workers start on them and finish together (each worker takes a
 #: whole module at a time, the next in this order).
 LONG_MODULES = ('test_engines_vllm', 'test_engines_llamacpp', 'test_install', 'test_invariance', 'test_health',
                 'test_attribution', 'test_experiment', 'test_backends_ray', 'test_prediction', 'test_cache')
