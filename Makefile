@@ -88,11 +88,11 @@ docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
-# mostly downloads and unpacks), then lint and the docs side by side, then the tests on three workers
+# mostly downloads and unpacks), then lint and the docs side by side, then the tests on two workers
 # (pytest-xdist) of one torch thread each: each takes a whole module at a time, in the order collected
-# (the longest first: tests/conftest.py). A worker waits on what its tests start (engines, servers,
-# Ray actors, pip), so on two cores a third keeps them busy.
-TEST_WORKERS ?= 3
+# (the longest first: tests/conftest.py). A third worker on two cores kept the CPU busy (198% against
+# 143%) but was no faster: the Ray cluster's tests, starved, took three times as long.
+TEST_WORKERS ?= 2
 test:
 	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
 	$(MAKE) --jobs=2 --output-sync=target lint docs
