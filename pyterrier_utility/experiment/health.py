@@ -182,10 +182,10 @@ def control_notes(control: pd.DataFrame, health: Optional[pd.DataFrame] = None) 
              'its context, so this table says nothing about relevance there.']
     if health is not None:
         # The failing cells' own answers: of their (dataset or reader) block, at their k.
-        blocks = [c for c in ('dataset',) if c in failed.columns and c in health.columns]
+        blocks = ['dataset'] if 'dataset' in failed.columns and 'dataset' in health.columns else []
         failing = set(failed[blocks + ['k']].astype(str).itertuples(index=False, name=None))
-        at = health[blocks + ['k']].astype(str).itertuples(index=False, name=None)
-        cells = health[health['system'].isin(ORACLES).to_numpy() & [key in failing for key in at]]
+        keys = health[blocks + ['k']].astype(str).itertuples(index=False, name=None)
+        cells = health[health['system'].isin(ORACLES).to_numpy() & [key in failing for key in keys]]
         if len(cells):
             notes.append('Answer health of those cells: ' + '; '.join(
                 f'{r.system} k={r.k:g}' + ''.join(f' ({getattr(r, c)})' for c in blocks)
