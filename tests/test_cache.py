@@ -3,6 +3,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import torch
 from pyterrier_rag.backend import Backend, BackendOutput
 from support.backends import CountingBackend
 
@@ -270,12 +271,20 @@ def test_a_file_keyed_otherwise_is_refused_and_one_without_a_definition_gains_it
 
 
 @pytest.mark.slow
-def test_a_cache_written_by_version_0_1_0_serves_the_same_study_without_generating(tmp_path, capsys):
+def test_a_cache_written_by_version_0_1_0_serves_the_same_study_without_generating(tmp_path, capsys, monkeypatch):
     """The study's cache file as version 0.1.0 wrote it with its batch-invariant reader (``study --queries
     1 -k 1 2 --samples 2 --systems BM25 Rel``, the offline reader, kept as SQL text with that run's
     answers.csv): the same study generates none of its 12 answers again and writes the same answers. Its keys hold the
     decoding as the reader applies it (the one-line stop, ``STOP``, the example's stops, 96 tokens)."""
     from pyterrier_utility import cli
+    from pyterrier_utility.backends.hf import dtype, invariant
+    # Written on a CPU without bf16 instructions, whose row tiles hold across thread counts: in float32, the
+    # batching named without a thread count. Both are in the keys; the reader here resolves them so.
+    monkeypatch.setattr(dtype, 'cpu_has_fast_bf16', lambda: False)
+    holds = invariant._tile_holds
+    monkeypatch.setattr(invariant, '_tile_holds', lambda *args, threads=None, **kwargs:
+                        holds(*args, threads=[torch.get_num_threads()], **kwargs))
+    monkeypatch.setattr(invariant, '_TILES', {})
     support = Path(__file__).parent / 'support'
     out = tmp_path / 'study'
     out.mkdir()
