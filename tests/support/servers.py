@@ -76,11 +76,29 @@ VLLM_CPU_FLAGS = ('--max-model-len', '4096', '--dtype', cpu_dtype(),
                   '--no-enable-chunked-prefill', '--max-num-batched-tokens', '4096', '--enforce-eager')
 
 
-def built(path: Path, target: str) -> Path:
-    """``path``, which ``make TARGET`` builds; skipped where it is not built, a failure in CI."""
+def building(marker: Path) -> bool:
+    """Whether the build whose shell's process id ``marker`` holds (``make test`` builds llama.cpp's
+    server in the background) still runs."""
+    try:
+        os.kill(int(marker.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def built(path: Path, target: str, marker: Path = None, wait: float = 3600) -> Path:
+    """``path``, which ``make TARGET`` builds, after waiting up to ``wait`` seconds while the background
+    build that ``marker`` names runs (its log beside it, ``.log`` for ``.building``); skipped where it
+    is not built, a failure in CI."""
     import pytest
+    deadline = time.monotonic() + wait
+    while marker is not None and building(marker) and time.monotonic() < deadline:
+        time.sleep(5)
     if not path.exists():
         message = f'{path} is not built: make {target}'
+        log = marker.with_suffix('.log') if marker is not None else None
+        if log is not None and log.exists():
+            message += f' (its log: {log})'
         if os.environ.get('CI'):
             pytest.fail(message)
         pytest.skip(message)
@@ -117,6 +135,8 @@ class VLLMServer(ServedModel):
 
 #: The virtualenv ``make llamacpp`` builds: llama.cpp's server, as ``llama-cpp-server``.
 LLAMACPP_VENV = Path(__file__).resolve().parents[2] / '.venv-llamacpp'
+#: While ``make test`` builds it in the background: the building shell's process id.
+LLAMACPP_BUILDING = LLAMACPP_VENV.with_name('.venv-llamacpp.building')
 
 
 class LlamaCppServer(ServedModel):
@@ -133,7 +153,7 @@ class LlamaCppServer(ServedModel):
                       '--threads', str(threads), *flags)
 
     def start(self) -> 'LlamaCppServer':
-        server = built(LLAMACPP_VENV / 'bin' / 'llama-cpp-server', 'llamacpp')
+        server = built(LLAMACPP_VENV / 'bin' / 'llama-cpp-server', 'llamacpp', LLAMACPP_BUILDING)
         with open(self.log, 'a') as log:
             self.process = subprocess.Popen(
                 [str(server), '-m', self.model, '--host', '127.0.0.1', '--port', str(self.port), '--', *self.flags],
