@@ -118,9 +118,14 @@ suite:
 	$(MAKE) --jobs=2 --output-sync=target lint docs
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
 
+# The background build runs in a session of its own (setsid, where there is one): when the rest fails
+# or is interrupted, it is stopped, compiler and all, rather than waited for.
+SETSID := $(shell command -v setsid)
 test:
-	@$(MAKE) --no-print-directory llamacpp-background & build=$$!; \
+	@$(SETSID) $(MAKE) --no-print-directory llamacpp-background & build=$$!; \
+	trap 'kill -- -$$build 2>/dev/null' INT TERM; \
 	$(MAKE) --no-print-directory suite; rc=$$?; \
+	if [ $$rc != 0 ]; then kill -- -$$build 2>/dev/null; fi; \
 	wait $$build || rc=1; exit $$rc
 
 # Without the real engines, servers, Ray, the browser and the tests that run a real model or study:
