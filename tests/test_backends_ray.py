@@ -1,6 +1,7 @@
 """RayBackend on a two-node Ray cluster on 127.0.0.1: one actor per node, the offline reader's answers
 equal to the in-process backend's, and a worker raising or killed with SIGKILL ending with every
 answer already returned kept and a re-run generating exactly the rest."""
+import contextlib
 import functools
 import json
 import os
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 # Read by Ray once, when imported: every node of the test cluster on the loopback.
 os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
@@ -191,15 +193,28 @@ def offline_prompts(cranfield):
             for k in (1, 2)]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch runs one thread inside, as each actor does."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.slow
 def test_the_offline_reader_on_ray_gives_the_in_process_answers_bit_for_bit(cluster, offline_prompts, tmp_path):
     """Seeded sampling, two answers per prompt, batches of four answers: four batches over two actors,
-    each with one torch thread; in process, one batch on this process's threads. The reader is
-    batch-invariant, so neither the batches nor the threads change a bit."""
+    each with one torch thread; in process, one batch, on one thread too (where the reader's tiles hold
+    at one number of threads only, its batching names it; test_invariance checks the threads). The
+    reader is batch-invariant, so the batches do not change a bit."""
     settings = dict(max_new_tokens=8, batch_size=4, temperature=0.7)
-    local = pu.backends.gemma3_270m(**dict(settings, batch_size=32))
-    here = pu.GenerationCache(local, tmp_path / 'here.sqlite')
-    expected = here.answer(offline_prompts, SEEDS)
+    with one_thread():
+        local = pu.backends.gemma3_270m(**dict(settings, batch_size=32))
+        here = pu.GenerationCache(local, tmp_path / 'here.sqlite')
+        expected = here.answer(offline_prompts, SEEDS)
     with pu.backends.RayBackend('gemma3-270m', replicas=2, **settings) as backend:
         assert backend.generation_key == local.generation_key
         assert backend.tokenizer is not None and backend.max_input_length == local.max_input_length
@@ -209,8 +224,9 @@ def test_the_offline_reader_on_ray_gives_the_in_process_answers_bit_for_bit(clus
                [[(a.text, a.logprob, a.tokens, a.truncated) for a in row] for row in expected]
         # One cache file serves both: what one wrote, the other finds.
         assert pu.GenerationCache(backend, tmp_path / 'here.sqlite').answer(offline_prompts, SEEDS) == expected
-    reread = pu.GenerationCache(local, tmp_path / 'there.sqlite')
-    assert reread.answer(offline_prompts, SEEDS) == expected and reread.generated == 0
+    with one_thread():
+        reread = pu.GenerationCache(local, tmp_path / 'there.sqlite')
+        assert reread.answer(offline_prompts, SEEDS) == expected and reread.generated == 0
 
 
 def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_path):
@@ -227,13 +243,15 @@ def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_
 
 @pytest.mark.slow
 def test_a_study_on_ray_gives_the_tables_of_the_study_in_process(cluster, tmp_path):
-    """The offline reader's study through ``--ray``, then in process (this process's threads and
-    batches, not the actors' one thread each): the same answers, per-query scores and Table 1, byte for
-    byte; settings.json says where."""
+    """The offline reader's study through ``--ray``, then in process (this process's batches, not the
+    actors' batches; on one thread, as each actor runs, for CPUs where the reader's tiles hold at one
+    number of threads only): the same answers, per-query scores and Table 1, byte for byte;
+    settings.json says where."""
     options = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '2',
                '--max-new-tokens', '8', '--labels', '2']
     assert cli.main([*options, '--out', str(tmp_path / 'ray'), '--ray', 'auto', '--replicas', '2']) == 0
-    assert cli.main([*options, '--out', str(tmp_path / 'here')]) == 0
+    with one_thread():
+        assert cli.main([*options, '--out', str(tmp_path / 'here')]) == 0
     for name in ('answers.csv', 'per_query.csv', 'table1.csv'):
         assert (tmp_path / 'ray' / name).read_bytes() == (tmp_path / 'here' / name).read_bytes(), name
     engine = json.loads((tmp_path / 'ray' / 'settings.json').read_text())['engines']['gemma3-270m']

@@ -22,6 +22,10 @@ PROMPTS = [
     'Question: heat?\nAnswer:',
 ]
 SEEDS = (11, 12, 13)
+#: A prompt of one context line of about 500 tokens: one prefill chunk of that many rows.
+LONG = ('Context 1: ' + ' '.join(['the boundary layer of a flat plate in supersonic flow was measured in a wind '
+                                  'tunnel at Mach numbers from 1.5 to 3, with heat transfer to the plate;'] * 16)
+        + '\nQuestion: what was measured?\nAnswer:')
 
 
 @contextlib.contextmanager
@@ -77,9 +81,13 @@ def test_an_answer_is_the_same_alone_in_any_batch_with_any_samples_order_cache_o
         assert backend.batching == f'{INVARIANT_BATCHING} at {invariant.threads_text(backend.tile_threads)}'
         return
     assert backend.batching == INVARIANT_BATCHING
+    # A prompt whose first line is a prefill chunk of hundreds of tokens (its products past the rows where
+    # a BLAS splits rows between threads), here on the process's threads
+    long_alone = answers(backend.generate([LONG], seeds=[SEEDS[0]]))
     # On another number of threads than the process's (one, or two in a pytest-xdist worker of one)
     with threads(1 if torch.get_num_threads() > 1 else 2):
         assert answers(backend.generate([PROMPTS[2]] * 3, seeds=list(SEEDS))) == [alone[PROMPTS[2], s] for s in SEEDS]
+        assert answers(backend.generate([LONG], seeds=[SEEDS[0]])) == long_alone
 
 
 def test_a_tiled_linear_layer_gives_each_row_its_values_at_every_row_count_and_thread_count(gemma):
@@ -103,6 +111,30 @@ def test_a_tiled_linear_layer_gives_each_row_its_values_at_every_row_count_and_t
     assert bf16[0].weight_major and type(bf16[0]) is invariant.TiledLinear
     x = torch.randn(2, 1, 8).to(torch.bfloat16)
     assert torch.equal(bf16[0](x), torch.nn.functional.linear(x, bf16[0].weight))
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'bfloat16'])
+def test_a_prefill_chunk_of_hundreds_of_rows_gives_each_row_the_same_values_on_one_thread_and_several(gemma, dtype):
+    """A prefill chunk's products, past the row counts where a BLAS splits the rows between threads (on
+    a Xeon with AMX in bfloat16: from 79 rows for one of Gemma 3's layer shapes), give each row the same
+    values on one thread as on several: they are computed in blocks of rows the tile was measured at,
+    each row's values those it gets in its block alone."""
+    backend = engine(gemma, dtype)
+    if backend.rows_alone:
+        pytest.skip('no row tile holds on this CPU kind in this dtype: each answer is decoded alone')
+    counts = (SEVERAL, 1) if backend.tile_threads is None else (backend.tile_threads,)
+    layers = {tuple(m.weight.shape): m for m in backend.model.modules() if isinstance(m, invariant.TiledLinear)
+              and m is not backend.model.get_output_embeddings()}
+    generator = torch.Generator().manual_seed(1)
+    for shape, layer in layers.items():
+        x = torch.randn(1, 520, shape[1], generator=generator).to(layer.weight.dtype)
+        with threads(counts[-1]):  # the blocks alone (a prefill chunk of 64 rows)
+            blocks = torch.cat([layer(x[:, i:i + invariant.PROBE_ROWS])
+                                for i in range(0, 520, invariant.PROBE_ROWS)], 1)
+        for count in counts:
+            with threads(count):
+                for rows in (65, 79, 130, 320, 468, 520):
+                    assert torch.equal(layer(x[:, :rows]), blocks[:, :rows]), (shape, rows, count)
 
 
 def test_the_attention_of_a_left_padded_row_is_that_of_the_row_alone():

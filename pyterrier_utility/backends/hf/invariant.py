@@ -8,7 +8,8 @@ Two things in a plain batched decode step make a row's values depend on its batc
   row's terms differently when the padded length changes; torch's fused CPU kernel also splits the
   keys between threads for a single query. Here each run of consecutive rows with the same keys'
   span attends over its own keys only (no padding, no mask), by matrix products whose shapes are the
-  row's own: the same values alone or in any batch, on any number of threads.
+  row's own, on one thread (a BLAS splits a long sum over the keys between threads for some shapes):
+  the same values alone or in any batch, on any number of threads.
 - **Matrix products whose kernel changes with the number of rows.** A CPU's BLAS picks another kernel
   (another order of summing) for a few rows than for many: in float32 on AVX2 CPUs one, two and three
   rows each differ from four or more; on others the change comes at 2 and 16 rows. Decode-step linear
@@ -21,9 +22,15 @@ Two things in a plain batched decode step make a row's values depend on its batc
   here in blocks small enough for one thread each (:func:`row_logsumexp`).
 
 The prefill of a prompt is one prompt alone, in chunks fixed by its own lines: its shapes are its
-own already. Everything else after the logits (the repetition penalty, top-k, the Gumbel race) is
-computed element by element or exactly (a maximum, a selection).
+own already. But a chunk can be hundreds of rows, and past a few dozen rows a CPU's BLAS splits the
+rows between threads, giving the rows at the split another kernel than on one thread (measured on a
+Xeon with AMX in bfloat16: from 79 rows for one layer shape of Gemma 3 270M). So every linear layer
+computes in blocks of at most :data:`PROBE_ROWS` rows, the row counts the tile is measured at: a row's
+values are then those it gets in its block alone, on any number of threads where the tile holds across
+them. Everything else after the logits (the repetition penalty, top-k, the Gumbel race) is computed
+element by element or exactly (a maximum, a selection).
 """
+import contextlib
 import copy
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -34,18 +41,43 @@ from torch.nn import functional as F
 ATTENTION = 'pyterrier_utility_batch_invariant'
 #: The row tiles tried, smallest first (:func:`row_tile`).
 TILES = (1, 2, 4, 8, 16, 32, 64)
-#: The most rows the tile is measured at: decode batches, and prefill chunks, which are longer.
+#: The most rows the tile is measured at, and the most any product computes at once: decode batches and
+#: prefill chunks, which are longer, are computed in blocks of this many rows (a multiple of every tile).
 PROBE_ROWS = 64
 #: Output rows of each weight used to measure a layer shape's kernels (the kernel depends on the
 #: rows and the inner size; the full output layer is checked at the tile found).
 PROBE_OUTPUTS = 512
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch's CPU operations inside run on one thread (its number of threads is restored after)."""
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _attend(tile: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float,
             mask: Optional[torch.Tensor], softcap: Optional[float]) -> torch.Tensor:
     """Attention by matrix products, grouped-query heads folded onto their key head: ``query``
     (B, H, Q, D), ``key``/``value`` (B, KV, L, D), an additive or boolean ``mask`` (B, 1, Q, L) or
-    none; returns (B, Q, H, D)."""
+    none; returns (B, Q, H, D). On a CPU the products run on one thread: their inner size is the
+    number of keys, which a BLAS splits between threads for some shapes (measured on a Xeon with AMX
+    in bfloat16: 36 rows over 1000 keys), so that several threads would sum a row in another order."""
+    if query.device.type == 'cpu':
+        with one_thread():
+            return _attended(tile, query, key, value, scaling, mask, softcap)
+    return _attended(tile, query, key, value, scaling, mask, softcap)
+
+
+def _attended(tile: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float,
+              mask: Optional[torch.Tensor], softcap: Optional[float]) -> torch.Tensor:
     batch, heads, length, dim = query.shape
     kv = key.shape[1]
     group = heads // kv
@@ -169,8 +201,12 @@ def tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> torch.Tensor:
 def _product(weight: torch.Tensor, bias: Optional[torch.Tensor], x: torch.Tensor, tile: int,
              major: bool) -> torch.Tensor:
     """``x`` times ``weight`` (plus ``bias``), its rows padded with zero rows to a multiple of ``tile``;
-    ``major``: computed as ``w @ x.T`` and returned as a transposed view."""
+    ``major``: computed as ``w @ x.T`` and returned as a transposed view. More than :data:`PROBE_ROWS`
+    rows are computed in blocks of that many."""
     rows = x.shape[0]
+    if rows > PROBE_ROWS:
+        return torch.cat([_product(weight, bias, x[start:start + PROBE_ROWS], tile, major)
+                          for start in range(0, rows, PROBE_ROWS)])
     x = _padded(x, tile)
     if major:
         return (weight @ x.T)[:, :rows].T
@@ -246,7 +282,9 @@ def _measured_tile(weights: Sequence[Tuple[torch.Tensor, bool]], rows: int, head
     counts = None if threads is None else [threads]
     head_majors = [True, False] if isinstance(head, TiledLinear) and head.weight_major else [False]
     for tile in TILES:
-        if not all(_tile_holds(w[:PROBE_OUTPUTS], rows, tile, major, threads=counts) for w, major in weights):
+        # A weight-major layer computes a decode step as ``w @ x.T`` and a prefill chunk as ``linear``: both.
+        if not all(_tile_holds(w[:PROBE_OUTPUTS], rows, tile, way, threads=counts)
+                   for w, major in weights for way in ((True, False) if major else (False,))):
             continue
         if head is None:
             return Tiling(tile, False, threads)
