@@ -1,7 +1,6 @@
 """RayBackend on a two-node Ray cluster on 127.0.0.1: one actor per node, the offline reader's answers
 equal to the in-process backend's, and a worker raising or killed with SIGKILL ending with every
 answer already returned kept and a re-run generating exactly the rest."""
-import contextlib
 import functools
 import json
 import os
@@ -11,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 # Read by Ray once, when imported: every node of the test cluster on the loopback.
 os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
@@ -21,6 +19,7 @@ from support.scripted import ScriptedBackend  # noqa: E402
 
 import pyterrier_utility as pu  # noqa: E402
 from pyterrier_utility import cli  # noqa: E402
+from pyterrier_utility.backends.hf.invariant import one_thread  # noqa: E402  (as each actor runs)
 from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
 from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
 from pyterrier_utility.settings import Placement  # noqa: E402
@@ -191,17 +190,6 @@ def offline_prompts(cranfield):
     texts = [cranfield.texts[d][:300] for d in docnos]
     return [PROMPT_FORMATS['plain'].build(q, texts[2 * i:2 * i + k]) for i, q in enumerate(topics['query'])
             for k in (1, 2)]
-
-
-@contextlib.contextmanager
-def one_thread():
-    """torch runs one thread inside, as each actor does."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.mark.slow
