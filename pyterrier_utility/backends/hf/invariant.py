@@ -41,7 +41,7 @@ from torch.nn import functional as F
 ATTENTION = 'pyterrier_utility_batch_invariant'
 #: The row tiles tried, smallest first (:func:`row_tile`).
 TILES = (1, 2, 4, 8, 16, 32, 64)
-#: The most rows the tile is measured at, and the most any product computes at once: decode batches and
+#: The most rows the tile is measured at, and the most a linear layer computes at once: decode batches and
 #: prefill chunks, which are longer, are computed in blocks of this many rows (a multiple of every tile).
 PROBE_ROWS = 64
 #: Output rows of each weight used to measure a layer shape's kernels (the kernel depends on the
