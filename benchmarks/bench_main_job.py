@@ -1,183 +1,178 @@
-"""The main job (``pyterrier-utility study`` with its defaults) against the generation grid, in one run.
+"""The main job (``pyterrier-utility study`` with its defaults) in its ways of running, side by side in one run.
 
-Prepares first, untimed: the offline reader converted, Cranfield's PISA index built, the grid's prompts made.
-Then, in this process, one after the other:
+Prepares first, untimed: the offline reader converted, Cranfield's PISA index built, the re-ranker's
+scores cached. Then runs the main job (``--queries N`` for a smaller slice; other study options after
+``--``) into a fresh folder, as its own process tree, in each of these ways (``--ways`` picks some):
 
-1. the reference: ``bench_generation.py``'s grid (``--grid-queries`` Cranfield queries x k = 1 ..
-   ``--grid-k-max`` x 6 systems + 0-shot, 5 samples, at most 32 new tokens, repetition penalty 1.2
-   over the whole sequence) through the project's path (``Reader`` over ``GenerationCache(
-   CausalLMBackend)``);
-2. the main job: ``pyterrier-utility study --out <a fresh folder>`` with its defaults (``--queries N``
-   for a smaller slice; other study options after ``--``): its wall time, its generation time (inside
-   the reader's ``generate``), the answers it generated and answers per second; run twice, into fresh
-   folders, with the reader's batch invariance off (padded batches, ``CausalLMBackend(invariant=False)``)
-   and on (the default), and the ratio of the two;
-3. the reference again, so that a change in the machine's load between the two shows.
+- ``replicas``: the default: one replica process of one thread per core torch would use, batch-invariant;
+- ``threads``: in one process on torch's threads, batch-invariant (``--replicas 1``);
+- ``padded``: in one process on torch's threads, padded batches (``CausalLMBackend(invariant=False)``):
+  what invariance is measured against;
+- ``float32``: the default with the reader forced to float32, as on CPUs without bf16 instructions.
 
-For both, what an answer costs in work, whatever the machine's load: prompt tokens asked and
-prefilled (prefix reuse), tokens generated, decode steps and the rows each carries, the share of the
-attention context that is left padding. A smaller slice's times are scaled to the main job's 20
-queries as an estimate; the process's peak resident memory is printed last.
+For each: its wall time, its generation time (the study's own ``generation:`` line), the answers
+generated and answers per second, and the peak resident memory of the job's processes (the main
+process alone, and all of them together, sampled every 0.2 s). Then the ratios: each way against
+padded batches, and float32 against the default; whether each way's answers are those of the
+default, byte for byte (``answers.csv``). A smaller slice's times are scaled to the main job's 20
+queries as an estimate.
 
-Usage: python benchmarks/bench_main_job.py [--queries 20] [--grid-queries 1] [--grid-k-max 10] [-- study options]
+Usage: python benchmarks/bench_main_job.py [--queries 20] [--ways replicas threads padded float32] [--out DIR]
+       [-- study options]
 """
 import argparse
 import os
-import resource
+import re
+import subprocess
+import sys
 import tempfile
+import textwrap
+import threading
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import List
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict
 
-import torch
-from bench_generation import grid_prompts
+import psutil
 
 #: What a newcomer's first run should take, models prepared (seconds).
 TARGET_S = 600
 #: The main job's queries at its defaults (a smaller slice is scaled to them).
 FULL_QUERIES = 20
+#: The ways of running the main job, and what each changes: study options, and the code its processes
+#: run first (a ``sitecustomize`` module, so that replica processes run it too).
+WAYS = {
+    'replicas': ([], ''),
+    'threads': (['--replicas', '1'], ''),
+    'padded': (['--replicas', '1'], """
+        from pyterrier_utility.backends.hf.backend import CausalLMBackend
+        CausalLMBackend.__init__.__kwdefaults__['invariant'] = False
+    """),
+    'float32': ([], """
+        from pyterrier_utility.backends.hf import dtype
+        dtype.cpu_has_fast_bf16 = lambda: False
+    """),
+}
 
 
 @dataclass
-class Work:
-    """What the reader did while a :func:`counted` block ran."""
-    seconds: float = 0.0
-    answers: int = 0
-    prompt_tokens: int = 0
-    prefilled: int = 0
-    generated: int = 0
-    steps: int = 0
-    row_steps: int = 0
-    context: int = 0
-    padding: int = 0
-    #: (backend, its counters when first seen, the hook on its decoder)
-    seen: List[tuple] = field(default_factory=list)
+class Job:
+    """One run of the main job."""
+    way: str
+    wall: float
+    generation: float
+    answers: int
+    peak_main: float
+    peak_all: float
+    folder: Path
 
-    def line(self, name: str) -> str:
-        n = max(self.answers, 1)
-        return (f'{name}: {self.answers} answers in {self.seconds:.1f} s ({self.answers / self.seconds:.2f} answers/s, '
-                f'{self.seconds / n:.3f} s an answer); per answer: {self.prompt_tokens / n:.0f} prompt tokens asked, '
-                f'{self.prefilled / n:.1f} prefilled, {self.generated / n:.1f} generated, '
-                f'{self.steps / n:.2f} decode steps of {self.row_steps / max(self.steps, 1):.1f} rows; '
-                f'padding {self.padding / max(self.context, 1):.0%} of the attention context')
+    def line(self) -> str:
+        return (f'{self.way}: wall {self.wall:.1f} s, generation {self.generation:.1f} s for {self.answers} answers '
+                f'({self.answers / self.generation:.2f} answers/s); peak resident memory {self.peak_main:.2f} GiB in '
+                f'the main process, {self.peak_all:.2f} GiB in all its processes together')
 
 
-@contextmanager
-def counted():
-    """Counts the work of every ``CausalLMBackend`` answering inside the block (a wrapper around its
-    ``generate`` and a forward hook on its model's decoder, attached on first use)."""
-    from pyterrier_utility.backends.hf.backend import CausalLMBackend
-    work = Work()
-    generate = CausalLMBackend.generate
+def peaks(process: psutil.Popen, every: float = 0.2) -> Dict[str, float]:
+    """The peak resident memory (GiB) of ``process`` alone and of it with its descendants, sampled until it ends."""
+    found = {'main': 0.0, 'all': 0.0}
 
-    def wrapped(backend, inps, **kwargs):
-        if all(backend is not b for b, _, _ in work.seen):
-            work.seen.append((backend, (backend.prompt_tokens, backend.prefilled_tokens, backend.generated_tokens),
-                              backend.model.get_decoder().register_forward_pre_hook(on_decoder, with_kwargs=True)))
-        start = time.perf_counter()
-        outs = generate(backend, inps, **kwargs)
-        work.seconds += time.perf_counter() - start
-        work.answers += len(inps)
-        return outs
-
-    def on_decoder(module, args, kwargs):
-        mask = kwargs.get('attention_mask')
-        if mask is not None and kwargs['input_ids'].shape[1] == 1:  # a decode step
-            work.steps += 1
-            work.row_steps += mask.shape[0]
-            work.context += mask.numel()
-            work.padding += mask.numel() - int(mask.sum())
-
-    CausalLMBackend.generate = wrapped
-    try:
-        yield work
-    finally:
-        CausalLMBackend.generate = generate
-        for backend, (asked, prefilled, generated), hook in work.seen:
-            hook.remove()
-            work.prompt_tokens += backend.prompt_tokens - asked
-            work.prefilled += backend.prefilled_tokens - prefilled
-            work.generated += backend.generated_tokens - generated
+    def sample():
+        while process.poll() is None:
+            try:
+                tree = [process] + process.children(recursive=True)
+                sizes = []
+                for p in tree:
+                    try:
+                        sizes.append(p.memory_info().rss)
+                    except psutil.Error:
+                        sizes.append(0)
+                found['main'] = max(found['main'], sizes[0] / 2**30)
+                found['all'] = max(found['all'], sum(sizes) / 2**30)
+            except psutil.Error:
+                pass
+            time.sleep(every)
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    return found
 
 
-def grid(prompts) -> Work:
-    """The grid answered by the project's path, with a fresh backend (nothing cached)."""
-    import pyterrier_utility as pu
-    backend = pu.backends.gemma3_270m(temperature=0.3, top_k=50, max_new_tokens=32, repetition_penalty=1.2)
-    reader = pu.Reader(pu.GenerationCache(backend), n_samples=5, stop=list(pu.reader.BASE_MODEL_STOP))
-    with counted() as work:
-        reader.answer(prompts)
-    return work
+def main_job(way: str, args, out: str) -> Job:
+    """The main job run ``way`` into a fresh folder, as a process tree of its own."""
+    options, preamble = WAYS[way]
+    folder = Path(tempfile.mkdtemp(prefix=f'pu-main-job-{way}-', dir=out))
+    env = dict(os.environ)
+    if preamble:
+        site = folder / 'site'
+        site.mkdir()
+        (site / 'sitecustomize.py').write_text(textwrap.dedent(preamble))
+        env['PYTHONPATH'] = os.pathsep.join([str(site)] + [p for p in [env.get('PYTHONPATH')] if p])
+    command = [sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', str(folder / 'study'),
+               '--queries', str(args.queries), *options, *args.study]
+    print(f'{way}: pyterrier-utility', ' '.join(command[3:]), flush=True)
+    start = time.perf_counter()
+    process = psutil.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    found = peaks(process)
+    log, _ = process.communicate()
+    wall = time.perf_counter() - start
+    if process.returncode:
+        print(log[-3000:])
+        raise SystemExit(f'{way}: the main job failed')
+    generated = re.search(r'generation: .*?, (\d+) generated \(([\d.]+) s\)', log)
+    if generated is None:
+        raise SystemExit(f'{way}: no generation line in the study\'s output')
+    job = Job(way, wall, float(generated.group(2)), int(generated.group(1)), found['main'], found['all'], folder)
+    print(job.line(), flush=True)
+    return job
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--queries', type=int, default=20, help="the main job's queries (its default: 20)")
-    parser.add_argument('--grid-queries', type=int, default=1, help='0: no grid (the two main jobs alone)')
-    parser.add_argument('--grid-k-max', type=int, default=10)
+    parser.add_argument('--queries', type=int, default=FULL_QUERIES, help="the main job's queries (its default: 20)")
+    parser.add_argument('--ways', nargs='+', choices=list(WAYS), default=list(WAYS))
     parser.add_argument('--out', help="a folder to keep the main jobs' study folders in (default: the system's "
-                        'temporary folder); each run gets a fresh one')
+                        'temporary folder)')
     parser.add_argument('study', nargs='*', help='further options of the study command (after --)')
     args = parser.parse_args()
 
+    import torch
+
     import pyterrier_utility as pu
-    print(f'CPU: {cpu_name()}; {torch.get_num_threads()} torch threads')
+    print(f'CPU: {cpu_name()}; {torch.get_num_threads()} torch threads; {psutil.virtual_memory().total / 2**30:.0f} '
+          'GiB of memory')
     pu.backends.gemma3_270m_path()
-    pu.datasets.cranfield().bm25(num_results=1)
-    prompts = grid_prompts(args.grid_queries, range(1, args.grid_k_max + 1), 20) if args.grid_queries else []
-    if prompts:
-        print(f'grid: {args.grid_queries} queries x k=1..{args.grid_k_max} x 6 systems + 0-shot = {len(prompts)} '
-              'prompts x 5 samples, <= 32 new tokens')
-        before = grid(prompts)
-        print(before.line('grid (before)'), flush=True)
-    runs = {}
-    for invariant in (False, True):
-        runs[invariant] = main_job(args, invariant)
-    job, wall = runs[True]
-    (off, off_wall), name = runs[False], 'batch invariance'
-    print(f'{name}: the main job took {wall:.1f} s with it and {off_wall:.1f} s without it ({wall / off_wall:.3f}x); '
-          f'its generation {job.seconds:.1f} s against {off.seconds:.1f} s ({job.seconds / off.seconds:.3f}x)')
-    if not prompts:
-        return
-    after = grid(prompts)
-    print(after.line('grid (after)'))
-    reference = (before.answers + after.answers) / (before.seconds + after.seconds)
-    rate = job.answers / job.seconds
-    print(f'main job: wall {wall:.1f} s ({wall / TARGET_S:.2f} of the {TARGET_S} s target), generation '
-          f'{job.seconds:.1f} s ({job.seconds / wall:.0%} of it), {rate:.2f} answers/s against the grid\'s '
-          f'{reference:.2f} (an answer of the main job costs {reference / rate:.2f}x one of the grid)')
-    print(f'peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB')
-    if args.queries != FULL_QUERIES:
-        scale = FULL_QUERIES / args.queries
-        print(f'the full main job ({FULL_QUERIES} queries, about {job.answers * scale:.0f} answers) at this rate: '
-              f'generation about {job.seconds * scale:.0f} s, wall about {wall * scale:.0f} s')
-
-
-def main_job(args, invariant: bool):
-    """The main job into a fresh folder, its reader batch-invariant or not: its work and wall time."""
-    from pyterrier_utility import cli
-    from pyterrier_utility.backends.hf.backend import CausalLMBackend
-    defaults = CausalLMBackend.__init__.__kwdefaults__
-    kept = defaults['invariant']
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-    out = tempfile.mkdtemp(prefix='pu-main-job-', dir=args.out)
-    command = ['study', '--out', out, '--queries', str(args.queries), *args.study]
-    label = f'main job ({"batch-invariant" if invariant else "padded batches"})'
-    print(f'{label}: pyterrier-utility', ' '.join(command), flush=True)
-    defaults['invariant'] = invariant
-    start = time.perf_counter()
-    try:
-        with counted() as job:
-            if cli.main(command):
-                raise SystemExit('the main job failed')
-    finally:
-        defaults['invariant'] = kept
-    wall = time.perf_counter() - start
-    print(job.line(f'{label} generation'), flush=True)
-    print(f'{label}: wall {wall:.1f} s', flush=True)
-    return job, wall
+    # The re-ranker's scores are cached by the first run: a run untimed first, on one query, prepares them.
+    main_job('threads', argparse.Namespace(queries=args.queries, study=['--systems', 'BM25', 'Neural', '--samples',
+                                                                        '1', '-k', '1', *args.study]), args.out)
+    jobs: Dict[str, Job] = {}
+    for way in args.ways:
+        jobs[way] = main_job(way, args, args.out)
+    print()
+    for job in jobs.values():
+        print(job.line())
+    reference = jobs.get('replicas')
+    padded = jobs.get('padded')
+    for job in jobs.values():
+        if padded is not None and job is not padded:
+            print(f'{job.way} against padded batches: wall {job.wall / padded.wall:.3f}x, generation '
+                  f'{job.generation / padded.generation:.3f}x')
+        if reference is not None and job is not reference and job.way != 'padded':
+            print(f'{job.way} against replicas: wall {job.wall / reference.wall:.3f}x, generation '
+                  f'{job.generation / reference.generation:.3f}x')
+    if reference is not None:
+        answers = (reference.folder / 'study' / 'answers.csv').read_bytes()
+        for job in jobs.values():
+            if job is not reference and job.way in ('threads',):
+                same = (job.folder / 'study' / 'answers.csv').read_bytes() == answers
+                print(f'{job.way}: answers.csv {"identical to" if same else "DIFFERS from"} the replicas\' run')
+        print(f'main job (replicas): wall {reference.wall:.1f} s ({reference.wall / TARGET_S:.2f} of the {TARGET_S} s '
+              'target)')
+    if args.queries != FULL_QUERIES:
+        scale = FULL_QUERIES / args.queries
+        for job in jobs.values():
+            print(f'{job.way}: the full main job ({FULL_QUERIES} queries) at this rate: generation about '
+                  f'{job.generation * scale:.0f} s, wall about {job.wall * scale:.0f} s')
 
 
 def cpu_name() -> str:

@@ -209,7 +209,9 @@ OPTIONS: Dict[str, List[Option]] = {
          f'nothing there answers within {RAY_CONNECT_TIMEOUT} s); the same answers and tables as in process (default: '
          'in process)'),
         (('--replicas',), 'replicas', dict(type=number(int, 1), metavar='N'),
-         "with --ray: copies of the reader, each in a Ray actor of its own (default: 1)"),
+         "copies of the reader: with --ray, each in a Ray actor of its own (default: 1); without it, a reader "
+         "computed on this CPU (offline, huggingface:) runs as N processes of one thread each, the answers "
+         'those of one (default: one per core torch would use; 1: in this process)'),
         (('--replica-gpus',), 'replica_gpus', dict(type=number(float, 0), metavar='N'),
          'with --ray: GPUs per copy (default: 0; vllm: readers, --tensor-parallel-size)'),
     ],
@@ -364,11 +366,11 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 
 def placement(args: argparse.Namespace) -> Placement:
-    """Where the reader runs: in process, or on the Ray cluster given with --ray (its --replicas and
-    their --replica-gpus); a :class:`SettingError` for --replicas or --replica-gpus without --ray."""
+    """Where the reader runs: on this machine (in --replicas processes), or on the Ray cluster given with
+    --ray (its --replicas and their --replica-gpus); a :class:`SettingError` for --replica-gpus without --ray."""
     given = _given(args, PLACEMENT)
-    if given and 'ray' not in given:
-        raise SettingError(f"{', '.join(option('ray', name)[0][-1] for name in given)} needs --ray")
+    if 'replica_gpus' in given and 'ray' not in given:
+        raise SettingError(f"{option('ray', 'replica_gpus')[0][-1]} needs --ray")
     return Placement(**given)
 
 

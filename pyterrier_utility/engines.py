@@ -115,6 +115,8 @@ class Engine:
             :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`), which :class:`~pyterrier_utility.Reader`
             takes unless given another.
         readers: the reader names it answers to alone (the offline models); none: ``ENGINE:MODEL``.
+        on_cpu: computed by this package's decode loop on this machine's CPU, so that a study runs it as
+            one-thread processes, one per core (:class:`~pyterrier_utility.backends.ProcessBackend`).
         reader_decodings: what a named reader needs changed in :attr:`decoding` (:meth:`decoding_of`).
         backend: its backend class, once its module has registered it (:meth:`register`).
     """
@@ -127,6 +129,7 @@ class Engine:
     decoding: Decoding = Decoding()
     prompt_format: str = 'plain'
     readers: Tuple[str, ...] = ()
+    on_cpu: bool = False
     reader_decodings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     backend: Optional[Any] = field(default=None, compare=False)
 
@@ -177,10 +180,11 @@ class Engine:
 #: (:data:`SMOLLM2_DECODING`).
 OFFLINE = Engine('offline', decoding=OFFLINE_DECODING, prompt_format=OFFLINE_PROMPT_FORMAT,
                  readers=('gemma3-270m', 'smollm2-135m'), reader_decodings={'smollm2-135m': SMOLLM2_DECODING},
+                 on_cpu=True,
                  reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype and '
                                  'decoding alone')
 #: A Hugging Face causal LM in this process (``huggingface:MODEL``).
-HUGGINGFACE = Engine('huggingface', options=('chat_template',),
+HUGGINGFACE = Engine('huggingface', options=('chat_template',), on_cpu=True,
                      reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype '
                                      'and decoding alone; on an accelerator, padded batches')
 #: Any OpenAI-compatible server, or a pool of them (``openai:MODEL``).

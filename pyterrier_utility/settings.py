@@ -277,31 +277,36 @@ LabelsLike = Union[LabelSet, int, str, Iterable[int]]
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a study's readers run: in this process, or each as a pool of Ray actors
-    (:class:`~pyterrier_utility.backends.RayBackend`). It changes where answers are computed, not
-    what they are, so it is no part of a study's config; ``settings.json`` records it with the engine.
+    """Where a study's readers run: on this machine, or each as a pool of Ray actors
+    (:class:`~pyterrier_utility.backends.RayBackend`). On this machine, a reader computed on its CPU
+    (the offline and ``huggingface:`` readers) runs as processes of one thread each
+    (:class:`~pyterrier_utility.backends.ProcessBackend`), one per thread torch would use unless
+    ``replicas`` says how many (1: in this process); other readers run in this process. It changes
+    where answers are computed, not what they are, so it is no part of a study's config;
+    ``settings.json`` records it with the engine.
 
     Args:
         ray: the Ray cluster (:data:`~pyterrier_utility.vocabulary.RAY_ADDRESSES` or
-            ``[ray://]HOST:PORT``); ``None``: in process.
-        replicas: copies of each reader, an actor each, >= 1.
-        replica_gpus: GPUs per copy, >= 0.
+            ``[ray://]HOST:PORT``); ``None``: this machine.
+        replicas: copies of each reader, an actor or a process each, >= 1; ``None``: 1 on Ray, one per
+            thread torch would use for a reader computed on this CPU.
+        replica_gpus: GPUs per copy on Ray, >= 0.
 
     Example::
 
         pyterrier_utility.commands.run(config, placement=Placement(ray='auto', replicas=2))
     """
     ray: Optional[str] = None
-    replicas: int = 1
+    replicas: Optional[int] = None
     replica_gpus: float = 0
 
     def __post_init__(self):
-        if not (is_int(self.replicas) and self.replicas >= 1):
+        if self.replicas is not None and not (is_int(self.replicas) and self.replicas >= 1):
             raise SettingError(f'Placement: replicas must be an integer >= 1, got {self.replicas!r}')
         if not (_is_number(self.replica_gpus) and self.replica_gpus >= 0):
             raise SettingError(f'Placement: replica_gpus must be a number >= 0, got {self.replica_gpus!r}')
-        if self.ray is None and (self.replicas, self.replica_gpus) != (1, 0):
-            raise SettingError('Placement: replicas and replica_gpus are those of a Ray cluster: give ray too')
+        if self.ray is None and self.replica_gpus != 0:
+            raise SettingError('Placement: replica_gpus are those of a Ray cluster: give ray too')
 
 #: What the offline base models need, chosen by measurement on the study's main job
 #: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader): at most 96 new

@@ -219,7 +219,7 @@ def test_the_offline_reader_on_ray_gives_the_in_process_answers_bit_for_bit(clus
 
 def test_the_study_command_takes_ray_and_replicas_and_records_them(cluster, tmp_path):
     with pytest.raises(SystemExit):
-        cli.main(['study', '--replicas', '2', '--out', str(tmp_path)])
+        cli.main(['study', '--replica-gpus', '1', '--out', str(tmp_path)])
     args = cli.parser().parse_args(['study', '--ray', 'auto', '--replicas', '2'])
     assert cli.placement(args) == Placement(ray='auto', replicas=2)
     assert 'ray' not in cli.explicit_settings(args) and 'replicas' not in cli.explicit_settings(args)

@@ -9,6 +9,7 @@ from support.backends import CountingBackend
 import pyterrier_utility as pu
 from pyterrier_utility import cli
 from pyterrier_utility.commands import main as commands
+from pyterrier_utility.errors import SettingError
 from pyterrier_utility.experiment import StudyConfig, preparation
 from pyterrier_utility.settings import Placement
 
@@ -65,7 +66,17 @@ def test_build_reader_puts_the_backend_where_the_placement_says(monkeypatch):
                         CountingBackend())
     monkeypatch.setattr(pu.backends, 'RayBackend', lambda spec, replicas, num_gpus, address, **kw:
                         built.append(('ray', spec, replicas, num_gpus, address)) or CountingBackend())
+    monkeypatch.setattr(pu.backends, 'ProcessBackend', lambda spec, replicas, **kw:
+                        built.append(('processes', spec, replicas)) or CountingBackend())
     config = StudyConfig()
-    preparation.build_reader(config, 'gemma3-270m')
+    for threads in (1, 2):
+        monkeypatch.setattr(pu.backends, 'cpu_replicas', lambda: threads)
+        preparation.build_reader(config, 'gemma3-270m')
+    preparation.build_reader(config, 'gemma3-270m', placement=Placement(replicas=1))
+    preparation.build_reader(config, 'gemma3-270m', placement=Placement(replicas=3))
     preparation.build_reader(config, 'gemma3-270m', placement=Placement(ray='auto', replicas=2, replica_gpus=0.5))
-    assert built == [('here', 'gemma3-270m'), ('ray', 'gemma3-270m', 2, 0.5, 'auto')]
+    preparation.build_reader(config, 'openai:m', placement=Placement())
+    assert built == [('here', 'gemma3-270m'), ('processes', 'gemma3-270m', 2), ('here', 'gemma3-270m'),
+                     ('processes', 'gemma3-270m', 3), ('ray', 'gemma3-270m', 2, 0.5, 'auto'), ('here', 'openai:m')]
+    with pytest.raises(SettingError, match="replica processes are for readers computed on this CPU.*'openai:m'"):
+        preparation.build_reader(config, 'openai:m', placement=Placement(replicas=2))

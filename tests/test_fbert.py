@@ -32,6 +32,19 @@ def test_idf_weighting_equals_bert_score(cranfield):
         np.testing.assert_allclose(ours[i], f.numpy(), atol=1e-5)
 
 
+def test_a_score_is_the_same_bits_whatever_else_is_scored_or_encoded_beside_it(cranfield):
+    """Each pair's P, R and F1 scored alone, by a scorer that has encoded nothing else, equal to the bit
+    their values among other answers and documents of other lengths, encoded together first."""
+    docs = [cranfield.texts[d] for d in ['1', '12', '51', '184']]
+    answers = ANSWERS + ['a much longer answer about the boundary layer of a flat plate in a supersonic flow ' * 3]
+    together = BertScore('minilm', batch_size=3).matrices(answers, docs)
+    for i in (0, 3):
+        for j in (1, 2):
+            alone = BertScore('minilm').matrices([answers[i]], [docs[j]])
+            for name in ('P', 'R', 'F1'):
+                assert alone[name][0, 0] == together[name][i, j], (name, i, j)
+
+
 def test_texts_are_encoded_once(cranfield):
     scorer = BertScore('minilm')
     docs = [cranfield.texts[d] for d in ['1', '12']]

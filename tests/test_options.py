@@ -68,9 +68,12 @@ def test_predict_maps_its_options_to_the_prediction_settings_through_the_table()
 def test_the_ray_options_become_one_placement():
     def placement(*argv):
         return cli.placement(cli.parser().parse_args(['study', *argv]))
-    assert placement() == Placement() and Placement().ray is None
+    assert placement() == Placement() and Placement().ray is None and Placement().replicas is None
     assert placement('--ray', 'local', '--replicas', '3', '--replica-gpus', '0.5') == \
         Placement(ray='local', replicas=3, replica_gpus=0.5)
-    with pytest.raises(SettingError, match='^--replicas, --replica-gpus needs --ray$'):
+    assert placement('--replicas', '2') == Placement(replicas=2)
+    with pytest.raises(SettingError, match='^--replica-gpus needs --ray$'):
         placement('--replicas', '2', '--replica-gpus', '1')
+    with pytest.raises(SettingError, match='replicas must be an integer >= 1, got 0'):
+        Placement(replicas=0)
     assert 'ray' not in cli.explicit_settings(cli.parser().parse_args(['study', '--ray', 'auto']))

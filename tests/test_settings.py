@@ -64,13 +64,14 @@ def test_decoding_is_validated_once_and_names_the_setting():
     assert DecodingCountingBackend(repetition_penalty=1.0, repeat_last_n=64).decoding_notes == {}
 
 
-def test_a_placement_is_validated_once_and_is_in_process_unless_it_names_a_cluster():
-    assert (Placement().ray, Placement().replicas, Placement().replica_gpus) == (None, 1, 0)
+def test_a_placement_is_validated_once_and_is_on_this_machine_unless_it_names_a_cluster():
+    assert (Placement().ray, Placement().replicas, Placement().replica_gpus) == (None, None, 0)
+    assert Placement(replicas=2).replicas == 2
     for bad, message in ((dict(ray='auto', replicas=0), 'replicas must be an integer >= 1, got 0'),
                          (dict(ray='auto', replicas=1.5), 'replicas must be an integer >= 1, got 1.5'),
+                         (dict(replicas=True), 'replicas must be an integer >= 1, got True'),
                          (dict(ray='auto', replica_gpus=-1), 'replica_gpus must be a number >= 0, got -1'),
-                         (dict(replicas=2), 'replicas and replica_gpus are those of a Ray cluster: give ray too'),
-                         (dict(replica_gpus=1), 'replicas and replica_gpus are those of a Ray cluster: give ray too')):
+                         (dict(replica_gpus=1), 'replica_gpus are those of a Ray cluster: give ray too')):
         with pytest.raises(SettingError, match=f'^Placement: {re.escape(message)}$'):
             Placement(**bad)
 

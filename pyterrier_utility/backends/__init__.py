@@ -4,6 +4,7 @@
 - :class:`OpenAICompatibleBackend`: any OpenAI-compatible server, or a pool of them.
 - :class:`VLLMBackend`: vLLM in this process, on one GPU node or with vLLM's CPU build.
 - :class:`LlamaCppServerBackend`: llama.cpp's server, the decoding under its field names.
+- :class:`ProcessBackend`: a model on this machine's CPU as processes of one thread each, one per core.
 - :class:`RayBackend`: any of these as a pool of Ray actors, past one machine.
 - :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
 
@@ -17,11 +18,12 @@ from ._base import Answer, cut_at_stop, with_call_settings, work_batches
 from ._llamacpp import LlamaCppServerBackend
 from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
+from ._processes import ProcessBackend, cpu_replicas
 from ._ray import RayBackend
 from ._vllm import VLLMBackend
 from .factory import get_backend
 from .hf import CausalLMBackend
 
-__all__ = ['Answer', 'CausalLMBackend', 'LlamaCppServerBackend', 'OpenAICompatibleBackend', 'RayBackend',
-           'VLLMBackend', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend',
-           'reader_names', 'smollm2_135m', 'with_call_settings', 'work_batches']
+__all__ = ['Answer', 'CausalLMBackend', 'LlamaCppServerBackend', 'OpenAICompatibleBackend', 'ProcessBackend',
+           'RayBackend', 'VLLMBackend', 'cpu_replicas', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf',
+           'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m', 'with_call_settings', 'work_batches']

@@ -13,13 +13,11 @@ Data hands a block to whichever actor is free, while prompts sharing a prefix sh
 that holds its KV cache. Nothing else is needed: ``ray.wait`` streams the results in the order they
 complete, and an actor's ``max_restarts`` and ``max_task_retries`` bound its restarts.
 """
-import copy
 import functools
 import os
 import socket
 import sys
-from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from pyterrier_rag.backend import Backend
 
@@ -27,16 +25,12 @@ from .._checks import check, check_int, check_number
 from ..engines import engine_of
 from ..errors import BackendError, SettingError
 from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
-from ._base import with_call_settings, work_batches
-from ._ray_replica import Profile, Replica, queries_of
+from ._replica import Profile, Replica, ReplicatedBackend, Schedule, cpu_device, queries_of
 from .factory import get_backend
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
 #: (Ray reads it once, when imported; by default a node advertises the machine's network address).
 LOOPBACK = 'RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'
-#: Batches sent ahead to each actor: one being answered and one waiting, so that no actor idles
-#: between two batches; at most these are lost when the driver dies.
-AHEAD = 2
 #: The environment of a quiet actor (``verbose=False``): transformers' progress bars and notices off,
 #: as the command line has them in its own process.
 QUIET = {'HF_HUB_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error'}
@@ -101,12 +95,20 @@ def _reachable(address: str, shown: Optional[str] = None) -> None:
                            's): start one there (ray start --head) or give the address its head node printed') from None
 
 
-def _answered(backend: Backend, prompts: List[str], seeds: List[int]) -> list:
-    """One batch answered by an actor's backend (with its decoding), for :meth:`RayBackend.generate`."""
-    return backend.generate(prompts, seeds=seeds)
+def _on_ray() -> Tuple[Dict[str, Any], str]:
+    """Where an actor runs: its node (id, address) and device (the GPUs Ray gave it, else the CPU)."""
+    import ray
+    import torch
+    if ray.get_gpu_ids() and torch.cuda.is_available():
+        device = 'GPU ' + ', '.join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    else:
+        device = cpu_device()
+    node = {'node_id': ray.get_runtime_context().get_node_id(), 'ip': ray.util.get_node_ip_address(),
+            'device': device}
+    return node, f"node {node['node_id'][:12]} ({node['ip']})"
 
 
-class RayBackend(Backend):
+class RayBackend(ReplicatedBackend):
     """One of this package's backends as a pool of Ray actors (replicas), on one machine or a cluster.
 
     Each actor builds the backend once (``get_backend(backend, **backend_kwargs)``, or the function
@@ -171,8 +173,7 @@ class RayBackend(Backend):
         actor = ray.remote(Replica).options(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=max_restarts,
                                             max_task_retries=max_restarts,
                                             runtime_env=None if verbose else {'env_vars': QUIET})
-        self._actors = [actor.remote(factory, backend_kwargs) for _ in range(replicas)]
-        self._changes: Dict[str, Any] = {}
+        self._actors = [actor.remote(factory, backend_kwargs, _on_ray) for _ in range(replicas)]
         try:
             described = [ray.get(a.describe.remote({})) for a in self._actors]
         except ray.exceptions.RayTaskError as e:
@@ -180,54 +181,11 @@ class RayBackend(Backend):
             raise BackendError(f'RayBackend({backend!r}) {e.cause}') from None
         #: Each actor's node: its id, address and device (``settings.json`` records them).
         self.nodes = [node for _, node in described]
-        profile = described[0][0]
-        other = next((i for i, (p, _) in enumerate(described) if p.generation_key != profile.generation_key), None)
-        if other is not None:
-            self.close()
-            raise SettingError(f'RayBackend: the backends built on {self._where(0)} and {self._where(other)} differ in '
-                               f'what determines their answers ({profile.generation_key} and '
-                               f'{described[other][0].generation_key}): fix what differs (e.g. dtype=) or use alike '
-                               'nodes')
-        super().__init__(profile.model_id, max_input_length=profile.max_input_length,
-                         max_new_tokens=profile.decoding.max_new_tokens, verbose=verbose)
-        self._apply(profile)
+        self._start([profile for profile, _ in described], self._where, verbose)
 
-    def _apply(self, profile: Profile) -> None:
-        self.profile = profile
-        self.decoding = profile.decoding
-        self.DECODING_FIELDS = profile.decoding_fields
-        self.max_new_tokens = profile.decoding.max_new_tokens
-        if profile.batch_size is not None:
-            self.batch_size = profile.batch_size
-        if profile.tokenizer is not None:
-            self.tokenizer = profile.tokenizer
-        if profile.engine_settings:
-            self.engine_settings = profile.engine_settings
-        #: The prompt format the backend's model needs (see ``DecodingBackendBase.prompt_format``).
-        self.prompt_format = profile.prompt_format
-
-    @property
-    def generation_key(self) -> Dict[str, object]:
-        """The backend's: answers generated in process and on Ray share a cache."""
-        return self.profile.generation_key
-
-    def prompt_order(self, prompt: str):
-        """The backend's prompt order (by length when it has none, as in process)."""
-        return self.profile.order(prompt) if self.profile.order is not None else len(prompt)
-
-    def with_settings(self, **changes) -> 'RayBackend':
-        """A copy answering with other decoding settings, on the same actors (each makes its backend's
-        ``with_settings`` copy, the model shared, when first asked).
-
-        Example::
-
-            greedy = backend.with_settings(temperature=0)
-        """
+    def _describe(self, changes: Dict[str, Any]) -> Profile:
         import ray
-        clone = copy.copy(self)
-        clone._changes = dict(self._changes, **changes)
-        clone._apply(ray.get(self._actors[0].describe.remote(clone._changes))[0])
-        return clone
+        return ray.get(self._actors[0].describe.remote(changes))[0]
 
     @property
     def reproducibility(self) -> str:
@@ -259,27 +217,22 @@ class RayBackend(Backend):
         what failed. Closing the generator (an error in the caller, Ctrl-C) cancels the batches not
         yet begun."""
         import ray
-        count = len(self._actors)
-        queues: List[Deque[int]] = [deque(range(a * len(batches) // count, (a + 1) * len(batches) // count))
-                                    for a in range(count)]
-        pending: Dict[Any, Tuple[int, int]] = {}
+        schedule = Schedule(len(self._actors), len(batches))
+        pending: Dict[Any, int] = {}
         failure: Optional[BackendError] = None
 
         def send(actor: int) -> None:
-            while sum(a == actor for _, a in pending.values()) < AHEAD:
-                queue = queues[actor] or max(queues, key=len)
-                if not queue:
-                    return
-                i = queue.popleft() if queue is queues[actor] else queue.pop()
+            while (i := schedule.next_for(actor)) is not None:
                 prompts, seeds = batches[i]
-                pending[self._actors[actor].run.remote(self._changes, call, prompts, seeds)] = (i, actor)
+                pending[self._actors[actor].run.remote(self._changes, call, prompts, seeds)] = i
 
         try:
-            for actor in range(count):
+            for actor in range(len(self._actors)):
                 send(actor)
             while pending:
                 [ref], _ = ray.wait(list(pending), num_returns=1)
-                i, actor = pending.pop(ref)
+                i = pending.pop(ref)
+                actor = schedule.done(i)
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayTaskError as e:
@@ -288,7 +241,7 @@ class RayBackend(Backend):
                     continue
                 except ray.exceptions.RayActorError:
                     # Which of the batches it held was being answered is not known: all are named.
-                    held = sorted([i] + [j for j, a in pending.values() if a == actor])
+                    held = sorted([i] + schedule.held_by(actor))
                     prompts = [p for j in held for p in batches[j][0]]
                     failure = failure or BackendError(
                         f'{self!r}: the actor on {self._where(actor)} died (its process killed, out of memory, or its '
@@ -304,34 +257,12 @@ class RayBackend(Backend):
         if failure is not None:
             raise failure
 
-    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None, return_logprobs: bool = False,
-                 max_new_tokens: Optional[int] = None, stop_sequences: Optional[List[str]] = None,
-                 num_responses: int = 1) -> list:
-        """Answers ``inps``, one seed each, in the backend's batches on the actors."""
-        if return_logprobs or num_responses != 1:
-            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        backend = with_call_settings(self, max_new_tokens, stop_sequences)
-        if backend is not self:  # settings given with the call: a copy with them answers
-            return backend.generate(inps, seeds=seeds)
-        groups = work_batches(self, inps, [1] * len(inps))
-        answers: Dict[int, Any] = {}
-        for i, outs in self.stream(_answered, [([inps[j] for j in g], [seeds[j] for j in g]) for g in groups]):
-            answers.update(zip(groups[i], outs))
-        return [answers[j] for j in range(len(inps))]
-
     def close(self) -> None:
         """Ends the actors, freeing their resources (copies made by :meth:`with_settings` share them)."""
         import ray
         for actor in self._actors:
             ray.kill(actor)
         self._actors = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         return f'RayBackend({self.profile.name if hasattr(self, "profile") else "..."}, replicas={len(self._actors)})'

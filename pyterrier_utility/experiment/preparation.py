@@ -28,6 +28,7 @@ from .._version import __version__
 from ..cache import GenerationCache, backend_key
 from ..contexts.runs import RunFile
 from ..datasets import get_dataset
+from ..engines import engine_of
 from ..errors import SettingError
 from ..methods.cosmix import cosmix_system
 from ..protocols import AnswerScorer
@@ -144,12 +145,25 @@ def load_collection(name: str, config: StudyConfig) -> Collection:
 def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = None,
                  placement: Placement = Placement()) -> Reader:
     """The reader ``name`` of the config: its backend (every decoding setting in it) behind a
-    generation cache (one file for every reader: keys hold the model); on a Ray cluster where
-    ``placement`` names one, the backend in its ``replicas`` Ray actors of ``replica_gpus`` GPUs each
-    (:class:`~pyterrier_utility.backends.RayBackend`), its answers and cache keys the same."""
+    generation cache (one file for every reader: keys hold the model), where ``placement`` says: on a Ray
+    cluster, in its ``replicas`` Ray actors of ``replica_gpus`` GPUs each
+    (:class:`~pyterrier_utility.backends.RayBackend`); a reader computed on this CPU, in ``replicas``
+    processes of one thread each (:class:`~pyterrier_utility.backends.ProcessBackend`; by default one per
+    thread torch would use); else in this process. Its answers and cache keys are the same everywhere."""
     options = config.backend_options(name)
-    backend = (backends.RayBackend(name, placement.replicas, num_gpus=placement.replica_gpus, address=placement.ray,
-                                   **options) if placement.ray else backends.get_backend(name, **options))
+    if placement.ray:
+        backend = backends.RayBackend(name, placement.replicas or 1, num_gpus=placement.replica_gpus,
+                                      address=placement.ray, **options)
+    elif engine_of(name).on_cpu:
+        replicas = placement.replicas or backends.cpu_replicas()
+        backend = (backends.ProcessBackend(name, replicas, **options) if replicas > 1
+                   else backends.get_backend(name, **options))
+    else:
+        if (placement.replicas or 1) > 1:
+            raise SettingError(f'--replicas {placement.replicas} without --ray: replica processes are for readers '
+                               f'computed on this CPU (offline, huggingface:), not {name!r}; give --ray to run it '
+                               'on Ray actors')
+        backend = backends.get_backend(name, **options)
     return Reader(GenerationCache(backend, cache_path), n_samples=config.samples, seed=config.seed,
                   prompt_format=config.prompt_format, verbose=True)
 
@@ -223,10 +237,14 @@ def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader]
     for name, engine in engines.items():
         inform(f'{name}: {engine["reproducibility"]}'
                + (f'; engine settings {engine["settings"]}' if engine.get('settings') else ''))
-        if engine.get('placement'):
+        if engine.get('placement', {}).get('runner') == 'ray':
             actors = engine['placement']['actors']
             inform(f'{name}: on Ray, {len(actors)} replicas: ' + '; '.join(
                    f"node {a['node_id'][:12]} ({a['ip']}): {a['device']}" for a in actors))
+        elif engine.get('placement'):
+            actors = engine['placement']['actors']
+            cpu = actors[0]['device'].split(',')[0]
+            inform(f'{name}: {len(actors)} replica processes of one thread each, on {cpu}')
     return record
 
 

@@ -18,7 +18,7 @@ from .._checks import check, check_int
 from ..errors import SettingError
 from ..vocabulary import SUBMEASURES
 from .embeddings import Embedded, EmbeddingStore
-from .matching import greedy_match, padded
+from .matching import Matchable, greedy_match, matchable
 
 #: The study's BERTScore model.
 PAPER_MODEL = 'bert-large-uncased'
@@ -47,7 +47,7 @@ class BertScore:
             models it does not list).
         idf: weight tokens by idf computed over ``idf_sents`` (bert_score's definition).
         idf_sents: the texts idf is computed from (typically all reference documents).
-        batch_size: texts encoded together.
+        batch_size: texts encoded (each alone) between two additions to the embedding store.
         device: torch device (default: cuda if available).
         cache_bytes: bound of the in-memory embedding cache, least recently used evicted first.
         cache_path: an SQLite file keeping embeddings across runs (float32 arrays, keyed by model,
@@ -123,31 +123,25 @@ class BertScore:
     @torch.no_grad()
     def embed(self, texts: Iterable[str], verbose: Optional[bool] = None) -> Dict[str, Embedded]:
         """Token ids and unit-normalised token embeddings of each text, encoding only unseen texts
-        (counted by a progress bar when ``verbose``, default the scorer's)."""
+        (counted by a progress bar when ``verbose``, default the scorer's). Each text is encoded alone,
+        at its own length: no padding enters its products, so its embeddings are the same bits whatever
+        else is encoded (or was encoded first, and cached)."""
         import pyterrier as pt
         from bert_score.utils import sent_encode
         texts = list(dict.fromkeys(t for t in texts if t.strip()))
         self.store.load(texts)
-        todo = sorted((t for t in texts if t not in self.store), key=len)
+        todo = [t for t in texts if t not in self.store]
         show = self.verbose if verbose is None else verbose
         progress = pt.tqdm(total=len(todo), desc='texts encoded', unit='text', disable=not show or not todo)
         for start in range(0, len(todo), self.batch_size):
-            batch = todo[start:start + self.batch_size]
-            ids = [sent_encode(self.tokenizer, t) for t in batch]
-            lens = [len(i) for i in ids]
-            tokens = torch.full((len(batch), max(lens)), self.tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(tokens)
-            for row, seq in enumerate(ids):
-                tokens[row, :len(seq)] = torch.tensor(seq)
-                mask[row, :len(seq)] = 1
-            out = self.model(tokens.to(self.device), attention_mask=mask.to(self.device))[0].float().cpu()
             embedded = []
-            for row, text in enumerate(batch):
-                emb = out[row, :lens[row]]
-                embedded.append((text, torch.tensor(ids[row], dtype=torch.long), emb / emb.norm(dim=-1, keepdim=True)))
+            for text in todo[start:start + self.batch_size]:
+                ids = torch.tensor(sent_encode(self.tokenizer, text), dtype=torch.long)
+                emb = self.model(ids[None].to(self.device))[0][0].float().cpu()
+                embedded.append((text, ids, emb / emb.norm(dim=-1, keepdim=True)))
             self.store.add(embedded)
-            self.encoded += len(batch)
-            progress.update(len(batch))
+            self.encoded += len(embedded)
+            progress.update(len(embedded))
         progress.close()
         return self.store.get(texts)
 
@@ -160,8 +154,9 @@ class BertScore:
         special = torch.tensor([int(i) in self.special_ids for i in ids])
         return w.masked_fill(special, 0.0)
 
-    def _padded(self, embedded):
-        return padded([emb for _, emb in embedded], [self._weights(ids) for ids, _ in embedded])
+    def _matchable(self, embedded) -> Matchable:
+        ids, emb = embedded
+        return matchable(emb, self._weights(ids))
 
     def matrices(self, candidates: Sequence[str], references: Sequence[str]) -> Dict[str, np.ndarray]:
         """BERTScore ``'P'``, ``'R'`` and ``'F1'`` of every candidate against every reference, each of
@@ -175,13 +170,10 @@ class BertScore:
         if not cand_idx or not ref_idx:
             return scores
         emb = self.embed([candidates[i] for i in cand_idx] + [references[j] for j in ref_idx])
-        refs = self._padded([emb[references[j]] for j in ref_idx])
-        step = max(1, int(2e7 // max(1, refs[0].shape[0] * refs[0].shape[1] * 64)))
-        for start in range(0, len(cand_idx), step):
-            rows = cand_idx[start:start + step]
-            matched = greedy_match(self._padded([emb[candidates[i]] for i in rows]), refs)
-            for name, value in zip(SUBMEASURES, matched):
-                scores[name][np.ix_(rows, ref_idx)] = value.double().numpy()
+        matched = greedy_match([self._matchable(emb[candidates[i]]) for i in cand_idx],
+                               [self._matchable(emb[references[j]]) for j in ref_idx])
+        for name, value in zip(SUBMEASURES, matched):
+            scores[name][np.ix_(cand_idx, ref_idx)] = value.double().numpy()
         return scores
 
     def f1_matrix(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:

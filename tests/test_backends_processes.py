@@ -1,0 +1,117 @@
+"""ProcessBackend: a backend as replica processes of one thread each on this machine. The offline
+reader's study equals one in process bit for bit; a replica raising or killed with SIGKILL ends the run
+with every answer already returned kept, and a re-run generates exactly the rest."""
+import functools
+import json
+import os
+from pathlib import Path
+
+import pytest
+from support.scripted import ScriptedBackend
+
+import pyterrier_utility as pu
+from pyterrier_utility import cli
+from pyterrier_utility.backends.hf.invariant import one_thread
+from pyterrier_utility.errors import BackendError, SettingError
+from pyterrier_utility.prompts import PROMPT_FORMATS
+
+TESTS = Path(__file__).resolve().parent
+#: The scripted prompts: ten questions, one context each; two seeds each.
+PROMPTS = [PROMPT_FORMATS['plain'].build(f'question {i}', [f'document {i}']) for i in range(10)]
+SEEDS = [0, 1]
+EXPECTED = [[f"'question {i}' #{s}" for s in SEEDS] for i in range(10)]
+
+
+@pytest.fixture(autouse=True)
+def importable(monkeypatch):
+    """The replicas import the package and tests/support."""
+    before = os.environ.get('PYTHONPATH')
+    monkeypatch.setenv('PYTHONPATH', os.pathsep.join([str(TESTS.parent), str(TESTS)] + ([before] if before else [])))
+
+
+def answered(cache):
+    """Every scripted prompt's answers through ``cache``, as texts; and how many it generated."""
+    before = cache.generated
+    texts = [[a.text for a in row] for row in cache.answer(PROMPTS, SEEDS)]
+    return texts, cache.generated - before
+
+
+def stored(path) -> int:
+    return len(pu.GenerationCache(ScriptedBackend(), path))
+
+
+def test_two_replicas_of_one_thread_each_answer_as_the_backend_in_process_and_name_a_failing_query(tmp_path):
+    """One pool: answers and copies with other settings as in process; then a replica raising on one
+    prompt stops the run naming its query and process, the answers completed are kept, the pool
+    answers again (nothing of the failed call is read by the next) and a re-run generates the rest."""
+    # Two prompts per batch: 'question 7' shares its batch with 'question 6', and is still the one named.
+    raising = functools.partial(ScriptedBackend, fail_on='question 7', batch_size=4)
+    path = tmp_path / 'answers.sqlite'
+    with pu.backends.ProcessBackend(raising, replicas=2) as backend:
+        assert [a['device'].rsplit(', ', 1)[1] for a in backend.nodes] == ['1 torch threads'] * 2
+        assert len({a['pid'] for a in backend.nodes}) == 2 and os.getpid() not in {a['pid'] for a in backend.nodes}
+        assert backend.generation_key == ScriptedBackend().generation_key
+        assert backend.placement == {'runner': 'processes', 'replicas': 2, 'threads_each': 1, 'actors': backend.nodes}
+        assert backend.generate(PROMPTS[:7], seeds=[3] * 7) == ScriptedBackend().generate(PROMPTS[:7], seeds=[3] * 7)
+        greedy = backend.with_settings(temperature=0)
+        assert greedy.generation_key == ScriptedBackend(temperature=0).generation_key
+        assert greedy.generate(PROMPTS[:3], seeds=[5, 6, 7]) == ScriptedBackend().generate(PROMPTS[:3], seeds=[5, 6, 7])
+        cache = pu.GenerationCache(backend, path)
+        with pytest.raises(BackendError) as raised:
+            cache.answer(PROMPTS, SEEDS)
+        assert backend.generate(PROMPTS[:2], seeds=[0, 1])[1].text == "'question 1' #1"
+    assert all(process.poll() is not None for process in backend._processes)
+    message = str(raised.value)
+    assert '\n' not in message
+    assert "answering the prompt of the query 'question 7': ValueError: scripted failure" in message
+    assert any(f"replica process {a['pid']}" in message for a in backend.nodes)
+    kept = cache.generated
+    assert 0 < kept < 20 and stored(path) == kept
+    assert f'[{kept} answers of the batches completed are in the cache' in message
+    assert answered(pu.GenerationCache(ScriptedBackend(), path)) == (EXPECTED, 20 - kept)
+
+
+def test_a_pool_is_checked_where_it_is_made_and_a_backend_that_cannot_be_built_is_named_with_its_replica():
+    with pytest.raises(SettingError, match='ProcessBackend: replicas must be an integer >= 1, got 0'):
+        pu.backends.ProcessBackend(ScriptedBackend, replicas=0)
+    with pytest.raises(SettingError, match='ProcessBackend: backend must be a reader name or a function'):
+        pu.backends.ProcessBackend(ScriptedBackend(), replicas=2)
+    with pytest.raises(BackendError, match=r"ProcessBackend\('openai:m'\) on replica process \d+: the backend could "
+                                           r'not be built: SettingError: .*base_urls must be'):
+        pu.backends.ProcessBackend('openai:m', replicas=1, base_urls=['ftp://127.0.0.1'])
+
+
+def test_a_replica_killed_mid_run_stops_it_naming_the_replica_and_a_rerun_generates_the_rest(tmp_path):
+    path = tmp_path / 'answers.sqlite'
+    killing = functools.partial(ScriptedBackend, kill_on='question 8', marker=str(tmp_path / 'killed'))
+    with pu.backends.ProcessBackend(killing, replicas=2) as backend:
+        cache = pu.GenerationCache(backend, path)
+        with pytest.raises(BackendError, match=r"replica [01] \(process \d+\) died \(exit code -9: killed, or out of "
+                                               r"memory\), holding \d batch(es)? of \d+ prompts .*'question 8'"):
+            cache.answer(PROMPTS, SEEDS)
+        with pytest.raises(BackendError, match=r'replica [01] \(process \d+\) has died; build a new pool'):
+            backend.generate(PROMPTS[:1])
+    assert (tmp_path / 'killed').exists()
+    kept = cache.generated
+    assert 4 <= kept < 20 and stored(path) == kept
+    with pu.backends.ProcessBackend(ScriptedBackend, replicas=2) as backend:
+        assert answered(pu.GenerationCache(backend, path)) == (EXPECTED, 20 - kept)
+
+
+@pytest.mark.slow
+def test_the_study_command_runs_a_reader_in_replicas_and_records_them(tmp_path):
+    """The study's replicas (``--replicas 2``) and in process (``--replicas 1``): the same answers and
+    their token log-probabilities, per-query scores and Table 1, byte for byte; settings.json says where."""
+    options = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '2',
+               '--max-new-tokens', '8', '--labels', '2', '--temperature', '0.7']
+    # This process on one thread for both, as its replicas run: the scores are computed here.
+    with one_thread():
+        assert cli.main([*options, '--out', str(tmp_path / 'replicas'), '--replicas', '2']) == 0
+        assert cli.main([*options, '--out', str(tmp_path / 'here'), '--replicas', '1']) == 0
+    for name in ('answers.csv', 'token_logprobs.csv', 'per_query.csv', 'table1.csv'):
+        assert (tmp_path / 'replicas' / name).read_bytes() == (tmp_path / 'here' / name).read_bytes(), name
+    engine = json.loads((tmp_path / 'replicas' / 'settings.json').read_text())['engines']['gemma3-270m']
+    assert engine['placement']['runner'] == 'processes' and engine['placement']['replicas'] == 2
+    assert all(a['device'].endswith('1 torch threads') for a in engine['placement']['actors'])
+    assert 'in 2 replica processes of one thread each' in engine['reproducibility']
+    assert 'placement' not in json.loads((tmp_path / 'here' / 'settings.json').read_text())['engines']['gemma3-270m']
