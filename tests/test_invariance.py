@@ -79,7 +79,8 @@ def test_an_answer_is_the_same_alone_in_any_batch_with_any_samples_order_cache_o
         # answers hold at the process's number of threads, and the batching says at how many.
         assert backend.tile_threads == torch.get_num_threads()
         assert backend.batching == f'{INVARIANT_BATCHING} at {invariant.threads_text(backend.tile_threads)}'
-        return
+        pytest.skip(f'no row tile holds across thread counts on this CPU in {dtype}: the answers on another number '
+                    'of threads are not promised (the batching names the threads), so they are not checked')
     assert backend.batching == INVARIANT_BATCHING
     # A prompt whose first line is a prefill chunk of hundreds of tokens (its products past the rows where
     # a BLAS splits rows between threads), here on the process's threads
@@ -88,6 +89,22 @@ def test_an_answer_is_the_same_alone_in_any_batch_with_any_samples_order_cache_o
     with threads(1 if torch.get_num_threads() > 1 else 2):
         assert answers(backend.generate([PROMPTS[2]] * 3, seeds=list(SEEDS))) == [alone[PROMPTS[2], s] for s in SEEDS]
         assert answers(backend.generate([LONG], seeds=[SEEDS[0]])) == long_alone
+
+
+def test_the_thread_mechanism_itself_a_linear_layer_sees_at_most_probe_rows_and_attention_one_thread(gemma,
+                                                                                                 monkeypatch):
+    """What keeps a long prefill chunk thread-invariant, checked as it runs, on any CPU (where this CPU's
+    kernels would agree anyway, only this can fail): every product of a linear layer is given at most
+    :data:`~invariant.PROBE_ROWS` rows, and attention's products run on one thread."""
+    rows, attention_threads = [], []
+    linear, attended = invariant.F.linear, invariant._attended
+    monkeypatch.setattr(invariant.F, 'linear', lambda x, w, b=None: rows.append(x.shape[0]) or linear(x, w, b))
+    monkeypatch.setattr(invariant, '_attended', lambda *a: attention_threads.append(torch.get_num_threads())
+                        or attended(*a))
+    with threads(2):
+        gemma.prefixes.clear()
+        gemma.generate([LONG], seeds=[0])
+    assert max(rows) == invariant.PROBE_ROWS and attention_threads and set(attention_threads) == {1}
 
 
 def test_a_tiled_linear_layer_gives_each_row_its_values_at_every_row_count_and_thread_count(gemma):
