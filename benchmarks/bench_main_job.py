@@ -11,8 +11,9 @@ scores cached. Then runs the main job (``--queries N`` for a smaller slice; othe
 - ``float32``: the default with the reader forced to float32, as on CPUs without bf16 instructions.
 
 For each: its wall time, its generation time (the study's own ``generation:`` line), the answers
-generated and answers per second, and the peak resident memory of the job's processes (the main
-process alone, and all of them together, sampled every 0.2 s). Then the ratios: each way against
+generated and answers per second, and the peak memory of the job's processes (the main process's
+resident memory, and the proportional set sizes of all of them summed, a page they share counted once;
+sampled every 0.2 s). Then the ratios: each way against
 padded batches, and float32 against the default; whether each way's answers are those of the
 default, byte for byte (``answers.csv``). A smaller slice's times are scaled to the main job's 20
 queries as an estimate.
@@ -69,25 +70,26 @@ class Job:
     def line(self) -> str:
         return (f'{self.way}: wall {self.wall:.1f} s, generation {self.generation:.1f} s for {self.answers} answers '
                 f'({self.answers / self.generation:.2f} answers/s); peak resident memory {self.peak_main:.2f} GiB in '
-                f'the main process, {self.peak_all:.2f} GiB in all its processes together')
+                f'the main process, {self.peak_all:.2f} GiB in all its processes together (proportional set sizes)')
 
 
 def peaks(process: psutil.Popen, every: float = 0.2) -> Dict[str, float]:
-    """The peak resident memory (GiB) of ``process`` alone and of it with its descendants, sampled until it ends."""
+    """The peak memory (GiB) of ``process`` alone (resident) and of it with its descendants (their proportional
+    set sizes summed: a page that several share, such as a library's code, counted once), sampled until it ends."""
     found = {'main': 0.0, 'all': 0.0}
 
     def sample():
         while process.poll() is None:
             try:
                 tree = [process] + process.children(recursive=True)
-                sizes = []
+                shares = []
                 for p in tree:
                     try:
-                        sizes.append(p.memory_info().rss)
+                        shares.append(p.memory_full_info().pss)
                     except psutil.Error:
-                        sizes.append(0)
-                found['main'] = max(found['main'], sizes[0] / 2**30)
-                found['all'] = max(found['all'], sum(sizes) / 2**30)
+                        shares.append(0)
+                found['main'] = max(found['main'], process.memory_info().rss / 2**30)
+                found['all'] = max(found['all'], sum(shares) / 2**30)
             except psutil.Error:
                 pass
             time.sleep(every)

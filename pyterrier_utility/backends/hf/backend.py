@@ -5,6 +5,7 @@ seed's generator), explicit sampling parameters, bfloat16 on CPUs with bf16 matr
 prefill shared by all samples of a prompt, and the KV cache of prefixes reused across prompts.
 """
 import copy
+import ctypes
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
@@ -34,6 +35,16 @@ def _final(model, logits: torch.Tensor) -> torch.Tensor:
 INVARIANT_BATCHING = 'batch-invariant (each row attends over its own keys; products in whole row tiles)'
 #: How an invariant backend batches where no row tile holds on the CPU (see ``rows_alone``).
 ROWS_ALONE_BATCHING = 'batch-invariant (each answer decoded alone)'
+
+
+def _released() -> None:
+    """Hands the memory a batch freed back to the system (glibc's ``malloc_trim``; elsewhere nothing):
+    a batch's KV buffers and logits are freed in pieces that the allocator would otherwise keep, and
+    the next batch's would be allocated beside them."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 @HUGGINGFACE.register
@@ -78,7 +89,8 @@ class CausalLMBackend(DecodingBackendBase):
         dtype: ``'auto'`` (bfloat16 on CPUs with bf16 matrix instructions, float32 on other CPUs,
             the model's own dtype on an accelerator), ``'float32'``, ``'bfloat16'``, ``'float16'``
             or a ``torch.dtype``. Part of the generation cache key.
-        prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse).
+        prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse); 256 MiB serve the study's
+            k-sweeps whatever their number of queries (``benchmarks/bench_prefix_memory.py``).
         min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
             boundary after them). Part of the generation cache key.
         invariant: batch-invariant forward passes (see above); ``False`` decodes padded batches as
@@ -102,7 +114,7 @@ class CausalLMBackend(DecodingBackendBase):
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
-                 dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 1024,
+                 dtype: Union[str, torch.dtype] = 'auto', prefix_cache_mb: int = 256,
                  min_chunk_tokens: int = 32, invariant: Optional[bool] = None, verbose: bool = False,
                  **decoding_fields):
         name = f'CausalLMBackend({model_id!r})'
@@ -228,6 +240,8 @@ class CausalLMBackend(DecodingBackendBase):
             for prompt, per_seed in zip(group, answers):
                 for i, answer in zip(rows[prompt], per_seed):
                     texts[i] = answer
+            del answers
+            _released()
         self.truncated += sum(bool(a.truncated) for a in texts.values())
         return [texts[i] for i in range(len(inps))]
 
