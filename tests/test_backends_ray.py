@@ -15,7 +15,7 @@ import pytest
 os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
 ray = pytest.importorskip('ray')
 
-from support.scripted import ScriptedBackend  # noqa: E402
+from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, answered, stored  # noqa: E402
 
 import pyterrier_utility as pu  # noqa: E402
 from pyterrier_utility import cli  # noqa: E402
@@ -27,42 +27,6 @@ from pyterrier_utility.vocabulary import RAY_CONNECT_TIMEOUT  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # a Ray cluster or Ray's import in a process: seconds to a minute each
 TESTS = Path(__file__).resolve().parent
-#: The scripted prompts: ten questions, one context each; two seeds each.
-PROMPTS = [PROMPT_FORMATS['plain'].build(f'question {i}', [f'document {i}']) for i in range(10)]
-SEEDS = [0, 1]
-
-
-@pytest.fixture(scope='module')
-def cluster():
-    """A head node and one more, one CPU each; the workers import the package and tests/support."""
-    from ray.cluster_utils import Cluster
-    before = os.environ.get('PYTHONPATH')
-    os.environ['PYTHONPATH'] = os.pathsep.join([str(TESTS.parent), str(TESTS)] + ([before] if before else []))
-    nodes = Cluster(initialize_head=True, head_node_args={'num_cpus': 1, 'include_dashboard': False})
-    nodes.add_node(num_cpus=1)
-    ray.init(address=nodes.address)
-    yield nodes
-    ray.shutdown()
-    nodes.shutdown()
-    if before is None:
-        del os.environ['PYTHONPATH']
-    else:
-        os.environ['PYTHONPATH'] = before
-
-
-def answered(cache):
-    """Every scripted prompt's answers through ``cache``, as texts; and how many it generated."""
-    before = cache.generated
-    texts = [[a.text for a in row] for row in cache.answer(PROMPTS, SEEDS)]
-    return texts, cache.generated - before
-
-
-def stored(path) -> int:
-    return len(pu.GenerationCache(ScriptedBackend(), path))
-
-
-EXPECTED = [[f"'question {i}' #{s}" for s in SEEDS] for i in range(10)]
-
 
 UNREACHABLE = """
 import os, sys

@@ -13,7 +13,6 @@ forked from one whose torch has started its threads can hang, and one started by
 its backend once, on one torch thread, and answers whole batches until the pool is closed, or this
 process ends.
 """
-import functools
 import os
 import signal
 import socket
@@ -25,15 +24,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from pyterrier_rag.backend import Backend
 
 from .._checks import check_int
-from ..engines import engine_of
-from ..errors import BackendError, SettingError
-from ._replica import Profile, Replica, ReplicatedBackend, Schedule, cpu_device, queries_of
-from .factory import get_backend
+from ..errors import BackendError
+from ._replica import QUIET, Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, queries_of
 
-#: The environment a replica starts with: one thread for every library that would start more, and
-#: transformers' progress bars and notices off unless the pool is verbose.
+#: The environment a replica starts with: one thread for every library that would start more (and
+#: :data:`~._replica.QUIET` unless the pool is verbose).
 ONE_THREAD = {'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OPENBLAS_NUM_THREADS': '1'}
-QUIET = {'HF_HUB_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error'}
 
 
 def _here() -> Tuple[Dict[str, Any], str]:
@@ -107,14 +103,7 @@ class ProcessBackend(ReplicatedBackend):
     def __init__(self, backend: Union[str, Callable[..., Backend]], replicas: Optional[int] = None, *,
                  verbose: bool = False, **backend_kwargs):
         replicas = cpu_replicas() if replicas is None else check_int('ProcessBackend', 'replicas', replicas, 1)
-        if isinstance(backend, str):
-            engine_of(backend)
-            factory: Callable[..., Backend] = functools.partial(get_backend, backend)
-        elif callable(backend) and not isinstance(backend, Backend):
-            factory = backend
-        else:
-            raise SettingError(f'ProcessBackend: backend must be a reader name or a function building a backend in '
-                               f'each replica, got {backend!r}')
+        factory = backend_factory('ProcessBackend', backend, 'in each replica')
         self._name = backend if isinstance(backend, str) else getattr(backend, '__name__', repr(backend))
         environ = dict(os.environ, **ONE_THREAD, **({} if verbose else QUIET))
         self._conns: List[Connection] = []

@@ -13,7 +13,6 @@ Data hands a block to whichever actor is free, while prompts sharing a prefix sh
 that holds its KV cache. Nothing else is needed: ``ray.wait`` streams the results in the order they
 complete, and an actor's ``max_restarts`` and ``max_task_retries`` bound its restarts.
 """
-import functools
 import os
 import socket
 import sys
@@ -22,18 +21,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from pyterrier_rag.backend import Backend
 
 from .._checks import check, check_int, check_number
-from ..engines import engine_of
-from ..errors import BackendError, SettingError
+from ..errors import BackendError
 from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
-from ._replica import Profile, Replica, ReplicatedBackend, Schedule, cpu_device, queries_of
-from .factory import get_backend
+from ._replica import QUIET, Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, queries_of
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
 #: (Ray reads it once, when imported; by default a node advertises the machine's network address).
 LOOPBACK = 'RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'
-#: The environment of a quiet actor (``verbose=False``): transformers' progress bars and notices off,
-#: as the command line has them in its own process.
-QUIET = {'HF_HUB_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error'}
 
 
 def connect(address: Optional[str] = None):
@@ -154,14 +148,7 @@ class RayBackend(ReplicatedBackend):
         check_int('RayBackend', 'max_restarts', max_restarts, 0)
         check_number('RayBackend', 'num_cpus', num_cpus, 0, exclusive=True)
         check_number('RayBackend', 'num_gpus', num_gpus, 0)
-        if isinstance(backend, str):
-            engine_of(backend)
-            factory: Callable[..., Backend] = functools.partial(get_backend, backend)
-        elif callable(backend) and not isinstance(backend, Backend):
-            factory = backend
-        else:
-            raise SettingError(f'RayBackend: backend must be a reader name or a function building a backend on each '
-                               f'actor, got {backend!r}')
+        factory = backend_factory('RayBackend', backend, 'on each actor')
         ray = connect(address)
         total = ray.cluster_resources()
         short = [f'{replicas * need:g} {name}s' for name, need in (('CPU', num_cpus), ('GPU', num_gpus))

@@ -5,6 +5,7 @@ and what a pool does whatever its replicas are (:class:`ReplicatedBackend`): one
 this machine (:class:`~pyterrier_utility.backends.ProcessBackend`) or Ray's actors
 (:class:`~pyterrier_utility.backends.RayBackend`)."""
 import copy
+import functools
 import inspect
 import platform
 from collections import deque
@@ -19,6 +20,9 @@ from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
 from ..settings import Decoding
 from ._base import query_of, with_call_settings, work_batches
 
+#: The environment of a quiet replica (``verbose=False``): transformers' progress bars and notices off,
+#: as the command line has them in its own process.
+QUIET = {'HF_HUB_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error'}
 #: Batches sent ahead to each replica: one being answered and one waiting, so that no replica idles
 #: between two batches; at most these are lost when the pool's process dies.
 AHEAD = 2
@@ -40,6 +44,20 @@ class Profile:
     reproducibility: Optional[str]
     engine_settings: Optional[Dict[str, object]]
     prompt_format: Optional[str] = None
+
+
+def backend_factory(pool: str, backend: Any, where: str) -> Callable[..., Backend]:
+    """What builds ``backend`` on each replica of a ``pool``: a reader name's builder (the name checked
+    here), or the picklable function given; a :class:`SettingError` for anything else."""
+    if isinstance(backend, str):
+        from ..engines import engine_of
+        from .factory import get_backend
+        engine_of(backend)
+        return functools.partial(get_backend, backend)
+    if callable(backend) and not isinstance(backend, Backend):
+        return backend
+    raise SettingError(f'{pool}: backend must be a reader name or a function building a backend {where}, got '
+                       f'{backend!r}')
 
 
 def cpu_device() -> str:

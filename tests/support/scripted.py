@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from pyterrier_utility.backends._base import Answer, DecodingBackendBase, query_of, split_decoding
+from pyterrier_utility.prompts import PROMPT_FORMATS
 from pyterrier_utility.settings import Decoding
 
 
@@ -34,3 +35,23 @@ class ScriptedBackend(DecodingBackendBase):
             Path(self.marker).touch()
             os.kill(os.getpid(), signal.SIGKILL)
         return [Answer(text=f'{query_of(p)} #{s}', truncated=False) for p, s in zip(inps, seeds)]
+
+
+#: The scripted prompts: ten questions, one context each; two seeds each.
+PROMPTS = [PROMPT_FORMATS['plain'].build(f'question {i}', [f'document {i}']) for i in range(10)]
+SEEDS = [0, 1]
+#: What the scripted backend answers them.
+EXPECTED = [[f"'question {i}' #{s}" for s in SEEDS] for i in range(10)]
+
+
+def answered(cache):
+    """Every scripted prompt's answers through ``cache``, as texts; and how many it generated."""
+    before = cache.generated
+    texts = [[a.text for a in row] for row in cache.answer(PROMPTS, SEEDS)]
+    return texts, cache.generated - before
+
+
+def stored(path) -> int:
+    """The answers a generation cache file holds for the scripted backend."""
+    from pyterrier_utility import GenerationCache
+    return len(GenerationCache(ScriptedBackend(), path))
