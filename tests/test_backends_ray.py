@@ -28,6 +28,25 @@ from pyterrier_utility.vocabulary import RAY_CONNECT_TIMEOUT  # noqa: E402
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # a Ray cluster or Ray's import in a process: seconds to a minute each
 TESTS = Path(__file__).resolve().parent
 
+
+@pytest.fixture(scope='module')
+def cluster():
+    """A head node and one more, one CPU each; the workers import the package and tests/support."""
+    from ray.cluster_utils import Cluster
+    before = os.environ.get('PYTHONPATH')
+    os.environ['PYTHONPATH'] = os.pathsep.join([str(TESTS.parent), str(TESTS)] + ([before] if before else []))
+    nodes = Cluster(initialize_head=True, head_node_args={'num_cpus': 1, 'include_dashboard': False})
+    nodes.add_node(num_cpus=1)
+    ray.init(address=nodes.address)
+    yield nodes
+    ray.shutdown()
+    nodes.shutdown()
+    if before is None:
+        del os.environ['PYTHONPATH']
+    else:
+        os.environ['PYTHONPATH'] = before
+
+
 UNREACHABLE = """
 import os, sys
 os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
