@@ -17,6 +17,7 @@ from .vocabulary import (
     BM25_ENGINES,
     CORRECTIONS,
     ENDPOINTS,
+    MAX_REFERENCE_K,
     NDCG_ORDERS,
     ORACLE_MODES,
     ORDERING_NAMES,
@@ -271,12 +272,16 @@ OPTIONS: Dict[str, List[Option]] = {
          f'documents by label; default: {POOL_CAP})'),
     ],
     'attribution': [
-        (('--method',), 'method', dict(choices=ATTRIBUTION_METHODS, default=ATTRIBUTION_METHODS[0]),
-         'exact Shapley (2^k coalitions, k <= 10), Shapley by permutation sampling (with --budget; orders drawn '
-         'with --seed), leave-one-out, or each document alone (default: %(default)s)'),
+        (('--method',), 'method', dict(choices=ATTRIBUTION_METHODS, nargs='+', default=[ATTRIBUTION_METHODS[0]]),
+         'one or more: exact Shapley (2^k coalitions, k <= 10); Shapley by permutation sampling, Kernel SHAP or '
+         'truncated Monte Carlo, and ContextCite (each with --budget, drawn with --seed); leave-one-out; each '
+         'document alone. Their coalitions are answered once for all (default: shapley)'),
         (('--budget',), 'budget', dict(type=number(int, 2), metavar='N'),
-         'coalition evaluations per context for --method permutation, which needs it: the empty and the whole '
-         'context, then k - 1 per sampled order (default: none)'),
+         'coalitions per context for the sampling methods (permutation, kernelshap, tmc, contextcite), which '
+         'need it: the empty and the whole context among them (default: none)'),
+        (('--evaluate',), 'evaluate', dict(type=number(int, 1), metavar='N'),
+         'judge each method on N held-out coalitions per context (its LDS), and against exact Shapley where '
+         f'k <= {MAX_REFERENCE_K}: attribution_quality.csv (default: none)'),
     ],
     'report': [
         (('folders',), 'folders', dict(nargs='+'), 'study folders; several (e.g. one per dataset) make one table'),
@@ -334,7 +339,7 @@ def _running(command: str, *own: Tuple[str, Tuple[str, ...]]) -> Layout:
 COMMANDS: Dict[str, Layout] = {
     'study': _running('study', ('prediction', ('predict',)), ('transfer', ('transfer', 'max_docs'))),
     'experiment': _running('experiment'),
-    'attribute': _running('attribute', ('attribution', ('method', 'budget'))),
+    'attribute': _running('attribute', ('attribution', ('method', 'budget', 'evaluate'))),
     'report': [(None, 'report', ('folders',)), (None, 'scoring and output', ('out', 'correction', 'fig4_k', 'min_n')),
                (None, 'report', ('html',)), (None, 'scoring and output', ('ndcg_order',))],
     'transfer': [(None, 'transfer', ('out', 'max_docs'))],

@@ -177,7 +177,7 @@ def main(argv=None) -> int:
                            placement=placement(args), with_transfer=args.transfer,
                            transfer_max_docs=transfer_max_docs(args))
         elif args.command == 'attribute':
-            commands.attribute(config, args.method, args.budget, argv=given_argv)
+            commands.attribute(config, args.method, args.budget, argv=given_argv, evaluate=args.evaluate)
         else:
             commands.experiment(config, argv=given_argv)
         return 0

@@ -77,12 +77,17 @@ CORRELATION_METHODS = ('pearson', 'spearman', 'kendall')
 
 # Attribution of utility to the documents of a context.
 #: The estimators of each document's share (:mod:`~pyterrier_utility.methods.attribution.games`):
-#: exact Shapley, Shapley by permutation sampling, leave-one-out, each document alone.
-ATTRIBUTION_METHODS = ('shapley', 'permutation', 'loo', 'single')
-#: What :class:`~pyterrier_utility.ContextAttribution` adds to each document of a context: its Shapley
-#: share (or leave-one-out, single) of v(all) - v(empty), the same divided by v(empty) (a share of U),
-#: the method, and the standard error where the method samples.
-ATTRIBUTION_VALUES = ('phi', 'phi_utility', 'method', 'stderr')
+#: exact Shapley; Shapley by permutation sampling, Kernel SHAP and truncated Monte Carlo; ContextCite's
+#: linear surrogate; leave-one-out; each document alone.
+ATTRIBUTION_METHODS = ('shapley', 'permutation', 'kernelshap', 'tmc', 'contextcite', 'loo', 'single')
+#: What :class:`~pyterrier_utility.ContextAttribution` adds to each document of a context: its share
+#: of v(all) - v(empty) by the method, the same divided by v(empty) (a share of U), the method, the
+#: standard error where the method samples orders, and whether the method's shares always sum to
+#: v(all) - v(empty) (``efficient``).
+ATTRIBUTION_VALUES = ('phi', 'phi_utility', 'method', 'stderr', 'efficient')
+#: The largest k at which ``attribute --evaluate`` computes the exact Shapley values as the reference
+#: its methods are judged against (2^8 = 256 coalitions per context).
+MAX_REFERENCE_K = 8
 
 # The files of a study folder.
 #: One cell of the study: a system's contexts at k for one query.
@@ -135,9 +140,17 @@ PREDICTION_COLUMNS = (('labels', 'level', 'system', 'k', 'signal', 'target', 'n'
 HEALTH_COLUMNS = ('answers', 'empty', 'cut', 'copied', 'mean_tokens')
 #: The files of the ``attribute`` command: every coalition evaluated, each document's attribution, and the
 #: qrels graded by it (:func:`~pyterrier_utility.methods.attribution.utility_qrels`).
-ATTRIBUTION_FILES = {'coalitions': 'coalitions.csv', 'attribution': 'attribution.csv', 'qrels': 'utility.qrels'}
-#: ``coalitions.csv``: the value of each coalition (positions ascending, space-separated, '' for none).
-COALITION_COLUMNS = ('labels',) + CELL + ('coalition', 'value')
+ATTRIBUTION_FILES = {'coalitions': 'coalitions.csv', 'attribution': 'attribution.csv', 'qrels': 'utility.qrels',
+                     'quality': 'attribution_quality.csv'}
+#: ``coalitions.csv``: the value of each coalition (positions ascending, space-separated, '' for none),
+#: the methods that read it (space-separated) and whether it is held out to judge them.
+COALITION_COLUMNS = ('labels',) + CELL + ('coalition', 'value', 'methods', 'held_out')
+#: ``attribution_quality.csv`` (``attribute --evaluate``): per context and method, the coalitions it read,
+#: whether its phi are efficient, its linear datamodeling score on the held-out coalitions (and their
+#: number), and against the exact Shapley values where known: mean absolute error, rank correlation,
+#: the same top document (:mod:`~pyterrier_utility.methods.attribution.quality`).
+QUALITY_COLUMNS = ('labels',) + CELL + ('method', 'coalitions', 'efficient', 'held_out', 'lds', 'mae', 'spearman',
+                                        'top1')
 #: ``attribution.csv``: one row per document of a context, and whether it is relevant under the row's label set.
 ATTRIBUTION_COLUMNS = ('labels',) + CELL + ('position', 'docno') + ATTRIBUTION_VALUES + ('relevant',)
 #: Per CSV file of a study: its columns (after ``dataset``, ``reader`` where named) and those of them
@@ -153,6 +166,7 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'health.csv': (CELL[:2] + HEALTH_COLUMNS, ('k',) + HEALTH_COLUMNS),
     ATTRIBUTION_FILES['coalitions']: (COALITION_COLUMNS, ('k', 'value')),
     ATTRIBUTION_FILES['attribution']: (ATTRIBUTION_COLUMNS, ('k', 'position', 'phi', 'phi_utility', 'stderr')),
+    ATTRIBUTION_FILES['quality']: (QUALITY_COLUMNS, ('k', 'coalitions', 'held_out', 'lds', 'mae', 'spearman')),
 }
 #: The frames of a study (:class:`~pyterrier_utility.experiment.StudyResults`' attributes) and the files
 #: they are saved as.

@@ -162,14 +162,144 @@ def test_coalitions_are_those_the_estimator_reads():
 
 
 def test_bad_settings_are_refused_with_what_to_do():
-    with pytest.raises(SettingError, match="k=11.*method='permutation'"):
+    with pytest.raises(SettingError, match="k=11.*a sampling method .'permutation' or 'kernelshap'"):
         games.estimate(interacting, 11, 'shapley')
-    with pytest.raises(SettingError, match="'permutation' needs a budget"):
-        games.estimate(interacting, 3, 'permutation')
-    with pytest.raises(SettingError, match="budget applies to method 'permutation' only"):
+    for method in games.SAMPLED:
+        with pytest.raises(SettingError, match=f"'{method}' needs a budget"):
+            games.estimate(interacting, 3, method)
+    with pytest.raises(SettingError, match="budget applies to the sampling methods .'permutation' or 'kernelshap' or "
+                                           "'tmc' or 'contextcite'. only, not 'loo'"):
         games.estimate(interacting, 3, 'loo', budget=10)
-    with pytest.raises(SettingError, match="method must be 'shapley' or 'permutation' or 'loo' or 'single'"):
+    with pytest.raises(SettingError, match="method must be 'shapley' or 'permutation' or 'kernelshap' or 'tmc' or "
+                                           "'contextcite' or 'loo' or 'single'"):
         games.estimate(interacting, 3, 'banzhaf')
+    with pytest.raises(SettingError, match="kernelshap: a budget of 3 coalitions leaves no draw of 2"):
+        games.estimate(interacting, 3, 'kernelshap', budget=3)
+    with pytest.raises(SettingError, match="tmc: a budget of 3 .* less than one order of k=3"):
+        games.estimate(interacting, 3, 'tmc', budget=3)
+    with pytest.raises(SettingError, match="tolerance must be a number >= 0, got -0.1"):
+        games.estimate(interacting, 3, 'tmc', budget=8, tolerance=-0.1)
+
+
+# The field's estimators on synthetic games of four documents with known Shapley values.
+
+#: Name -> (game, its Shapley values): additive; documents 1 and 2 identical (redundant: they share
+#: the credit); 1 and 2 helping only together (complementary); 3 lowering P (a distractor).
+SYNTHETIC = {
+    'additive': (lambda s: 0.5 + 0.1 * (1 in s) + 0.05 * (2 in s) - 0.02 * (3 in s) + 0.2 * (4 in s),
+                 [0.1, 0.05, -0.02, 0.2]),
+    'redundant': (lambda s: 0.5 + 0.2 * (1 in s or 2 in s) + 0.1 * (3 in s), [0.1, 0.1, 0.1, 0.0]),
+    'complementary': (lambda s: 0.5 + 0.3 * (1 in s and 2 in s) + 0.05 * (3 in s), [0.15, 0.15, 0.05, 0.0]),
+    'distractor': (lambda s: 0.5 + 0.1 * (1 in s) + 0.1 * (2 in s) - 0.15 * (3 in s), [0.1, 0.1, -0.15, 0.0]),
+}
+#: Per sampling method: (budget, largest error allowed on an additive game, on one whose documents
+#: interact). Orders give an additive game's values exactly; paired Kernel SHAP is exact on games of
+#: pairwise interactions from 12 of the 16 coalitions; ContextCite's Lasso shrinks its weights a little,
+#: and on interacting documents fits the Banzhaf values (here equal to Shapley's) from random draws.
+BUDGETS = {'permutation': (2 + 3 * 400, 1e-12, 0.03), 'tmc': (2 + 3 * 400, 1e-12, 0.03),
+           'kernelshap': (12, 1e-9, 1e-9), 'contextcite': (16, 0.01, 0.07)}
+
+
+@pytest.mark.parametrize('game', SYNTHETIC)
+def test_the_synthetic_games_have_their_closed_form_shapley_values(game):
+    v, expected = SYNTHETIC[game]
+    assert np.allclose(by_orders(v, 4), expected, atol=1e-12)
+    assert np.allclose(games.estimate(v, 4, 'shapley').phi, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize('method', list(BUDGETS))
+@pytest.mark.parametrize('game', SYNTHETIC)
+def test_each_estimator_meets_the_closed_form_values_within_its_tolerance_at_its_budget(method, game):
+    v, expected = SYNTHETIC[game]
+    budget, additive, interacting_ = BUDGETS[method]
+    phi = games.estimate(v, 4, method, budget=budget, seed=0).phi
+    tolerance = additive if game in ('additive', 'distractor') else interacting_
+    assert np.abs(phi - expected).max() <= tolerance
+    assert np.sign(phi[2]) == np.sign(expected[2])  # the distractor hurts, document 3 of the others helps
+
+
+@pytest.mark.parametrize('game', SYNTHETIC)
+def test_kernel_shap_over_every_coalition_is_the_exact_shapley_value(game):
+    v, expected = SYNTHETIC[game]
+    assert np.allclose(games.estimate(v, 4, 'kernelshap', budget=16).phi, expected, atol=1e-12)
+    for k, seed in ((3, 0), (5, 1), (6, 2)):
+        exact = games.estimate(random_game(k, seed), k, 'shapley').phi
+        assert np.allclose(games.estimate(random_game(k, seed), k, 'kernelshap', budget=2 ** k).phi, exact, atol=1e-12)
+
+
+def test_kernel_shap_draws_coalition_sizes_from_the_shapley_kernel():
+    k, sizes = 10, []
+
+    def v(s):
+        sizes.append(len(s))
+        return 0.0
+    for seed in range(20):
+        games.kernelshap(v, k, 100, seed)
+    drawn = np.array(sizes)
+    drawn = drawn[(drawn > 0) & (drawn < k)]
+    weight = np.array([(k - 1) / (s * (k - s)) for s in range(1, k)])
+    for s in (1, 5):
+        assert np.mean(drawn == s) == pytest.approx(weight[s - 1] / weight.sum(), abs=0.02)
+
+
+@pytest.mark.parametrize('method', ['permutation', 'kernelshap'])
+@pytest.mark.parametrize('budget', [6, 9, 14, 40])
+def test_the_efficient_sampling_methods_sum_to_the_gain_at_any_budget(method, budget):
+    v = random_game(5, 3)
+    phi = games.estimate(v, 5, method, budget=budget, seed=budget).phi
+    assert phi.sum() == pytest.approx(v(games.everyone(5)) - v(frozenset()), abs=1e-12)
+
+
+def test_tmc_stops_a_walk_within_the_tolerance_of_the_whole_context_and_gives_the_rest_zero():
+    # Document 1 carries the gain; 2 adds 0.001, under 5% of it: an order's walk ends at document 1.
+    def v(s):
+        return 0.5 + 0.2 * (1 in s) + 0.001 * (2 in s)
+    budget, seed = 2 + 2 * 50, 4
+    rng = np.random.default_rng(seed)
+    orders = [list(rng.permutation(3) + 1) for _ in range(games.permutations_for(budget, 3))]
+    before_1 = np.mean([o.index(2) < o.index(1) for o in orders])
+    phi = games.estimate(v, 3, 'tmc', budget=budget, seed=seed).phi
+    assert np.allclose(phi, [0.2, 0.001 * before_1, 0.0], atol=1e-12)
+    assert 0.2 < before_1 < 0.8  # the truncation changed phi_2 (exact: 0.001)
+    untruncated = games.estimate(v, 3, 'permutation', budget=budget, seed=seed).phi
+    assert np.allclose(untruncated, [0.2, 0.001, 0.0], atol=1e-12)
+    # Its sum is within the tolerance of the gain; it reads fewer coalitions than whole walks.
+    assert abs(phi.sum() - 0.201) <= games.TOLERANCE * 0.201
+    tmc_read, whole_read = [], []
+    games.estimate(lambda s: tmc_read.append(s) or v(s), 3, 'tmc', budget=budget, seed=seed)
+    games.estimate(lambda s: whole_read.append(s) or v(s), 3, 'permutation', budget=budget, seed=seed)
+    assert len(tmc_read) < len(whole_read) and set(tmc_read) <= set(whole_read)
+
+
+def test_tmc_asks_for_its_coalitions_walk_by_walk():
+    v, _ = SYNTHETIC['complementary']
+    known: dict = {}
+    rounds = 0
+    while True:
+        asked = games.coalitions(4, 'tmc', budget=11, seed=2, known=known)
+        if not asked:
+            break
+        rounds += 1
+        known.update({s: v(s) for s in asked})
+    read = set()
+    phi = games.estimate(lambda s: read.add(s) or v(s), 4, 'tmc', budget=11, seed=2).phi
+    assert set(known) == read and 1 < rounds <= 4  # v(empty), v(all) and first prefixes; then one step a round
+    assert np.array_equal(games.estimate(known.__getitem__, 4, 'tmc', budget=11, seed=2).phi, phi)
+
+
+def test_contextcite_draws_each_document_with_probability_one_half_and_is_not_efficient():
+    read = []
+
+    def v(s):
+        read.append(s)
+        return SYNTHETIC['complementary'][0](s)
+    for seed in range(10):
+        games.contextcite(v, 8, 64, seed)
+    drawn = [s for s in read if s not in (frozenset(), games.everyone(8))]
+    assert np.mean([len(s) for s in drawn]) / 8 == pytest.approx(0.5, abs=0.02)
+    phi = games.estimate(SYNTHETIC['complementary'][0], 4, 'contextcite', budget=16).phi
+    assert phi.sum() != pytest.approx(0.35, abs=1e-3)
+    assert set(games.EFFICIENT) == {'shapley', 'permutation', 'kernelshap'}
 
 
 # The transformer on a backend whose answers name their documents, and a scorer of known values.
@@ -226,6 +356,42 @@ def test_permutation_sampling_in_the_transformer_is_efficient_with_a_standard_er
     for _, rows in out.groupby('qid'):
         assert rows['phi'].sum() == pytest.approx(rows['fbert'].iloc[0] - rows['fbert_0shot'].iloc[0], abs=1e-9)
     assert out['stderr'].notna().all() and (out['method'] == 'permutation').all()
+
+
+@pytest.mark.parametrize('method, budget', [('kernelshap', 6), ('tmc', 8), ('contextcite', 6)])
+def test_the_sampling_methods_in_the_transformer_give_the_estimator_on_the_coalitions_generated(method, budget):
+    attribution = ContextAttribution(reader(samples=1), GameScorer(), method=method, budget=budget, seed=3)
+    out, values = attribution.evaluate(RANKING)
+    for qid, rows in out.groupby('qid'):
+        own = values[values['qid'] == qid]
+        table = {games.parse_coalition(c): float(v) for c, v in zip(own['coalition'], own['value'])}
+        k = len(rows)
+        read = set()
+        expected = games.estimate(lambda c: read.add(c) or table[c], k, method, budget, seed=3).phi
+        assert set(table) == read | {frozenset(), games.everyone(k)}  # what the estimator read, no more
+        assert np.array_equal(rows.sort_values('position')['phi'].to_numpy(), expected)
+    assert (out['efficient'] == (method == 'kernelshap')).all()
+
+
+def test_tmc_in_the_transformer_asks_the_reader_round_by_round_and_stops_walks_early(monkeypatch):
+    # q3: f carries the gain, g adds under 5% of it, h nothing: a walk ends once f is in.
+    monkeypatch.setitem(GAMES, 'q3', lambda s: 0.5 + 0.2 * ('f' in s) + 0.001 * ('g' in s))
+    ranking = pd.DataFrame({'qid': ['q3'] * 4, 'query': ['what is lift'] * 4, 'docno': ['d6', 'd7', 'd8', 'd9'],
+                            'text': ['f', 'g', 'h', 'i'], 'rank': [0, 1, 2, 3]})
+    r = reader(samples=1)
+    rounds = []
+    real = r.answer_frames
+    monkeypatch.setattr(r, 'answer_frames', lambda frames, by: rounds.append(len(frames)) or real(frames, by=by))
+    tmc = ContextAttribution(r, GameScorer(), method='tmc', budget=2 + 3 * 4, seed=0)
+    out, values = tmc.evaluate(ranking)
+    whole = ContextAttribution(reader(samples=1), GameScorer(), method='permutation', budget=2 + 3 * 4, seed=0)
+    _, all_values = whole.evaluate(ranking)
+    assert rounds.count(2) > 1 and len(values) < len(all_values)  # (0-shot, coalitions) a round
+    table = {games.parse_coalition(c): v for c, v in zip(values['coalition'], values['value'])}
+    expected = games.estimate(table.__getitem__, 4, 'tmc', 2 + 3 * 4, seed=0).phi
+    assert np.array_equal(out.sort_values('position')['phi'].to_numpy(), expected)
+    gain = out['fbert'].iloc[0] - out['fbert_0shot'].iloc[0]
+    assert abs(out['phi'].sum() - gain) <= games.TOLERANCE * abs(gain)
 
 
 def test_every_coalition_of_every_query_goes_to_the_reader_in_one_call(monkeypatch):
@@ -332,9 +498,11 @@ def test_cli_attribute_writes_four_files_that_agree_with_a_brute_force(tmp_path,
     coalitions = pd.read_csv(tmp_path / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
                              na_values={'value': ['']})
     attribution = pd.read_csv(tmp_path / 'attribution.csv', dtype={'qid': str, 'docno': str})
-    assert list(coalitions.columns) == ['labels', 'system', 'k', 'qid', 'coalition', 'value']
+    assert list(coalitions.columns) == ['labels', 'system', 'k', 'qid', 'coalition', 'value', 'methods', 'held_out']
     assert list(attribution.columns) == ['labels', 'system', 'k', 'qid', 'position', 'docno', 'phi', 'phi_utility',
-                                         'method', 'stderr', 'relevant']
+                                         'method', 'stderr', 'efficient', 'relevant']
+    assert (coalitions['methods'] == 'shapley').all() and not coalitions['held_out'].any()
+    assert attribution['efficient'].all()
     # Rel draws documents of label 2 and up, NRel the others: relevant under the label set 2, or not.
     assert attribution.groupby('system')['relevant'].agg(set).to_dict() == {'NRel': {False}, 'Rel': {True}}
     assert len(coalitions) == 2 * 2 * (4 + 8)  # systems x queries x coalitions at k = 2 and 3
@@ -347,7 +515,56 @@ def test_cli_attribute_writes_four_files_that_agree_with_a_brute_force(tmp_path,
     qrels = list(ir_measures.read_trec_qrels(str(tmp_path / 'utility.qrels')))
     assert qrels and {q.relevance for q in qrels} <= {0, 1, 2}
     settings = json.loads((tmp_path / 'settings.json').read_text())
-    assert settings['command'] == 'attribute' and settings['attribution']['method'] == 'shapley'
+    assert settings['command'] == 'attribute' and settings['attribution']['methods'] == ['shapley']
+    assert not (tmp_path / 'attribution_quality.csv').exists()
+
+
+def test_cli_attribute_judges_several_methods_on_held_out_coalitions_answering_each_coalition_once(tmp_path,
+                                                                                                    monkeypatch):
+    from scipy import stats
+
+    from pyterrier_utility import cli
+    backends = []
+
+    def build(spec, **kw):
+        backends.append(CountingBackend())
+        return backends[-1]
+    monkeypatch.setattr(pu.backends, 'get_backend', build)
+    options = ['--systems', 'BM25', 'Rel', '-k', '3', '--queries', '3', '--samples', '1', '--labels', '2',
+               '--out', str(tmp_path)]
+    assert cli.main(['attribute', '--method', 'kernelshap', 'tmc', 'contextcite', 'loo', '--budget', '6',
+                     '--evaluate', '4', *options]) == 0
+    assert len(backends[0].calls) == len(set(backends[0].calls))  # no coalition generated twice
+    coalitions = pd.read_csv(tmp_path / 'coalitions.csv', dtype={'qid': str}, keep_default_na=False,
+                             na_values={'value': ['']})
+    attribution = pd.read_csv(tmp_path / 'attribution.csv', dtype={'qid': str, 'docno': str})
+    quality = pd.read_csv(tmp_path / 'attribution_quality.csv', dtype={'qid': str})
+    assert set(attribution['method']) == {'kernelshap', 'tmc', 'contextcite', 'loo', 'shapley'}  # shapley: reference
+    assert not coalitions.duplicated(['labels', 'system', 'k', 'qid', 'coalition']).any()
+    assert len(quality) == 5 * 2 * 3
+    keys = ['labels', 'system', 'k', 'qid']
+    tables = {key: rows for key, rows in coalitions.groupby(keys)}
+    for row in quality.itertuples():
+        key = (row.labels, row.system, row.k, row.qid)
+        context = tables[key]
+        phi = attribution[(attribution[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)
+                          & (attribution['method'] == row.method)].sort_values('position')['phi'].to_numpy()
+        value = {games.parse_coalition(c): v for c, v in zip(context['coalition'], context['value'])}
+        held = context[context['held_out']]
+        assert len(held) == row.held_out == 4
+        predicted = [value[frozenset()] + sum(phi[p - 1] for p in games.parse_coalition(c)) for c in held['coalition']]
+        expected_lds = (stats.spearmanr(predicted, held['value'])[0]
+                        if np.ptp(predicted) > 0 and np.ptp(held['value']) > 0 else np.nan)
+        assert np.isclose(row.lds, expected_lds, equal_nan=True, atol=1e-12)
+        exact = by_orders(value.__getitem__, 3)  # every coalition is there: the reference read them all
+        assert row.mae == pytest.approx(np.abs(phi - exact).mean(), abs=1e-9)
+        assert bool(row.top1) == (np.argmax(phi) == np.argmax(exact))
+        read = context['methods'].fillna('').str.split().map(lambda m: row.method in m)
+        assert row.coalitions == read.sum() and row.efficient == (row.method in games.EFFICIENT)
+    # A second method later, into the same folder: its coalitions are all answered already.
+    assert cli.main(['attribute', '--method', 'single', *options]) == 0
+    assert backends[1].calls == []
+    assert not (tmp_path / 'attribution_quality.csv').exists()
 
 
 def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_path, monkeypatch):
@@ -378,11 +595,15 @@ def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_p
     assert len(pu.experiment.read_study(tmp_path).attribution) == 2 * 3
 
 
-def test_cli_attribute_refuses_a_budget_without_permutation(tmp_path, capsys):
+def test_cli_attribute_refuses_a_budget_without_a_sampling_method(tmp_path, capsys):
     from pyterrier_utility import cli
     with pytest.raises(SystemExit):
-        cli.main(['attribute', '--budget', '10', '--out', str(tmp_path)])
-    assert "a budget applies to method 'permutation' only" in capsys.readouterr().err
+        cli.main(['attribute', '--budget', '10', '--method', 'loo', 'shapley', '--out', str(tmp_path)])
+    assert ("a budget applies to the sampling methods ('permutation' or 'kernelshap' or 'tmc' or 'contextcite') only, "
+            "not 'loo'") in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(['attribute', '--method', 'loo', 'kernelshap', '--out', str(tmp_path)])
+    assert "method 'kernelshap' needs a budget" in capsys.readouterr().err
 
 
 def test_cli_attribute_attributes_a_context_shorter_than_k_over_its_documents_and_names_its_qids(tmp_path,

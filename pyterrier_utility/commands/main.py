@@ -12,7 +12,7 @@ Example::
 import json
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 import pyterrier as pt
@@ -30,6 +30,7 @@ from ..experiment.results import StudyResults
 from ..experiment.stats import fold_readers
 from ..experiment.study import variants, window
 from ..experiment.validate import read_per_query
+from ..methods.attribution.quality import quality_summary
 from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
 from ..report import figures
@@ -126,16 +127,21 @@ def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame
     return table
 
 
-def attribute(config: StudyConfig, method: str = 'shapley', budget: Optional[int] = None,
-              argv: Optional[list] = None) -> Attribution:
-    """The ``attribute`` command: runs, saves and prints the summary."""
+def attribute(config: StudyConfig, method: Union[str, Sequence[str]] = 'shapley', budget: Optional[int] = None,
+              argv: Optional[list] = None, evaluate: Optional[int] = None) -> Attribution:
+    """The ``attribute`` command: runs, saves and prints the summary (and each method's quality, with
+    ``evaluate``)."""
     start = time.time()
     with lock_folder(Path(config.out)):
-        found = run_attribution(config, method, budget, argv)
+        found = run_attribution(config, method, budget, argv, evaluate)
         written = save_attribution(found, config)
     table = attribution_table(found.attribution)
     print(f'mean share of U (phi_utility) by position, mean phi of the relevant and other documents, share with '
           f'negative phi:\n{table.round(4).to_string(index=False)}')
+    if found.quality is not None:
+        print(f'each method on {evaluate} held-out coalitions per context (mean LDS) and against exact Shapley '
+              f'(mean absolute error, rank correlation, top-1 agreement), coalitions read per context:\n'
+              f'{quality_summary(found.quality).round(4).to_string(index=False)}')
     print(f'written to {config.out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{found.settings["generated"]} answers generated')
     return found

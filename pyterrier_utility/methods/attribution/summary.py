@@ -9,7 +9,7 @@ from ...vocabulary import CELL
 
 
 def attribution_table(attribution: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, labels,) system and k of attribution rows (``attribution.csv``, or
+    """One row per (dataset, labels,) system, k (and method, where there are several) of attribution rows (``attribution.csv``, or
     :class:`~.transformer.ContextAttribution`'s output with ``system`` and ``k``): the mean
     ``phi_utility`` at each position (``pos 1`` .. ``pos K``: does utility sit at rank 1, in the
     middle, at the end?), the mean ``phi`` of the relevant and of the other documents (with a
@@ -21,7 +21,8 @@ def attribution_table(attribution: pd.DataFrame) -> pd.DataFrame:
         attribution_table(pd.read_csv('results/attribution/attribution.csv'))
     """
     validate_columns('attribution_table', attribution, [*CELL[:2], 'position', 'phi', 'phi_utility'])
-    keys: List[str] = [c for c in ('dataset', 'labels') if c in attribution.columns] + list(CELL[:2])
+    keys: List[str] = [c for c in ('dataset', 'labels') if c in attribution.columns] + list(CELL[:2]) + (
+        ['method'] if 'method' in attribution.columns and attribution['method'].nunique() > 1 else [])
     frame = attribution[keys].astype(str).assign(k=attribution['k'].astype(int), position=attribution['position'],
                                                  phi=attribution['phi'], phi_utility=attribution['phi_utility'])
     index = pd.MultiIndex.from_frame(frame[keys].drop_duplicates())  # in the order of the rows

@@ -1,12 +1,12 @@
 """Which document carried the utility: each context document's share of v(all) - v(empty), where
 v(S) is the answer quality P the reader reaches from the documents of S alone."""
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from ..._checks import check_int
+from ..._checks import check_int, check_number
 from ..._frames import normalise_frame, validate_columns
 from ..._messages import warn_qids
 from ...protocols import AnswerScorer
@@ -60,9 +60,10 @@ class ContextAttribution(pt.Transformer):
     """
 
     def __init__(self, reader: Reader, scorer: AnswerScorer, method: str = 'shapley', budget: Optional[int] = None,
-                 seed: int = 0):
+                 seed: int = 0, tolerance: float = games.TOLERANCE):
         games.check_method(method, budget)
         check_int('ContextAttribution', 'seed', seed, 0)
+        self.tolerance = check_number('ContextAttribution', 'tolerance', tolerance, 0)
         self.evaluator = UtilityEvaluator(reader, scorer)  # refuses a reader that is not ours
         self.reader = reader
         self.scorer = scorer
@@ -85,61 +86,82 @@ class ContextAttribution(pt.Transformer):
         frame = frame[~twice]
         return frame.assign(position=frame.groupby('_context').cumcount() + 1).reset_index(drop=True)
 
-    def _coalition_frame(self, contexts: pd.DataFrame) -> Tuple[pd.DataFrame, Dict[int, int]]:
-        """The rows of every non-empty coalition each context's estimator reads, and the whole context
-        (P_k, whatever the method; a ``coalition`` column names each), and the k of each context."""
-        sizes: Dict[int, int] = {}
+    def _values(self, contexts: pd.DataFrame, by: List[str], wanted: Dict[int, List[games.Coalition]]
+                ) -> pd.DataFrame:
+        """The value of the coalitions ``wanted`` of each context (its ``_context`` number), the empty
+        one from the 0-shot prompt: ``_context``, ``by``, ``coalition`` (:func:`~.games.coalition_name`)
+        and ``fbert``, the empty one first per context, then as asked. The prompts of every context go
+        to the reader in one call, the 0-shot ones with them, so the evaluator finds them all answered."""
         rows, names = [], []
         for context, docs in contexts.groupby('_context', sort=False):
-            k = sizes[context] = len(docs)
-            needed = games.coalitions(k, self.method, self.budget, self.seed)
-            for coalition in dict.fromkeys([*needed, games.everyone(k)]):
+            for coalition in wanted.get(context, []):
                 if coalition:
                     rows.extend(docs.index[[p - 1 for p in sorted(coalition)]])
                     names.extend([games.coalition_name(coalition)] * len(coalition))
-        return contexts.loc[rows].assign(coalition=names), sizes
+        frame = contexts.loc[rows].assign(coalition=names)
+        key = by + ['coalition']
+        firsts = contexts.drop_duplicates('_context')
+        zero = firsts[firsts['_context'].isin(wanted)][by + ['query']].assign(coalition='')
+        _, answered = self.reader.answer_frames([zero, frame.drop(columns='_context')], by=key)
+        groups = self.evaluator.evaluate(answered, by=key)[0]
+        context_of = firsts.set_index(by)['_context']
+        groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
+                                                           if len(by) > 1 else groups[by[0]]).values)
+        empty = groups.drop_duplicates('_context').assign(coalition='', fbert=lambda g: g['fbert_0shot'])
+        empty = empty[[frozenset() in wanted[c] for c in empty['_context']]]
+        values = pd.concat([empty, groups[groups['coalition'] != '']], ignore_index=True)
+        return values.sort_values('_context', kind='stable')[['_context'] + key + ['fbert']]
+
+    def coalitions_of(self, contexts: pd.DataFrame, by: List[str]) -> Tuple[Dict[int, Dict], pd.DataFrame]:
+        """Plays each context's game as far as the method reads it: the coalitions it asks for, in
+        rounds (one round for every method but ``tmc``, whose walks ask for their next coalition given
+        the values so far), v(empty) and v(all) always. Returns each context's values by coalition and
+        the frame of :meth:`_values` of every coalition evaluated."""
+        sizes = contexts.groupby('_context', sort=False).size()
+        known: Dict[int, Dict[games.Coalition, float]] = {c: {} for c in sizes.index}
+        frames = []
+        while True:
+            wanted = {}
+            for context, k in sizes.items():
+                asked = games.coalitions(k, self.method, self.budget, self.seed, self.tolerance, known[context])
+                asked = list(dict.fromkeys([frozenset(), *asked, games.everyone(k)]))
+                wanted[context] = [c for c in asked if c not in known[context]]
+            wanted = {c: asked for c, asked in wanted.items() if asked}
+            if not wanted:
+                return known, pd.concat(frames, ignore_index=True).sort_values('_context', kind='stable')
+            values = self._values(contexts, by, wanted)
+            for context, coalition, value in zip(values['_context'], values['coalition'], values['fbert']):
+                known[context][games.parse_coalition(coalition)] = float(value)
+            frames.append(values)
 
     def evaluate(self, inp: pd.DataFrame, by: Sequence[str] = ('qid',)) -> Tuple[pd.DataFrame, pd.DataFrame]:
         """The attribution of the contexts of ``inp``, each context the rows of one group of ``by``
         (``('qid',)`` in a pipeline; ``('system', 'k', 'qid')`` when one frame holds every context
         of a study): the documents with ``position``, the attribution and the context's P_k, P_0 and
         U (as :meth:`transform`), and the value of every coalition evaluated (``by``,
-        ``coalition`` (:func:`~.games.coalition_name`), ``value``; the empty one first, then as
-        :func:`~.games.coalitions` orders them, then the whole context where the method reads it not)."""
+        ``coalition`` (:func:`~.games.coalition_name`), ``value``; per context the empty one first,
+        then as the method asked for them, the whole context with the first)."""
         by = list(by)
         contexts = self._contexts(inp, by)
         if contexts.empty:
-            added = {c: pd.Series(dtype=object if c == 'method' else float)
+            added = {c: pd.Series(dtype=object if c == 'method' else bool if c == 'efficient' else float)
                      for c in ATTRIBUTION_VALUES + PER_QUERY_MAY_BE_EMPTY}
             return (contexts.drop(columns='_context').assign(**added),
                     pd.DataFrame({c: pd.Series(dtype=float if c == 'value' else object)
                                   for c in by + ['coalition', 'value']}))
-        frame, sizes = self._coalition_frame(contexts)
-        key = by + ['coalition']
-        zero = contexts.drop_duplicates('_context')[by + ['query']].assign(coalition='')
-        # The 0-shot prompts with the others, in one call: the evaluator then finds them answered.
-        asked = [zero, frame.drop(columns='_context')]
-        _, answered = self.reader.answer_frames(asked, by=key)
-        groups = self.evaluator.evaluate(answered, by=key)[0]
-        context_of = contexts.drop_duplicates('_context').set_index(by)['_context']
-        groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
-                                                           if len(by) > 1 else groups[by[0]]).values)
-        empty = groups.drop_duplicates('_context').assign(coalition='', fbert=lambda g: g['fbert_0shot'])
-        values = pd.concat([empty, groups], ignore_index=True).sort_values('_context', kind='stable')
-        estimates = {}
-        for context, own in values.groupby('_context', sort=False):
-            v = {games.parse_coalition(c): float(x) for c, x in zip(own['coalition'], own['fbert'])}
-            k = sizes[context]
-            estimates[context] = (games.estimate(v.__getitem__, k, self.method, self.budget, self.seed),
-                                  v[frozenset()], v[games.everyone(k)])
+        known, values = self.coalitions_of(contexts, by)
+        sizes = contexts.groupby('_context', sort=False).size()
+        estimates = {c: games.estimate(known[c].__getitem__, k, self.method, self.budget, self.seed, self.tolerance)
+                     for c, k in sizes.items()}
+        p_0 = contexts['_context'].map({c: v[frozenset()] for c, v in known.items()}).astype(float)
+        p_k = contexts['_context'].map({c: known[c][games.everyone(k)] for c, k in sizes.items()}).astype(float)
         index = contexts['position'] - 1
-        phi = np.array([estimates[c][0].phi[i] for c, i in zip(contexts['_context'], index)])
-        p_0 = contexts['_context'].map({c: e[1] for c, e in estimates.items()}).astype(float)
-        p_k = contexts['_context'].map({c: e[2] for c, e in estimates.items()}).astype(float)
+        phi = np.array([estimates[c].phi[i] for c, i in zip(contexts['_context'], index)])
         with np.errstate(divide='ignore', invalid='ignore'):
             share = np.where(p_0 == 0, np.nan, phi / p_0.to_numpy())
         rows = contexts.assign(phi=phi, phi_utility=share, method=self.method,
-                               stderr=[estimates[c][0].stderr[i] for c, i in zip(contexts['_context'], index)],
+                               stderr=[estimates[c].stderr[i] for c, i in zip(contexts['_context'], index)],
+                               efficient=self.method in games.EFFICIENT,
                                fbert=p_k, fbert_0shot=p_0, utility=utility(p_k, p_0))
         coalitions = values[by + ['coalition', 'fbert']].rename(columns={'fbert': 'value'}).reset_index(drop=True)
         return rows.drop(columns='_context'), coalitions
@@ -149,9 +171,21 @@ class ContextAttribution(pt.Transformer):
         (positions ascending, space-separated; '' for the empty one, v(empty) = P_0), ``value``."""
         return self.evaluate(inp)[1]
 
+    def values_of(self, inp: pd.DataFrame, wanted: Callable[[int], Sequence[games.Coalition]],
+                  by: Sequence[str] = ('qid',)) -> pd.DataFrame:
+        """The value of the coalitions ``wanted(k)`` of each context of ``inp`` (of k documents; the
+        contexts as :meth:`evaluate` groups them), whatever the method: ``by``, ``coalition``, ``value``.
+        Held-out coalitions (:func:`~.quality.held_out`) are evaluated so."""
+        by = list(by)
+        contexts = self._contexts(inp, by)
+        sizes = contexts.groupby('_context', sort=False).size()
+        values = self._values(contexts, by, {c: list(wanted(k)) for c, k in sizes.items()})
+        return values[by + ['coalition', 'fbert']].rename(columns={'fbert': 'value'}).reset_index(drop=True)
+
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         return self.evaluate(inp)[0]
 
     def __repr__(self):
         budget = '' if self.budget is None else f', budget={self.budget}, seed={self.seed}'
+        budget += f', tolerance={self.tolerance:g}' if self.method == 'tmc' else ''
         return f'ContextAttribution({self.reader!r}, {self.scorer!r}, method={self.method!r}{budget})'
