@@ -367,3 +367,48 @@ def test_an_answer_without_a_visible_character_is_marked_empty_in_a_browser(tmp_
     assert shown == [['\x00', True], ['\x1b ', True]]
     assert browser.evaluate('[...document.querySelectorAll(".pane tr.answer td.zero .note")].length') == 0
     assert browser.errors == []
+
+
+def two_readers(folder: Path) -> Path:
+    """The small study answered by two readers, with its answer health and correlations: every file with
+    a ``reader`` column, as a study of several readers writes them."""
+    def two(frame):
+        return pd.concat([frame.assign(reader=r)[['reader', *frame.columns]] for r in ('gemma3-270m', 'smollm2-135m')],
+                         ignore_index=True)
+    health = pd.DataFrame({'system': ['0-shot', 'A', 'A-r'], 'k': [0, 2, 2], 'answers': [4, 4, 4],
+                           'empty': [0.25, 0.0, 0.0], 'cut': [0.0, 0.0, 0.0], 'copied': [0.0, 0.5, 0.5],
+                           'mean_tokens': [3.0, 2.0, 2.0]})
+    correlations = pd.DataFrame({'labels': 'label>=2', 'system': ['A', 'A-r'], 'k': [2, 2], 'method': 'pearson',
+                                 'r': [np.nan, np.nan], 'p': [np.nan, np.nan], 'n': [1, 1]})
+    return small_study(folder, **{name: two(frame) for name, frame in dict(
+        per_query=PER_QUERY, answers=ANSWERS, scores=SCORES, contexts=CONTEXTS, queries=QUERIES, health=health,
+        correlations=correlations).items()})
+
+
+def test_report_of_two_readers_heads_their_column_reader(tmp_path):
+    page = write_report(two_readers(tmp_path / 'study')).read_text()
+    overview = page[page.index('<section id="overview">'):page.index('<section id="explorer">')]
+    health = overview[overview.index('<table class="health">'):]
+    assert re.findall(r'<th>([^<]*)</th>', health[:health.index('</thead>')]) == [
+        'Reader', 'System', 'k', 'answers', 'empty', 'cut', 'copied', 'mean tokens']
+    assert re.findall(r'<td>(gemma3-270m|smollm2-135m)</td><td>(0-shot|A-r|A)', health[:health.index('</table>')]) == [
+        (r, s) for r in ('gemma3-270m', 'smollm2-135m') for s in ('0-shot', 'A', 'A-r')]
+    correlations = overview[overview.index('<table class="correlations">'):]
+    assert re.findall(r'<th rowspan="2">([^<]*)</th>', correlations) == ['Reader', 'labels', 'system', 'k']
+    assert not re.search(r'<th[^>]*>dataset', overview, re.I)
+    data = embedded(tmp_path / 'study' / 'report.html')
+    assert data['named_datasets'] and data['block'] == 'Reader'
+    assert data['datasets'] == ['gemma3-270m', 'smollm2-135m']
+    # A study of one reader over several datasets keeps the heading its blocks have.
+    one = write_report(small_study(tmp_path / 'one', per_query=PER_QUERY.assign(dataset='dl19'),
+                                   answers=None, scores=None, contexts=None, queries=None))
+    assert embedded(one)['block'] == 'Dataset'
+
+
+def test_report_of_two_readers_heads_their_column_reader_in_a_browser(tmp_path, browser):
+    browser.load(write_report(two_readers(tmp_path / 'study')))
+    assert browser.evaluate('[...document.querySelectorAll("#rows thead th")].map(t => t.textContent)')[:2] == [
+        'Reader', 'Label set']
+    assert browser.evaluate('document.getElementById("filter-dataset").parentElement.firstChild.textContent') == \
+        'reader '
+    assert browser.errors == []

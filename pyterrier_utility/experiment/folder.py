@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..errors import FrameError, SettingError
 from ..vocabulary import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
+from .stats import block_heading
 from .validate import read_per_query
 
 #: Per file: columns read when present (studies before them lack them), as ``'number'`` (NaN where
@@ -49,7 +50,9 @@ class StudyFolder:
         settings: ``settings.json``.
         table1: ``table1_paper.md``.
         figures: file name -> PNG bytes of each ``fig*.png``.
-        named_datasets: whether the files name their dataset (a study over several collections).
+        named_datasets: whether the files name their dataset (a study over several collections or readers).
+        block: what heads the ``dataset`` column where it is shown: ``'Dataset'``, ``'Reader'`` (a study of
+            several readers) or ``'Dataset · reader'`` (:func:`~.stats.block_heading`).
     """
     path: Path
     per_query: pd.DataFrame
@@ -66,6 +69,7 @@ class StudyFolder:
     table1: Optional[str] = None
     figures: Dict[str, bytes] = field(default_factory=dict)
     named_datasets: bool = False
+    block: str = 'Dataset'
 
 
 def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
@@ -166,8 +170,9 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
     """
     path = study_folder(folder)
     per_query = path / FRAME_FILES['per_query']
-    has_dataset = bool({'dataset', 'reader'} & set(pd.read_csv(per_query, nrows=0).columns))
-    study = StudyFolder(path, read_csv(per_query), named_datasets=has_dataset)
+    header = pd.read_csv(per_query, nrows=0)
+    has_dataset = bool({'dataset', 'reader'} & set(header.columns))
+    study = StudyFolder(path, read_csv(per_query), named_datasets=has_dataset, block=block_heading(header))
     for file in CSV_COLUMNS:
         if file != per_query.name and (path / file).is_file():
             own = file not in ATTRIBUTION_FILES.values()  # attribute's files never name their dataset
@@ -198,7 +203,8 @@ def study_from_frames(frames: Mapping[str, pd.DataFrame], path: Union[str, Path]
     if frames.get('per_query') is None:
         raise FrameError(f'no per_query frame among {sorted(frames)}: a study view needs per_query')
     named = 'dataset' in frames['per_query'].columns
-    study = StudyFolder(Path(path), frames['per_query'], named_datasets=named)
+    study = StudyFolder(Path(path), frames['per_query'], named_datasets=named,
+                        block=block_heading(frames['per_query']))
     for name in ('per_query', 'answers', 'scores', 'contexts', 'queries'):
         frame = frames.get(name)
         if frame is None:

@@ -56,8 +56,9 @@ def report_data(study: StudyFolder) -> dict:
     """The explorer's data, as embedded in the page: strings stored once and referred to by index.
 
     ``rows`` holds ``per_query.csv`` column by column (``dataset``, ``labels``, ``system`` and ``query``
-    as indices into ``datasets``, ``labels``, ``systems`` and ``queries``); ``contexts``, ``answers`` and
-    ``scores`` map ``'query|system|k'`` (``scores``: ``'query|labels|system|k'``) to the cell's contexts
+    as indices into ``datasets``, ``labels``, ``systems`` and ``queries``; ``block`` is what heads
+    ``dataset``: Dataset, or Reader in a study of several readers); ``contexts``, ``answers`` and ``scores``
+    map ``'query|system|k'`` (``scores``: ``'query|labels|system|k'``) to the cell's contexts
     ``[doc, label]`` in position order, answers ``[sample, answer]`` and scores
     ``[sample, fbert, best_docno]``. NaN is null.
 
@@ -75,8 +76,8 @@ def report_data(study: StudyFolder) -> dict:
     query = {key: i for i, key in enumerate(keys)}
     text = {} if study.queries is None else dict(zip(zip(study.queries['dataset'], study.queries['qid']),
                                                      study.queries['query']))
-    data = {'named_datasets': study.named_datasets, 'datasets': datasets.values, 'labels': labels.values,
-            'relevance': [_relevance_rule(x) for x in labels.values],
+    data = {'named_datasets': study.named_datasets, 'block': study.block, 'datasets': datasets.values,
+            'labels': labels.values, 'relevance': [_relevance_rule(x) for x in labels.values],
             'queries': {'dataset': [datasets.code(d) for d, _ in keys], 'qid': [q for _, q in keys],
                         'text': [text.get(key) for key in keys]},
             'rows': {'dataset': [datasets.code(x) for x in pq['dataset']],

@@ -146,7 +146,8 @@ def _correlations_html(study: StudyFolder) -> str:
                      for key, part in frame.groupby(keys, sort=False)}
         sides.append((title, css, methods, by_method))
     rows = list(dict.fromkeys(key for _, _, _, cells in sides for key in cells))
-    head = ''.join(f'<th rowspan="2">{k}</th>' for k in keys) + ''.join(
+    heading = {'dataset': html.escape(study.block)}
+    head = ''.join(f'<th rowspan="2">{heading.get(k, k)}</th>' for k in keys) + ''.join(
         f'<th colspan="{len(methods) + 1}" class="{css}">{html.escape(title)}</th>' for title, css, methods, _ in sides)
     sub = ''.join('<th>n</th>' + ''.join(f'<th>{m}</th>' for m in methods) for _, _, methods, _ in sides)
     body = []
@@ -204,8 +205,8 @@ def _health_html(study: StudyFolder) -> str:
               f'{answer_health.COPIED_SHARE:.0%} of its words in runs of {answer_health.COPY_RUN}+ words found '
               f'verbatim in one of its documents. {answer_health.health_legend()}.')
     return (f'<p class="summary">{html.escape(answer_health.summary(health))}</p>'
-            + html_table([k.capitalize() for k in keys] + ['System', 'k', 'answers', 'empty', 'cut', 'copied',
-                                                        'mean tokens'], rows, ' class="health"', attrs)
+            + html_table([html.escape(study.block)] * len(keys) + ['System', 'k', 'answers', 'empty', 'cut', 'copied',
+                                                                 'mean tokens'], rows, ' class="health"', attrs)
             + f'<p class="note">{html.escape(legend)}</p>')
 
 

@@ -8,7 +8,7 @@
   const PAGE = 50;
   const state = {dataset: '', labels: '', system: '', k: '', search: '', sort: null, dir: 1, page: 0, open: null};
   const COLUMNS = [
-    ['dataset', 'Dataset', i => D.datasets[R.dataset[i]]],
+    ['dataset', D.block, i => D.datasets[R.dataset[i]]],
     ['labels', 'Label set', i => D.labels[R.labels[i]]],
     ['system', 'System', i => D.systems[R.system[i]]],
     ['k', 'k', i => R.k[i]],
@@ -183,7 +183,7 @@
       state.search = e.target.value.trim().toLowerCase(); state.page = 0; render();
     }});
     explorer.append(
-      el('div', {class: 'controls'}, D.named_datasets ? select('dataset', 'dataset', D.datasets) : null,
+      el('div', {class: 'controls'}, D.named_datasets ? select('dataset', D.block.toLowerCase(), D.datasets) : null,
         select('labels', 'label set', D.labels),
         select('system', 'system', unique(R.system).map(s => D.systems[s])),
         select('k', 'k', unique(R.k).sort((a, b) => a - b).map(String)), search),
