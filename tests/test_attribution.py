@@ -593,6 +593,11 @@ def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_p
     # The study's page, written again, shows the attribution; the folder reads it back.
     assert 'id="attribution"' in (tmp_path / 'report.html').read_text()
     assert len(pu.experiment.read_study(tmp_path).attribution) == 2 * 3
+    # Two methods: the page's table has a row for each.
+    assert cli.main(['attribute', '--method', 'loo', 'single', *options]) == 0
+    page = (tmp_path / 'report.html').read_text()
+    table = page.split('class="attribution"')[1].split('</table>')[0]
+    assert '<th>method</th>' in table and '<td>loo</td>' in table and '<td>single</td>' in table
 
 
 def test_cli_attribute_refuses_a_budget_without_a_sampling_method(tmp_path, capsys):

@@ -217,13 +217,14 @@ def _attribution_html(study: StudyFolder) -> str:
     assert study.attribution is not None
     table = attribution_table(study.attribution.drop(columns='dataset'))
     values = [c for c in table.columns if c.startswith(('pos ', 'phi '))]
-    rows = [[html.escape(str(r[c])) for c in table.columns[:3]] + [cell_number(r[c]) for c in values]
+    keys = [c for c in table.columns if c not in values and c != 'negative']  # method too, where there are several
+    rows = [[html.escape(str(r[c])) for c in keys] + [cell_number(r[c]) for c in values]
             + [f'{r["negative"]:.0%}'] for _, r in table.iterrows()]
     method = ', '.join(sorted(set(study.attribution['method'])))
     return (f'<p class="note">Each document\'s share of U ({html.escape(method)}; attribution.csv): phi_utility by '
             'context position (Context 1 first), the mean phi of the relevant documents and of the others, and the '
             'share of documents whose phi is negative (they lowered the answer quality).</p>'
-            + html_table(list(table.columns[:3]) + values + ['negative phi'], rows, ' class="attribution"'))
+            + html_table(keys + values + ['negative phi'], rows, ' class="attribution"'))
 
 
 def _verdict_html(study: StudyFolder) -> str:
