@@ -120,3 +120,66 @@ def test_study_transfer_says_where_a_reader_ignores_its_context_and_the_report_s
                      '--samples', '1', '--labels', '2', '--out', str(out)]) == 0
     assert not any((out / name).exists() for name in TRANSFER_FILES.values())
     assert 'Across readers' not in (out / 'report.html').read_text()
+
+
+class OpeningBackend(FirstContextBackend):
+    """Answers with the first three words of its prompt's first context: another reader of the same documents."""
+
+    def generate(self, inps, *, seeds=None, **kw):
+        return [BackendOutput(text=' '.join(out.text.split()[:3])) for out in super().generate(inps, seeds=seeds, **kw)]
+
+
+@pytest.mark.slow
+def test_transfer_records_each_readers_oracle_in_contexts_csv_once(tmp_path, monkeypatch):
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    from pyterrier_utility.experiment.folder import read_study
+
+    # Two simulated readers in this process, each reading its context its own way.
+    monkeypatch.setattr(pu.backends, 'cpu_replicas', lambda: 1)
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: (
+        OpeningBackend('I cannot say') if spec == 'smollm2-135m' else FirstContextBackend('I cannot say')))
+    out = tmp_path / 'readers'
+    assert cli.main(['study', '--reader', *READERS, '--queries', '2', '-k', '1', '2', '--systems', 'BM25', 'Rel',
+                     '--samples', '1', '--labels', '2', '--out', str(out)]) == 0
+    studied = pd.read_csv(out / 'contexts.csv', dtype=str, keep_default_na=False)
+    assert not studied['system'].str.startswith('Util:').any()
+    commands.transfer(out, max_docs=4)
+    contexts = pd.read_csv(out / 'contexts.csv', dtype=str, keep_default_na=False)
+    assert list(contexts.columns) == list(studied.columns) == ['reader', 'system', 'k', 'qid', 'position', 'docno',
+                                                               'label', 'text']
+    pd.testing.assert_frame_equal(contexts.head(len(studied)), studied)  # the study's own rows as written
+    oracles = contexts.iloc[len(studied):].astype({'k': int, 'position': int})
+    assert set(oracles['system']) == {f'Util:{r}' for r in READERS}
+    # Each oracle's documents at k, recomputed from document_utility.csv: the reader's k pool documents of
+    # highest positive gain (ties: P alone, then docno), the same whichever reader is given them.
+    utility = pd.read_csv(out / TRANSFER_FILES['document_utility'], dtype={'qid': str, 'docno': str})
+    for reader in READERS:
+        mine = utility[(utility['reader'] == reader) & (utility['gain'] > 0)]
+        best = mine.sort_values(['qid', 'gain', 'p_doc', 'docno'], ascending=[True, False, False, True])
+        for k in (1, 2):
+            expected = {q: list(part['docno'][:k]) for q, part in best.groupby('qid')}
+            assert expected and any(len(docs) == k for docs in expected.values())
+            for given in READERS:
+                shown = oracles[(oracles['reader'] == given) & (oracles['system'] == f'Util:{reader}')
+                                & (oracles['k'] == k)]
+                assert {q: list(part.sort_values('position')['docno']) for q, part in shown.groupby('qid')} == expected
+                assert (shown.groupby('qid')['position'].apply(list) == shown.groupby('qid')['position'].apply(
+                    lambda p: list(range(1, len(p) + 1)))).all()
+    judged = utility.drop_duplicates(['qid', 'docno']).set_index(['qid', 'docno'])['label']
+    assert [float(x) if x else None for x in oracles['label']] == [
+        None if pd.isna(x) else float(x) for x in judged.reindex(pd.MultiIndex.from_frame(oracles[['qid', 'docno']]))]
+    assert (oracles['text'] != '').all()
+    # Again: the oracles' rows are replaced, not added twice.
+    written = (out / 'contexts.csv').read_bytes()
+    commands.transfer(out, max_docs=4)
+    assert (out / 'contexts.csv').read_bytes() == written
+    # read_study reads them as any system's, a block per reader; the page lists each reader's own oracle.
+    study = read_study(out)
+    assert len(study.contexts) == len(contexts)
+    assert set(study.contexts.loc[study.contexts['system'] == 'Util:gemma3-270m', 'dataset']) == set(READERS)
+    page = (out / 'report.html').read_text()
+    table = page[page.index('<details class="oracles">'):]
+    table = table[:table.index('</details>')]
+    assert "The documents each reader's own oracle chose at k=2" in table
+    assert re.findall(r'<th>([^<]*)</th>', table) == ['qid'] + [f'Util:{r}' for r in READERS]

@@ -30,7 +30,7 @@ from ..experiment.preparation import prepare
 from ..experiment.results import StudyResults
 from ..experiment.stats import BASELINE_MARK, MIN_N, paired_ttest
 from ..experiment.study import run_study, study_contexts
-from ..experiment.transfer import cell_order_tau, label_auc, reader_agreement
+from ..experiment.transfer import ORACLE_PREFIX, cell_order_tau, label_auc, reader_agreement
 from ..methods.llm_utility import DocumentUtility, UtilityOracle, utility_pool
 from ..report.figures import pyplot
 from ..report.html import write_report
@@ -93,7 +93,7 @@ def transfer_table(per_query: pd.DataFrame, alpha: float = 0.05, min_n: int = MI
     rows = []
     for (labels, reader, k), cell in per_query.groupby(['labels', 'reader', 'k'], sort=False):
         wide = cell.pivot_table(index='qid', columns='system', values='utility', aggfunc='first')
-        own = f'Util:{reader}'
+        own = ORACLE_PREFIX + reader
         for source in wide.columns:
             u = wide[source].to_numpy(float)
             tests = {}
@@ -147,7 +147,7 @@ def run_transfer(config: StudyConfig, max_docs: int = POOL_CAP, argv: Optional[l
     first = utility[utility['labels'] == str(labels)]
     _say_where_no_document_counts(first)
     sources = dict(systems)  # the study's own, answered already, beside every reader's oracle
-    sources.update({f'Util:{name}': UtilityOracle(first[first['reader'] == name], name) for name in readers})
+    sources.update({ORACLE_PREFIX + name: UtilityOracle(first[first['reader'] == name], name) for name in readers})
     studies = [run_study(topics, qrels, sources, reader, collection.dataset.texts, ks=studied.ks,
                          label_sets=studied.label_sets, scorer_for=scorer_for,
                          baseline='Rel' if 'Rel' in sources else None, reader_name=name, verbose=False)
@@ -192,13 +192,28 @@ def _agreement(utility: pd.DataFrame, labels: LabelSet, study: Optional[pd.DataF
     return pd.concat(rows, ignore_index=True)[columns].assign(labels=str(labels))
 
 
+def record_oracles(contexts: pd.DataFrame, path: Union[str, Path]) -> None:
+    """Adds the contexts each reader was given by every ``Util:<reader>`` oracle (``contexts``' rows of
+    those sources) to the study's ``contexts.csv`` at ``path``, in its columns, in place of the oracles'
+    rows an earlier transfer added; the study's own rows are kept as written."""
+    path = Path(path)
+    rows = contexts[contexts['system'].str.startswith(ORACLE_PREFIX)]
+    if path.is_file():
+        study = pd.read_csv(path, dtype=str, keep_default_na=False)
+        rows = pd.concat([study[~study['system'].str.startswith(ORACLE_PREFIX)], rows.reindex(columns=study.columns)],
+                         ignore_index=True)
+    rows.to_csv(path, index=False)
+
+
 def save_transfer(found: Transfer, out: Union[str, Path]) -> List[str]:
     """Writes ``document_utility.csv``, ``transfer.csv``, ``transfer_table.csv`` and ``.md`` and the two
-    figures (:data:`~pyterrier_utility.vocabulary.TRANSFER_FILES`) into ``out``, records the transfer's
-    settings in its ``settings.json`` and writes the study's ``report.html`` again with its "Across
-    readers" section; returns the file names."""
+    figures (:data:`~pyterrier_utility.vocabulary.TRANSFER_FILES`) into ``out``, adds the documents every
+    reader's oracle gave each reader to its ``contexts.csv`` (:func:`record_oracles`), records the
+    transfer's settings in its ``settings.json`` and writes the study's ``report.html`` again with its
+    "Across readers" section; returns the file names."""
     out = Path(out)
     with lock_folder(out):
+        record_oracles(found.contexts, out / FRAME_FILES['contexts'])
         columns = ['reader', 'labels', 'qid', 'docno', 'label', 'p0', 'p_doc', 'gain', 'relative_gain']
         found.document_utility[columns].to_csv(out / TRANSFER_FILES['document_utility'], index=False)
         found.agreement.to_csv(out / TRANSFER_FILES['transfer'], index=False)
@@ -217,4 +232,4 @@ def save_transfer(found: Transfer, out: Union[str, Path]) -> List[str]:
         if (out / FRAME_FILES['per_query']).is_file():  # a study's folder: its page gains the section
             write_report(out)
             written.append(REPORT_FILE)
-    return sorted(written + [SETTINGS_FILE])
+    return sorted(written + [FRAME_FILES['contexts'], SETTINGS_FILE])

@@ -8,7 +8,7 @@ The study writes (``dataset`` first only in a study over several collections):
   ``OPTIONAL``);
 - ``scores.csv``: labels, system, k, qid, sample, fbert, best_docno (the FBERT of each answer);
 - ``contexts.csv``: system, k, qid, position (1-based, the reader's order), docno, label (empty:
-  unjudged), text;
+  unjudged), text (after the ``transfer`` command, also each reader's oracle, system ``Util:<reader>``);
 - ``queries.csv``: qid, query;
 - ``health.csv``: system, k, answers, empty, cut, copied, mean_tokens (:mod:`.health`);
 - ``correlations.csv`` and, when the answers carry log-probabilities, ``confidence_correlations.csv``:

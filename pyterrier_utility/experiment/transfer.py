@@ -15,6 +15,8 @@ from ..prediction.evaluation import bootstrap_interval, resamples
 from ..scoring.correlation import correlation
 from ..settings import LabelSet, LabelsLike
 
+#: Names each reader's own utility oracle as a context source: ``Util:<reader>``.
+ORACLE_PREFIX = 'Util:'
 #: The agreement statistics of :func:`reader_agreement`, in the order they are listed.
 AGREEMENT = ('spearman_per_query', 'kendall_per_query', 'spearman_pooled', 'kendall_pooled', 'jaccard')
 

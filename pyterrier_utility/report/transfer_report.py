@@ -11,7 +11,8 @@ from typing import Optional, Union
 import numpy as np
 import pandas as pd
 
-from ..vocabulary import SETTINGS_FILE, TRANSFER_FILES
+from ..experiment.transfer import ORACLE_PREFIX
+from ..vocabulary import FRAME_FILES, SETTINGS_FILE, TRANSFER_FILES
 from .figures import panel_grid, pyplot, save_figure
 from .markup import cell_number, figure_html, html_table, markdown_html
 
@@ -119,11 +120,35 @@ def _agreement_html(agreement: pd.DataFrame) -> str:
     return html_table(['reader', 'beside', 'statistic', 'value', '95% interval', 'n'], rows, ' class="transfer"')
 
 
+def _oracles_html(contexts: pd.DataFrame) -> str:
+    """The documents each reader's own oracle gave it (``contexts.csv``'s ``Util:<reader>`` rows of that
+    reader) at the largest k, a row per query and a column per reader, each docno with its human label,
+    folded; '' where the study's contexts hold none."""
+    if 'reader' not in contexts.columns:
+        return ''
+    own = contexts[contexts['system'] == ORACLE_PREFIX + contexts['reader']]
+    if own.empty:
+        return ''
+    k = int(own['k'].max())
+    own = own[own['k'] == k].sort_values('position', kind='stable')
+    readers = list(dict.fromkeys(own['reader']))
+    chosen = {(r, q): ', '.join(f'{d} ({"–" if pd.isna(label) else f"{label:g}"})'
+                                for d, label in zip(part['docno'], part['label']))
+              for (r, q), part in own.groupby(['reader', 'qid'], sort=False)}
+    rows = [[html.escape(q)] + [html.escape(chosen.get((r, q), '')) for r in readers]
+            for q in dict.fromkeys(own['qid'])]
+    return (f'<details class="oracles"><summary>The documents each reader\'s own oracle chose at k={k} '
+            f'({FRAME_FILES["contexts"]}; the human label in brackets, – unjudged)</summary>\n'
+            + html_table(['qid'] + [html.escape(ORACLE_PREFIX + r) for r in readers], rows, ' class="transfer"')
+            + '</details>')
+
+
 def transfer_section(folder: Union[str, Path]) -> str:
     """The report's section from the ``transfer`` command's files in ``folder`` ('' when
     ``transfer_table.md`` is absent): how the pool and the oracles were made (``settings.json``), the
     transfer table with its marks, the agreement of the first label set with its intervals, what each
-    statistic measures, then the two figures where they were drawn."""
+    statistic measures, the documents each reader's own oracle chose (``contexts.csv``), then the two
+    figures where they were drawn."""
     folder = Path(folder)
     table = folder / TRANSFER_FILES['table_md']
     if not table.is_file():
@@ -149,6 +174,10 @@ def transfer_section(folder: Union[str, Path]) -> str:
             parts.append(_agreement_html(agreement))
             parts.append('<ul class="note">' + ''.join(f'<li>{html.escape(k)}: {html.escape(v)}</li>'
                                                        for k, v in STATISTIC_NAMES.items()) + '</ul>')
+    contexts = folder / FRAME_FILES['contexts']
+    if contexts.is_file():
+        parts.append(_oracles_html(pd.read_csv(contexts, usecols=lambda c: c != 'text',
+                                               dtype={'reader': str, 'system': str, 'qid': str, 'docno': str})))
     figures = [figure_html(name, (folder / name).read_bytes())
                for name in (TRANSFER_FILES['agreement_figure'], TRANSFER_FILES['gains_figure'])
                if (folder / name).is_file()]
