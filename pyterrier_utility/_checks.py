@@ -8,9 +8,10 @@ from .settings import is_int
 
 
 def check(condition: bool, owner: str, message: str) -> None:
-    """Raises :class:`SettingError` ``owner: message`` unless ``condition``."""
+    """Raises :class:`SettingError` ``owner: message`` unless ``condition`` (``message`` alone for an
+    empty ``owner``: the command line's parser names the option itself)."""
     if not condition:
-        raise SettingError(f'{owner}: {message}')
+        raise SettingError(f'{owner}: {message}' if owner else message)
 
 
 def check_int(owner: str, name: str, value, minimum: int) -> int:
@@ -26,3 +27,20 @@ def check_number(owner: str, name: str, value, minimum: float, exclusive: bool =
     ok = math.isfinite(number) and (number > minimum if exclusive else number >= minimum)
     check(ok, owner, f'{name} must be a number {">" if exclusive else ">="} {minimum:g}, got {value!r}')
     return number
+
+
+def check_k(owner: str, k) -> int:
+    """A context size: how many documents the reader is given, an integer >= 1 (a bool is refused).
+    The one rule of ``k`` for the command line, :class:`~pyterrier_utility.experiment.StudyConfig`,
+    the study and the transformers that cut at k."""
+    return check_int(owner, 'k', k, 1)
+
+
+def check_window(owner: str, start) -> int:
+    """A window of each ranking besides its top k: a start rank >= 2 (ranks start .. start + k - 1;
+    1 is the top k, which every study has) or a tail window <= -1 (the j-th window from the tail of
+    the grid, :class:`~pyterrier_utility.GridWindow`). The one rule of a window for the command line,
+    :class:`~pyterrier_utility.experiment.StudyConfig` and the study."""
+    check(is_int(start) and (start >= 2 or start <= -1), owner,
+          f'window must be a start rank >= 2 (the top k is always there) or a tail window <= -1, got {start!r}')
+    return int(start)

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._checks import check_k, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
 from .experiment.config import PRESETS
@@ -76,6 +77,25 @@ def number(kind, minimum, exclusive=False, maximum=None):
     return parse
 
 
+def checked(rule):
+    """An option's value read from its text (an integer, or a number, where it reads as one) and checked
+    by ``rule``, the function of :mod:`~pyterrier_utility._checks` the library checks the setting with,
+    so the command line refuses what the Python API refuses, with the same message."""
+    def parse(text: str):
+        value: Any = text
+        for kind in (int, float):
+            try:
+                value = kind(text)
+                break
+            except ValueError:
+                pass
+        try:
+            return rule('', value)
+        except SettingError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
 def or_none(parse):
     """``parse``, or 'none': the setting unset (a preset's value turned off)."""
     def parse_or_none(text: str):
@@ -118,9 +138,9 @@ OPTIONS: Dict[str, List[Option]] = {
                                                       'irds:msmarco-passage/trec-dl-2019/judged; several: one table'),
         (('--queries',), 'queries', dict(type=number(int, 0), metavar='N'),
          'the first N queries with a relevant document (0: all)'),
-        (('-k',), 'ks', dict(type=number(int, 1), nargs='+', metavar='K'),
+        (('-k',), 'ks', dict(type=checked(check_k), nargs='+', metavar='K'),
          'the context sizes: how many retrieved documents the reader is given, a column of Table 1 each'),
-        (('--figure-k',), 'figure_ks', dict(type=number(int, 1), nargs='+', metavar='K'),
+        (('--figure-k',), 'figure_ks', dict(type=checked(check_k), nargs='+', metavar='K'),
          "the context sizes of Figures 3 and 5 (default: -k's); a k in both is answered once"),
         (('--labels',), 'label_sets', dict(type=labels, nargs='+', metavar='LABELS'),
          "relevant labels for P: a minimum ('2') or a set ('2,3'); several: a column block each"),
@@ -135,8 +155,9 @@ OPTIONS: Dict[str, List[Option]] = {
          'the best at both ends, the best first) and its reversal (-lim-r), and the authors\' orientation of both '
          '(-lim-authors, -lim-authors-r: the same for even k, mirrored for odd k)'),
         (('--no-reverse',), 'no_reverse', dict(action='store_true', default=None), 'the original orderings only'),
-        (('--windows',), 'windows', dict(type=number(int, 2), nargs='+', metavar='START'),
-         'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6)'),
+        (('--windows',), 'windows', dict(type=checked(check_window), nargs='+', metavar='START'),
+         'also the contexts at ranks START .. START + k - 1 of each ranking (BM25@6), START >= 2; -J: the J-th '
+         "window from the tail, on --window-grid's step (BM25@-1 the last)"),
         (('--window-grid',), 'window_grid', dict(type=number(int, 0), nargs=3, metavar=('TOPS', 'TAILS', 'STEP')),
          "windows as the authors' compose_context samples them: the first TOPS windows every STEP ranks from the top "
          '(BM25, BM25@1+STEP, ...) and the last TAILS of that grid (BM25@-1 the last)'),
@@ -230,7 +251,7 @@ OPTIONS: Dict[str, List[Option]] = {
          'a multiple-testing correction of the t-tests'),
         (('--min-n',), 'min_n', dict(type=number(int, 1), metavar='N'),
          'the fewest paired queries a significance mark is given on'),
-        (('--fig4-k',), 'fig4_k', dict(type=number(int, 1), metavar='K'),
+        (('--fig4-k',), 'fig4_k', dict(type=checked(check_k), metavar='K'),
          'the k of Figure 4, the nDCG@k against utility scatter'),
         (('--out',), 'out', dict(metavar='FOLDER'), 'the folder the results are written to'),
         (('--title',), 'title', dict(metavar='TEXT'), "report.html's title (default: the output folder's name)"),

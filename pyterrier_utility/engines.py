@@ -16,11 +16,15 @@ Example::
     engine_of('gemma3-270m').prompt_format                              # 'example'
 """
 import dataclasses
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 
+from ._checks import check, check_int, check_number
+from ._messages import either
 from .errors import SettingError
 from .settings import FIELDS, OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, SMOLLM2_DECODING, Decoding
+from .vocabulary import ENDPOINTS
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,9 @@ class EngineOptions:
     retry_deadline: Optional[float] = None
 
     def __post_init__(self):
-        object.__setattr__(self, 'base_urls', tuple(self.base_urls))
+        urls = self.base_urls
+        object.__setattr__(self, 'base_urls', (urls,) if isinstance(urls, str) else tuple(urls))
+        check_engine_options('EngineOptions', **{name: getattr(self, name) for name in _RULES})
 
     def replace(self, **changes) -> 'EngineOptions':
         """A copy with some options changed."""
@@ -77,6 +83,46 @@ class EngineOptions:
             if not self.base_urls:
                 del options['base_urls']
         return options
+
+
+def _urls(owner: str, urls) -> None:
+    check(all(isinstance(u, str) and u.startswith(('http://', 'https://')) and urllib.parse.urlsplit(u).hostname
+              for u in urls), owner, f'base_urls must be http(s) URLs, got {urls!r}')
+
+
+def _retry_deadline(owner: str, seconds) -> None:
+    if seconds is not None:
+        check_number(owner, 'retry_deadline', seconds, 0, exclusive=True)
+
+
+def _endpoint(owner: str, endpoint) -> None:
+    check(endpoint in ENDPOINTS, owner, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
+
+
+#: The rule of each engine option that has one: ``rule(owner, value)`` raises a :class:`SettingError`
+#: naming the owner, the option and the value.
+_RULES = {
+    'base_urls': _urls,
+    'concurrency': lambda owner, n: check_int(owner, 'concurrency', n, 1),
+    'endpoint': _endpoint,
+    'tensor_parallel_size': lambda owner, n: check_int(owner, 'tensor_parallel_size', n, 1),
+    'timeout': lambda owner, seconds: check_number(owner, 'timeout', seconds, 0, exclusive=True),
+    'max_retries': lambda owner, n: check_int(owner, 'max_retries', n, 0),
+    'retry_deadline': _retry_deadline,
+}
+
+
+def check_engine_options(owner: str, **options) -> None:
+    """Each of ``options`` (fields of :class:`EngineOptions`) against its one rule: what
+    :class:`EngineOptions` checks when made, and what a backend given them directly checks
+    (``OpenAICompatibleBackend(..., concurrency=0)``).
+
+    Example::
+
+        check_engine_options('MyBackend', concurrency=8, timeout=60.0)
+    """
+    for name, value in options.items():
+        _RULES[name](owner, value)
 
 
 #: The names of :class:`EngineOptions`, which ``StudyConfig`` also takes one by one.

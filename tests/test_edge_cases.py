@@ -249,7 +249,7 @@ def test_a_label_set_with_no_relevant_document_stops_the_study_first():
 @pytest.mark.parametrize('argv,message', [
     (['--queries', '-1'], "argument --queries: must be an integer >= 0, got '-1'"),
     (['--temperature', '-1'], "argument --temperature: must be a number >= 0, got '-1'"),
-    (['-k', '0'], "argument -k: must be an integer >= 1, got '0'"),
+    (['-k', '0'], 'argument -k: k must be an integer >= 1, got 0'),
     (['--labels', '99'],
      'error: label set label>=99: no document of cranfield has such a label (its labels are [0, 1, 2, 3, 4])'),
     (['--labels', '2,3'], 'error: label set label in {2,3} leaves out label [4] of cranfield'),

@@ -3,6 +3,7 @@ itself with its description and reads what it honours there), and everything tha
 reads that description: adding an engine is its backend's module and its description, listed in
 ENGINES_BY_NAME."""
 import ast
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -178,3 +179,25 @@ def test_a_reader_keeps_its_own_decoding_where_none_is_given_for_every_reader():
     assert cfg.StudyConfig(readers=('smollm2-135m',), decoding=engines.OFFLINE_DECODING.replace(
         max_new_tokens=40)).decoding_for('smollm2-135m').max_new_tokens == 40
     assert cfg.StudyConfig.from_dict(given.to_dict()) == given
+
+
+@pytest.mark.parametrize('option, value, said', [
+    ('concurrency', 0, 'concurrency must be an integer >= 1, got 0'),
+    ('concurrency', True, 'concurrency must be an integer >= 1, got True'),
+    ('tensor_parallel_size', 0, 'tensor_parallel_size must be an integer >= 1, got 0'),
+    ('timeout', 0, 'timeout must be a number > 0, got 0'),
+    ('max_retries', -1, 'max_retries must be an integer >= 0, got -1'),
+    ('retry_deadline', 0.0, 'retry_deadline must be a number > 0, got 0.0'),
+    ('endpoint', 'chats', "endpoint must be 'completions' or 'chat', got 'chats'"),
+    ('base_urls', ('gpu1:8000',), "base_urls must be http(s) URLs, got ('gpu1:8000',)"),
+])
+def test_the_engine_options_check_themselves_with_the_rule_a_backend_given_them_applies(option, value, said):
+    from pyterrier_utility.engines import EngineOptions
+    with pytest.raises(SettingError, match=re.escape(f'EngineOptions: {said}')):
+        EngineOptions(**{option: value})
+    with pytest.raises(SettingError, match=re.escape(f'EngineOptions: {said}')):
+        cfg.StudyConfig(**{option: value})
+    if option not in ('tensor_parallel_size', 'base_urls'):  # a vLLM option; the backend's URLs are a list
+        from pyterrier_utility.backends import OpenAICompatibleBackend
+        with pytest.raises(SettingError, match=re.escape(f"OpenAICompatibleBackend('m'): {said}")):
+            OpenAICompatibleBackend('m', **{option: value})

@@ -77,3 +77,59 @@ def test_the_ray_options_become_one_placement():
     with pytest.raises(SettingError, match='replicas must be an integer >= 1, got 0'):
         Placement(replicas=0)
     assert 'ray' not in cli.explicit_settings(cli.parser().parse_args(['study', '--ray', 'auto']))
+
+
+def _cli_error(capsys, *argv) -> str:
+    """The message the command line's parser prints for ``argv`` (after 'argument -k: ')."""
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['study', *argv])
+    return capsys.readouterr().err.strip().splitlines()[-1].split(': ', 3)[-1]
+
+
+def _api_error(call) -> str:
+    with pytest.raises(SettingError) as caught:
+        call()
+    return str(caught.value).split(': ', 1)[1]
+
+
+def _run_study(**settings):
+    import pandas as pd
+
+    from pyterrier_utility.experiment.study import run_study
+    topics = pd.DataFrame({'qid': ['1'], 'query': ['q']})
+    qrels = pd.DataFrame({'qid': ['1'], 'docno': ['d'], 'label': [2]})
+    return run_study(topics, qrels, {}, None, {}, **settings)
+
+
+@pytest.mark.parametrize('k, text', [(0, '0'), (True, 'True'), (2.5, '2.5'), (-3, '-3')])
+def test_a_bad_k_is_refused_by_one_rule_with_one_message_by_the_cli_the_config_and_the_study(capsys, k, text):
+    said = f'k must be an integer >= 1, got {k!r}'
+    assert _api_error(lambda: cfg.StudyConfig(ks=(3, k))) == said
+    assert _api_error(lambda: cfg.StudyConfig(figure_ks=(k,))) == said
+    assert _api_error(lambda: cfg.StudyConfig(fig4_k=k)) == said
+    assert _api_error(lambda: _run_study(ks=[k])) == said
+    from pyterrier_utility.contexts.order import GridWindow, Window, permutations
+    for call in (lambda: Window(6, k), lambda: GridWindow(-1, k), lambda: permutations(k)):
+        assert _api_error(call) == said
+    # The command line reads '2.5' as the number 2.5; 'True' stays text.
+    for flag in ('-k', '--figure-k', '--fig4-k'):
+        assert _cli_error(capsys, flag, text) == (said if k is not True else "k must be an integer >= 1, got 'True'")
+
+
+@pytest.mark.parametrize('start', [1, 0, 2.5, True])
+def test_a_bad_window_is_refused_by_one_rule_with_one_message_by_the_cli_the_config_and_the_study(capsys, start):
+    said = f'window must be a start rank >= 2 (the top k is always there) or a tail window <= -1, got {start!r}'
+    assert _api_error(lambda: cfg.StudyConfig(windows=(6, start))) == said
+    assert _api_error(lambda: _run_study(windows=[start])) == said
+    if start is not True:
+        assert _cli_error(capsys, '--windows', '6', str(start)) == said
+
+
+def test_a_window_is_a_deeper_start_rank_or_a_tail_window_alike_everywhere():
+    config = cli.config_of(cli.parser().parse_args(['study', '--windows', '6', '-1']), cfg.StudyConfig())
+    assert config.windows == (6, -1) == cfg.StudyConfig(windows=(6, -1)).study_windows
+
+
+def test_figure_4_is_drawn_at_fig4_k_where_it_was_answered_else_at_table_1s_largest_k():
+    assert cfg.figure4_k(5, answered=(1, 3, 5), table_ks=(1, 3)) == 5
+    assert cfg.figure4_k(5, answered=(1, 3, 10), table_ks=(1, 3)) == 3

@@ -7,17 +7,14 @@ seed, so sample ``j`` of a prompt is reproducible wherever the server honours ``
 import json
 import math
 import os
-import urllib.parse
 import uuid
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .._checks import check, check_int, check_number
-from .._messages import either
 from .._text import encodable
-from ..engines import OPENAI
+from ..engines import OPENAI, check_engine_options
 from ..errors import BackendError
 from ..settings import Decoding
-from ..vocabulary import ENDPOINTS
 from ._base import Answer, query_of, sampling_fields, split_decoding
 from ._pool import ServerPoolBackend, server_said
 
@@ -125,16 +122,10 @@ class OpenAICompatibleBackend(ServerPoolBackend):
         check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
         check(isinstance(model, str) and bool(model), owner, f'model must be a non-empty string, got {model!r}')
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls or [])
-        check(bool(urls) and all(isinstance(u, str) and u.startswith(('http://', 'https://'))
-                                 and urllib.parse.urlsplit(u).hostname for u in urls),
-              owner, f'base_urls must be one or more http(s) URLs, got {base_urls!r}')
-        check(endpoint in ENDPOINTS, owner, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
-        check_int(owner, 'concurrency', concurrency, 1)
-        check_int(owner, 'max_retries', max_retries, 0)
-        check_number(owner, 'timeout', timeout, 0, exclusive=True)
+        check(bool(urls), owner, f'base_urls must be one or more http(s) URLs, got {base_urls!r}')
+        check_engine_options(owner, base_urls=urls, endpoint=endpoint, concurrency=concurrency,
+                             max_retries=max_retries, timeout=timeout, retry_deadline=retry_deadline)
         check_number(owner, 'backoff', backoff, 0)
-        if retry_deadline is not None:
-            check_number(owner, 'retry_deadline', retry_deadline, 0, exclusive=True)
         if max_input_length is not None:
             check_int(owner, 'max_input_length', max_input_length, 1)
         extra_body = dict(extra_body or {})

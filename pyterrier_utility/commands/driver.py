@@ -18,7 +18,7 @@ import pandas as pd
 
 from .._messages import inform
 from .._version import __version__
-from ..experiment.config import StudyConfig
+from ..experiment.config import StudyConfig, figure4_k
 from ..experiment.output import stage_outputs
 from ..experiment.preparation import prepare, ranked_systems
 from ..experiment.results import StudyResults
@@ -74,7 +74,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
-        fig4_k = config.fig4_k if config.fig4_k in config.all_ks else max(config.ks)
+        fig4_k = figure4_k(config.fig4_k, config.all_ks, config.ks)
         drawn = figures.draw_figures(fold_readers(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order,
                                      ks=config.figure_ks or config.ks)
         # The page is written in the staging folder; its title names the folder it is moved into.

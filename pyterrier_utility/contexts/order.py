@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pyterrier as pt
 
-from .._checks import check, check_int
+from .._checks import check, check_int, check_k
 from .._frames import validate_columns
 from ..settings import is_int
 
@@ -154,7 +154,7 @@ def permutations(k: int) -> Dict[str, Permutation]:
 
         systems = {f'BM25-{name}': dataset.bm25() % 3 >> p for name, p in permutations(3).items()}
     """
-    check_int('permutations', 'k', k, 1)
+    check_k('permutations', k)
     check(k <= 9, 'permutations', f'names are the ranks as digits, so k is at most 9 (and k! systems), got {k}')
     return {''.join(map(str, p)): Permutation(p) for p in itertools.permutations(range(1, k + 1))}
 
@@ -180,7 +180,7 @@ class Window(Ordering):
     def __init__(self, start: int, k: int):
         super().__init__()
         self.start = check_int('Window', 'start', start, 1)
-        self.k = check_int('Window', 'k', k, 1)
+        self.k = check_k('Window', k)
 
     def positions(self, n: int) -> Sequence[int]:
         return range(self.start - 1, min(self.start - 1 + self.k, n))
@@ -228,7 +228,7 @@ class GridWindow(Ordering):
         super().__init__()
         check(is_int(index) and index != 0, 'GridWindow', f'index must be a non-zero integer, got {index!r}')
         self.index = int(index)
-        self.k = check_int('GridWindow', 'k', k, 1)
+        self.k = check_k('GridWindow', k)
         self.step = check_int('GridWindow', 'step', step, 1)
 
     def positions(self, n: int) -> Sequence[int]:

@@ -10,17 +10,17 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
+from .._checks import check_int, check_k, check_window
 from .._messages import either
 from ..engines import ENGINE_OPTION_NAMES, OFFLINE, EngineOptions, engine_of
 from ..errors import SettingError
-from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet
+from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet, is_int
 from ..vocabulary import (
     AGGREGATIONS,
     BM25_ENGINES,
     CORRECTIONS,
     DEFAULT_ORDERINGS,
     DEFAULT_SYSTEMS,
-    ENDPOINTS,
     MIN_N,
     NDCG_ORDERS,
     ORACLE_MODES,
@@ -49,7 +49,8 @@ class StudyConfig:
     column block each),
     ``rel_labels`` (what the Rel oracle draws from). Systems: ``systems``, ``runs`` (name, path)
     pairs, ``orderings`` of the rankings (:data:`ORDERING_NAMES`), ``windows``
-    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k), ``window_grid`` (``(tops, tails,
+    (start ranks of deeper contexts: ``6`` gives ranks 6 .. 5 + k; ``-1`` the last window of the grid of
+    ``window_grid``'s step, :func:`~pyterrier_utility._checks.check_window`), ``window_grid`` (``(tops, tails,
     step)``: windows from the top and the tail of each ranking, as the authors' ``compose_context``
     samples them), ``neural``, ``bm25``, ``index``,
     ``cosmix_threshold``, ``oracle`` ('sampled' as the paper's text says, or 'authors': their released
@@ -137,17 +138,15 @@ class StudyConfig:
         require(bool(self.datasets), 'give at least one dataset')
         require(bool(self.readers) and len(set(self.readers)) == len(self.readers),
                 f'give one reader or several different ones, got {list(self.readers)}')
-        require(bool(self.ks) and all(isinstance(k, int) and k >= 1 for k in self.ks),
-                f'ks must be integers >= 1, got {list(self.ks)}')
-        require(all(isinstance(k, int) and k >= 1 for k in self.figure_ks),
-                f'figure_ks must be integers >= 1, got {list(self.figure_ks)}')
+        require(bool(self.ks), 'give at least one k')
+        for k in self.ks:
+            check_k('StudyConfig', k)
+        for k in self.figure_ks:
+            check_k('StudyConfig figure_ks', k)
         require(bool(self.label_sets), 'give at least one label set')
-        for name in ('queries', 'seed', 'oracle_seed'):
-            require(isinstance(getattr(self, name), int) and getattr(self, name) >= 0,
-                    f'{name} must be an integer >= 0, got {getattr(self, name)!r}')
-        for name in ('samples', 'concurrency', 'tensor_parallel_size', 'fig4_k', 'min_n'):
-            require(isinstance(getattr(self, name), int) and getattr(self, name) >= 1,
-                    f'{name} must be an integer >= 1, got {getattr(self, name)!r}')
+        for name, minimum in (('queries', 0), ('seed', 0), ('oracle_seed', 0), ('samples', 1), ('min_n', 1)):
+            check_int('StudyConfig', name, getattr(self, name), minimum)
+        check_k('StudyConfig fig4_k', self.fig4_k)
         unknown = sorted(set(self.systems) - set(SYSTEMS))
         require(not unknown, f'unknown systems {unknown}; choose from {list(SYSTEMS)}')
         clash = sorted({name for name, _ in self.runs} & set(SYSTEMS))
@@ -155,10 +154,10 @@ class StudyConfig:
         require(bool(self.systems) or bool(self.runs), 'give at least one system or run')
         require('original' in self.orderings and set(self.orderings) <= set(ORDERING_NAMES),
                 f"orderings must include 'original' and come from {list(ORDERING_NAMES)}, got {list(self.orderings)}")
-        require(all(isinstance(s, int) and s >= 2 for s in self.windows),
-                f'windows are start ranks >= 2 (the top k is always there), got {list(self.windows)}')
+        for start in self.windows:
+            check_window('StudyConfig', start)
         grid = self.window_grid
-        require(not grid or (len(grid) == 3 and all(isinstance(x, int) for x in grid)
+        require(not grid or (len(grid) == 3 and all(is_int(x) for x in grid)
                              and grid[0] >= 1 and grid[1] >= 0 and grid[2] >= 1),
                 f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
         require(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
@@ -173,15 +172,8 @@ class StudyConfig:
         require(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
         require(self.prompt_format in PROMPT_FORMAT_NAMES,
                 f'prompt_format must be one of {list(PROMPT_FORMAT_NAMES)}, got {self.prompt_format!r}')
-        require(self.engine.retry_deadline is None or self.engine.retry_deadline > 0,
-                f'retry_deadline must be > 0 seconds, got {self.engine.retry_deadline!r}')
         require(self.neural in RERANKERS, f'neural must be {either(RERANKERS)}, got {self.neural!r}')
         require(self.bm25 in BM25_ENGINES, f'bm25 must be {either(BM25_ENGINES)}, got {self.bm25!r}')
-        endpoint = self.engine.endpoint
-        require(endpoint in ENDPOINTS, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
-        timeout, retries = self.engine.timeout, self.engine.max_retries
-        require(timeout > 0 and isinstance(retries, int) and retries >= 0,
-                f'timeout must be > 0 and max_retries an integer >= 0, got {timeout}, {retries}')
 
     @property
     def bertscore_needed(self) -> bool:
@@ -335,6 +327,18 @@ def _taking_engine_options_by_name(init):
 
 
 StudyConfig.__init__ = _taking_engine_options_by_name(StudyConfig.__init__)  # type: ignore[method-assign]
+
+
+def figure4_k(fig4_k: int, answered: Iterable[int], table_ks: Iterable[int]) -> int:
+    """The k of Figure 4 (nDCG@k against utility): ``fig4_k`` where the study answered it, else the
+    largest k of Table 1.
+
+    Example::
+
+        figure4_k(5, answered=(1, 3), table_ks=(1, 3))   # 3
+    """
+    return fig4_k if fig4_k in set(answered) else max(table_ks)
+
 
 def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
     """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding

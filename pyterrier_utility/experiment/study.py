@@ -8,7 +8,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .. import vocabulary
-from .._checks import check, check_int
+from .._checks import check, check_int, check_k, check_window
 from .._frames import normalise_frame, validate_columns
 from .._messages import either, inform, warn, warn_qids
 from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
@@ -111,15 +111,15 @@ def _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order, orderi
     validate_columns('run_study qrels', qrels, ['qid', 'docno', 'label'])
     check(ndcg_order in NDCG_ORDERS, 'run_study', f'ndcg_order must be {either(NDCG_ORDERS)}, got {ndcg_order!r}')
     check(len(ks) > 0, 'run_study', 'give at least one k')
-    ks = sorted({check_int('run_study', 'k', k, 1) for k in ks})
+    ks = sorted({check_k('run_study', k) for k in ks})
     unknown = [r for r in reverse if r not in systems]
     if unknown:
         raise SettingError(f'run_study: reverse names systems that are not given: {unknown}')
     unknown = [o for o in orderings if o not in ORDERINGS]
     check(not unknown and 'original' in orderings, 'run_study',
           f"orderings must include 'original' and come from {list(ORDERINGS)}, got {list(orderings)}")
-    check(all(isinstance(s, int) and s != 0 for s in windows), 'run_study',
-          f'windows are start ranks >= 1 (1: the top k) or tail windows <= -1, got {list(windows)}')
+    for start in windows:
+        check_window('run_study', start)
     check_int('run_study', 'window_step', window_step, 1)
     check(len(label_sets) > 0, 'run_study', 'give at least one label set')
     label_sets = [LabelSet.parse(labels) for labels in label_sets]
@@ -143,7 +143,7 @@ def variants(name: str, reverse: Sequence[str], orderings: Sequence[str], window
     if name not in reverse:
         return [(name, None, 1)]
     return ([(name + ORDERINGS[o][0], ORDERINGS[o][1], 1) for o in orderings]
-            + [(window_name(name, s), None, s) for s in windows if s != 1])
+            + [(window_name(name, s), None, s) for s in windows])
 
 
 def _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings=DEFAULT_ORDERINGS,
@@ -236,7 +236,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             one of its spellings (``2``, ``{2, 3}``, ``'2,3'``).
         reverse: names of systems (rankings) also reported in the other orderings and windows.
         orderings: names from :data:`ORDERINGS`; ``'original'`` always, ``'reversed'`` by default.
-        windows: start ranks of deeper windows (1 is the top k itself), or negative: ``-j`` is the j-th
+        windows: start ranks >= 2 of deeper windows (the top k is always there), or negative: ``-j`` is the j-th
             window from the tail of each ranking, on a grid of every ``window_step`` ranks from the
             top (:class:`~pyterrier_utility.GridWindow`; named ``name@-j``), as the authors' ``tails``.
         window_step: the grid of the tail windows.
