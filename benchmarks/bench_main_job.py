@@ -12,9 +12,9 @@ scores cached. Then runs the main job (``--queries N`` for a smaller slice; othe
 
 For each: its wall time, its generation time (the study's own ``generation:`` line), the answers
 generated and answers per second, and the peak memory of the job's processes (the main process's
-resident memory, and the proportional set sizes of all of them summed, a page they share counted once;
-sampled every second). Then the ratios: each way against
-padded batches, and float32 against the default; whether each way's answers are those of the
+resident memory, the proportional set sizes of all of them summed, a page they share counted once, and
+the largest other process's, a replica's, resident and proportional; sampled every second). Then the
+ratios: each way against padded batches, and float32 against the default; whether each way's answers are those of the
 default, byte for byte (``answers.csv``). A smaller slice's times are scaled to the main job's 20
 queries as an estimate.
 
@@ -65,18 +65,23 @@ class Job:
     answers: int
     peak_main: float
     peak_all: float
+    peak_child: float
+    peak_child_pss: float
     folder: Path
 
     def line(self) -> str:
         return (f'{self.way}: wall {self.wall:.1f} s, generation {self.generation:.1f} s for {self.answers} answers '
                 f'({self.answers / self.generation:.2f} answers/s); peak resident memory {self.peak_main:.2f} GiB in '
-                f'the main process, {self.peak_all:.2f} GiB in all its processes together (proportional set sizes)')
+                f'the main process, {self.peak_all:.2f} GiB in all its processes together (proportional set sizes); '
+                f'its largest other process (a replica) {self.peak_child:.2f} GiB resident, {self.peak_child_pss:.2f} '
+                'GiB proportional')
 
 
 def peaks(process: psutil.Popen, every: float = 1.0) -> Dict[str, float]:
-    """The peak memory (GiB) of ``process`` alone (resident) and of it with its descendants (their proportional
-    set sizes summed: a page that several share, such as a library's code, counted once), sampled until it ends."""
-    found = {'main': 0.0, 'all': 0.0}
+    """The peak memory (GiB) of ``process`` alone (resident), of it with its descendants (their proportional
+    set sizes summed: a page that several share, such as a library's code, counted once), and of its largest
+    descendant (resident and proportional), sampled until it ends."""
+    found = {'main': 0.0, 'all': 0.0, 'child': 0.0, 'child_pss': 0.0}
 
     def sample():
         while process.poll() is None:
@@ -85,9 +90,13 @@ def peaks(process: psutil.Popen, every: float = 1.0) -> Dict[str, float]:
                 shares = []
                 for p in tree:
                     try:
-                        shares.append(p.memory_full_info().pss)
+                        info = p.memory_full_info()
                     except psutil.Error:
-                        shares.append(0)
+                        continue
+                    shares.append(info.pss)
+                    if p is not process:
+                        found['child'] = max(found['child'], info.rss / 2**30)
+                        found['child_pss'] = max(found['child_pss'], info.pss / 2**30)
                 found['main'] = max(found['main'], process.memory_info().rss / 2**30)
                 found['all'] = max(found['all'], sum(shares) / 2**30)
             except psutil.Error:
@@ -122,7 +131,8 @@ def main_job(way: str, args, out: str) -> Job:
     generated = re.search(r'generation: .*?, (\d+) generated \(([\d.]+) s\)', log)
     if generated is None:
         raise SystemExit(f'{way}: no generation line in the study\'s output')
-    job = Job(way, wall, float(generated.group(2)), int(generated.group(1)), found['main'], found['all'], folder)
+    job = Job(way, wall, float(generated.group(2)), int(generated.group(1)), found['main'], found['all'],
+              found['child'], found['child_pss'], folder)
     print(job.line(), flush=True)
     return job
 

@@ -1,20 +1,38 @@
-"""ProcessBackend: a backend as replica processes of one thread each on this machine. The offline
-reader's study equals one in process bit for bit; a replica raising or killed with SIGKILL ends the run
-with every answer already returned kept, and a re-run generates exactly the rest."""
+"""ProcessBackend: a backend as replica processes of one thread each on this machine, forked from one
+process that built it and sharing its memory. The offline reader's study equals one in process bit for
+bit; a replica raising or killed with SIGKILL ends the run with every answer already returned kept, and
+a re-run generates exactly the rest."""
 import functools
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, answered, stored
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
 from pyterrier_utility.backends.hf.invariant import one_thread
-from pyterrier_utility.errors import BackendError, SettingError
+from pyterrier_utility.errors import BackendError, SettingError, UtilityWarning
 
 TESTS = Path(__file__).resolve().parent
+#: What :func:`weighty` holds (MiB): more than a replica's own memory, so that a copy of it shows.
+WEIGHT_MB = 256
+
+
+def weighty(threaded: bool = False) -> ScriptedBackend:
+    """A scripted backend holding :data:`WEIGHT_MB` of written memory, as a model's weights are; ``threaded``:
+    its build leaves a thread running, as a library's worker may."""
+    backend = ScriptedBackend()
+    backend.weights = b'w' * (WEIGHT_MB * 2**20)  # type: ignore[attr-defined]
+    if threaded:
+        threading.Thread(target=time.sleep, args=(600,), name='worker', daemon=True).start()
+    return backend
+
+
 @pytest.fixture(autouse=True)
 def importable(monkeypatch):
     """The replicas import the package and tests/support."""
@@ -33,7 +51,8 @@ def test_two_replicas_of_one_thread_each_answer_as_the_backend_in_process_and_na
         assert [a['device'].rsplit(', ', 1)[1] for a in backend.nodes] == ['1 torch threads'] * 2
         assert len({a['pid'] for a in backend.nodes}) == 2 and os.getpid() not in {a['pid'] for a in backend.nodes}
         assert backend.generation_key == ScriptedBackend().generation_key
-        assert backend.placement == {'runner': 'processes', 'replicas': 2, 'threads_each': 1, 'actors': backend.nodes}
+        assert backend.placement == {'runner': 'processes', 'replicas': 2, 'threads_each': 1, 'forked': True,
+                                     'actors': backend.nodes}
         assert backend.generate(PROMPTS[:7], seeds=[3] * 7) == ScriptedBackend().generate(PROMPTS[:7], seeds=[3] * 7)
         greedy = backend.with_settings(temperature=0)
         assert greedy.generation_key == ScriptedBackend(temperature=0).generation_key
@@ -42,7 +61,7 @@ def test_two_replicas_of_one_thread_each_answer_as_the_backend_in_process_and_na
         with pytest.raises(BackendError) as raised:
             cache.answer(PROMPTS, SEEDS)
         assert backend.generate(PROMPTS[:2], seeds=[0, 1])[1].text == "'question 1' #1"
-    assert all(process.poll() is not None for process in backend._processes)
+    assert backend.zygote.poll() == 0 and not any(psutil.pid_exists(a['pid']) for a in backend.nodes)
     message = str(raised.value)
     assert '\n' not in message
     assert "answering the prompt of the query 'question 7': ValueError: scripted failure" in message
@@ -80,6 +99,28 @@ def test_a_replica_killed_mid_run_stops_it_naming_the_replica_and_a_rerun_genera
         assert answered(pu.GenerationCache(backend, path)) == (EXPECTED, 20 - kept)
 
 
+def test_replicas_are_forked_from_one_process_and_share_what_it_built():
+    """Each replica's own memory (its unique set) is a small part of the backend built once; a build that
+    leaves a thread running is not forked from (a fork could hang), and each replica builds its own."""
+    with pu.backends.ProcessBackend(weighty, replicas=2) as backend:
+        processes = [psutil.Process(a['pid']) for a in backend.nodes]
+        assert backend.forked and {p.ppid() for p in processes} == {backend.zygote.pid}
+        assert all(p.memory_full_info().uss < WEIGHT_MB * 2**20 / 2 for p in processes)
+        seeds = [1, 2, 3]
+        assert backend.generate(PROMPTS[:3], seeds=seeds) == ScriptedBackend().generate(PROMPTS[:3], seeds=seeds)
+    with pytest.warns(UtilityWarning, match=r"ProcessBackend\(.*weighty.*\): each replica holds its own copy of the "
+                                            r"model, as the process that built the backend runs 2 threads \(Python's "
+                                            r'worker\), and a process forked from it could hang'):
+        backend = pu.backends.ProcessBackend(functools.partial(weighty, threaded=True), replicas=2)
+    with backend:
+        processes = [psutil.Process(a['pid']) for a in backend.nodes]
+        assert not backend.forked and not backend.placement['forked']
+        assert {p.ppid() for p in processes} == {backend.zygote.pid}
+        assert all(p.memory_full_info().uss > WEIGHT_MB * 2**20 for p in processes)
+        seeds = [1, 2, 3]
+        assert backend.generate(PROMPTS[:3], seeds=seeds) == ScriptedBackend().generate(PROMPTS[:3], seeds=seeds)
+
+
 @pytest.mark.slow
 def test_the_study_command_runs_a_reader_in_replicas_and_records_them(tmp_path):
     """The study's replicas (``--replicas 2``) and in process (``--replicas 1``): the same answers and
@@ -94,6 +135,8 @@ def test_the_study_command_runs_a_reader_in_replicas_and_records_them(tmp_path):
         assert (tmp_path / 'replicas' / name).read_bytes() == (tmp_path / 'here' / name).read_bytes(), name
     engine = json.loads((tmp_path / 'replicas' / 'settings.json').read_text())['engines']['gemma3-270m']
     assert engine['placement']['runner'] == 'processes' and engine['placement']['replicas'] == 2
+    # Forked: the model's build, which checks its row tile on two threads, leaves one thread running.
+    assert engine['placement']['forked']
     assert all(a['device'].endswith('1 torch threads') for a in engine['placement']['actors'])
     assert 'in 2 replica processes of one thread each' in engine['reproducibility']
     assert 'placement' not in json.loads((tmp_path / 'here' / 'settings.json').read_text())['engines']['gemma3-270m']

@@ -101,11 +101,11 @@ class Replica:
                   f'runs the backends of this package (a Decoding and a generation key), not {backend!r}')
             self.variants[()] = backend
         except Exception as e:
-            self.failure = f'on {self.where}: the backend could not be built: {type(e).__name__}: {e}'
+            self.failure = f'the backend could not be built: {type(e).__name__}: {e}'
 
     def _backend(self, changes: Dict[str, Any]) -> Backend:
-        if self.failure is not None:
-            raise BackendError(self.failure)
+        if self.failure is not None:  # named where it is reported: a replica forked after the build runs elsewhere
+            raise BackendError(f'on {self.where}: {self.failure}')
         key = tuple(sorted(changes.items()))
         if key not in self.variants:
             self.variants[key] = self.variants[()].with_settings(**changes)  # type: ignore[attr-defined]
