@@ -151,8 +151,8 @@ def parser() -> argparse.ArgumentParser:
 
 def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
-    from .commands import main as commands  # after parsing: --help needs no PyTerrier nor torch
-    commands.predict(args.out, prediction_settings(args))
+    from .commands import predicting  # after parsing: --help needs no PyTerrier nor torch
+    predicting.predict(args.out, prediction_settings(args))
     return 0
 
 

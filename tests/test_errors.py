@@ -96,13 +96,15 @@ def test_an_oracle_cut_deeper_than_a_query_has_documents_names_the_query_once():
     qrels = pd.DataFrame({'qid': ['q1'] * 2 + ['q2'] * 3, 'docno': ['a', 'b', 'c', 'd', 'e'], 'label': [2] * 5})
     topics = pd.DataFrame({'qid': ['q1', 'q2'], 'query': ['x', 'y']})
     with pytest.warns(UtilityWarning) as caught:
-        out = (pu.OracleSampler(qrels, dict.fromkeys('abcde', 't')) % 3)(topics)
+        out = (pu.OracleSampler(qrels, dict.fromkeys('abcde', 't')) % 3).compile()(topics)
     assert out.groupby('qid').size().to_dict() == {'q1': 2, 'q2': 3}  # all it has: the paper's Rel
     assert [str(w.message) for w in caught] == [
         "OracleSampler(Rel, label>=2, mode='sampled', num_results=3, seed=0) gives fewer than k=3 relevant "
         'documents (all it has) to some queries: qid q1']
-    with pytest.raises(pu.errors.SettingError, match='OracleSampler %: k must be an integer >= 1, got 0'):
-        pu.OracleSampler(qrels, {}) % 0
+    for k in (0, True):  # PyTerrier's % itself refuses a k that is no int
+        said = f'OracleSampler % k: k must be an integer >= 1, got {k}'
+        with pytest.raises(pu.errors.SettingError, match=re.escape(said)):
+            (pu.OracleSampler(qrels, {}) % k).compile()
 
 
 # Every public constructor refuses a wrong type or an out-of-range value when it is built, naming the
@@ -146,7 +148,7 @@ CONSTRUCTORS = [
     (lambda: pu.backends.OpenAICompatibleBackend('m', URL, max_retries='5'), 'max_retries must be an integer >= 0'),
     (lambda: pu.backends.OpenAICompatibleBackend('m', URL, max_input_length=0), 'max_input_length must be'),
     (lambda: pu.backends.OpenAICompatibleBackend('m', URL, endpoint='chats'), 'endpoint must be'),
-    (lambda: pu.backends.OpenAICompatibleBackend('m', 'ftp://h'), 'base_urls must be one or more http(s) URLs'),
+    (lambda: pu.backends.OpenAICompatibleBackend('m', 'ftp://h'), 'base_urls must be http(s) URLs'),
     (lambda: pu.backends.OpenAICompatibleBackend('', URL), 'model must be a non-empty string'),
     (lambda: pu.backends.LlamaCppServerBackend('m', URL, sampler_order=['top_k']), 'sampler_order must order all'),
     (lambda: pu.backends.LlamaCppServerBackend('m', URL, timeout=-5), 'timeout must be a number > 0, got -5'),

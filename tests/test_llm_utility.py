@@ -64,11 +64,11 @@ def test_the_oracle_gives_the_documents_of_highest_positive_gain_ties_by_p_then_
     assert list(out['docno']) == ['e', 'b', 'c', 'a'] and list(out['rank']) == [0, 1, 2, 3]
     assert list(out['score']) == [0.3, 0.3, 0.3, 0.1] and repr(oracle).startswith('UtilityOracle(Util:toy')
     with pytest.warns(UserWarning) as seen:
-        two = (oracle % 2)(TOPICS)
+        two = (oracle % 2).compile()(TOPICS)
     assert list(two['docno']) == ['e', 'b']
     assert not any('fewer than k' in str(w.message) for w in seen)
     with pytest.warns(UserWarning, match=r'fewer than k=5 documents \(all of positive gain\).*qid q1'):
-        (oracle % 5)(TOPICS)
+        (oracle % 5).compile()(TOPICS)
     with pytest.warns(UserWarning, match=r'the pool was not measured for some queries: qid q3'):
         oracle(pd.DataFrame({'qid': ['q3'], 'query': ['x']}))
 

@@ -1,6 +1,7 @@
 """The commands of ``pyterrier-utility``, each what its subcommand runs, prints and writes:
-:func:`study`, :func:`experiment`, :func:`attribute`, :func:`transfer`, :func:`report` and :func:`predict`. Each starts
-from :mod:`~pyterrier_utility.experiment.preparation` (or a finished folder) and calls the library's functions.
+:func:`study`, :func:`experiment`, :func:`attribute`, :func:`transfer` and :func:`report` (``predict`` is
+:func:`.predicting.predict`). Each starts from :mod:`~pyterrier_utility.experiment.preparation` (or a finished
+folder) and calls the library's functions.
 
 Example::
 
@@ -22,7 +23,7 @@ from .. import measures
 from .._messages import inform
 from ..errors import SettingError
 from ..experiment import health, stats
-from ..experiment.config import StudyConfig
+from ..experiment.config import StudyConfig, figure4_k
 from ..experiment.folder import read_health, study_folder
 from ..experiment.output import check_out, lock_folder
 from ..experiment.preparation import prepare, ranked_systems
@@ -47,7 +48,8 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
           placement: Placement = Placement(), with_transfer: bool = False,
           transfer_max_docs: Optional[int] = None) -> StudyResults:
     """The ``study`` command: runs (in process, or where ``placement`` says: see :func:`run`), saves
-    and prints Table 1 in the paper's layout; with ``prediction``, then :func:`predict` over its
+    and prints Table 1 in the paper's layout; with ``prediction``, then
+    :func:`~pyterrier_utility.commands.predicting.predict` over its
     folder with those settings; ``with_transfer``, then :func:`transfer` (``transfer_max_docs``: its pool's cap)."""
     if prediction is not None and (len(config.datasets) > 1 or len(config.readers) > 1):
         raise SettingError(f'--predict reads a study of one dataset and one reader; this one has datasets '
@@ -79,6 +81,7 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
     print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{results.generated} answers generated')
     if prediction is not None:
+        from .predicting import predict  # scikit-learn and the predictors only where asked for
         print()
         predict(out, prediction)
     if with_transfer:
@@ -164,13 +167,6 @@ def transfer(out: Union[str, Path], max_docs: Optional[int] = None, argv: Option
     return found
 
 
-def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()):
-    """The ``predict`` command over the finished study folder ``out``: runs, saves and prints the
-    summary (:func:`pyterrier_utility.commands.predicting.predict`); nothing is generated."""
-    from .predicting import predict as run_and_save  # scikit-learn and the predictors only where asked for
-    return run_and_save(out, settings)
-
-
 def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
     """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
     no such file, or one without ``ks``)."""
@@ -216,8 +212,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
         found = found.drop(columns='dataset')
     paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks),
                          health=found)
-    ks = sorted(set(per_query['k']))
-    drawn = figures.draw_figures(fold_readers(per_query), out, fig4_k if fig4_k in ks else max(table_ks),
+    drawn = figures.draw_figures(fold_readers(per_query), out, figure4_k(fig4_k, per_query['k'], table_ks),
                                  ndcg_order=ndcg_order, ks=sorted(figure_ks))
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)

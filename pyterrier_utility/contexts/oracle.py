@@ -37,8 +37,9 @@ class OracleSampler(pt.Transformer):
     from documents the query has no judgement for (on collections judged as exhaustive, such as
     Cranfield, unjudged documents are non-relevant). The order is random; each query's sample
     depends only on ``seed`` and its qid, and is a prefix of any larger sample, so
-    ``OracleSampler(...) % k`` is a uniform sample of k (the queries with fewer than k documents get all
-    they have, and are named in a warning). Output: a result frame with ``text``,
+    ``OracleSampler(...) % k`` is a uniform sample of k, the queries with fewer than k documents getting all
+    they have. PyTerrier's ``compile()`` fuses the cut (:meth:`fuse_rank_cutoff`): only k documents are
+    drawn, and the queries with fewer are named in a warning. Output: a result frame with ``text``,
     usable wherever a retriever is. Queries for which nothing can be sampled are absent, and named
     in a warning.
 
@@ -67,7 +68,7 @@ class OracleSampler(pt.Transformer):
 
     Example::
 
-        rel = OracleSampler(qrels, dataset.texts, relevant=True, labels=2) % 5
+        rel = (OracleSampler(qrels, dataset.texts, relevant=True, labels=2) % 5).compile()
         nrel = OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=True) % 5
         authors_rel = OracleSampler(qrels, dataset.texts, mode='authors') % 5
     """
@@ -149,10 +150,6 @@ class OracleSampler(pt.Transformer):
         fused = copy.copy(with_fewer_results(self, k))
         fused.asked = k
         return fused
-
-    def __mod__(self, k: int) -> 'OracleSampler':
-        check_int('OracleSampler %', 'k', k, 1)
-        return self.fuse_rank_cutoff(k)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])

@@ -141,7 +141,8 @@ class UtilityOracle(pt.Transformer):
     Only documents of positive gain are given (the reader's utilitarian documents), by gain, highest
     first; ties by P with the document alone, highest first, then by docno. ``oracle % k`` gives the
     first k; a query with fewer than k utilitarian documents gets those it has, and one with none is
-    left out, each named in a warning, as Rel does.
+    left out. Both are named in a warning, as Rel does, the first where PyTerrier's ``compile()`` has fused
+    the cut (:meth:`fuse_rank_cutoff`).
 
     Args:
         document_utility: :class:`DocumentUtility`'s output for the reader (``qid``, ``docno``,
@@ -151,7 +152,7 @@ class UtilityOracle(pt.Transformer):
 
     Example::
 
-        own = UtilityOracle(DocumentUtility(reader, scorer)(pool), 'gemma3-270m') % 5
+        own = (UtilityOracle(DocumentUtility(reader, scorer)(pool), 'gemma3-270m') % 5).compile()
         pt.Experiment([own >> reader, rel >> reader], topics, qrels, [...])
     """
 
@@ -175,10 +176,6 @@ class UtilityOracle(pt.Transformer):
         fused = copy.copy(with_fewer_results(self, k))
         fused.asked = k
         return fused
-
-    def __mod__(self, k: int) -> 'UtilityOracle':
-        check_int('UtilityOracle %', 'k', k, 1)
-        return self.fuse_rank_cutoff(k)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         validate_columns(self, inp, ['qid', 'query'])
