@@ -153,7 +153,7 @@ def main():
         values, per_coalition = tables(loaded, scorer, contexts, k)
         print(f'k={k}: {2 ** k} coalitions per context generated in '
               f'{sum(per_coalition[s] * len(list(itertools.combinations(range(k), s))) for s in per_coalition):.0f} s; '
-              f'the cell {per_coalition[k]:.1f} s per context')
+              f'the cell (one coalition of each context) in {per_coalition[k]:.1f} s')
         for method, sampled in METHODS.items():
             for budget in (args.budgets if sampled else [None]):
                 figures = []

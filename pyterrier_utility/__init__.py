@@ -25,7 +25,7 @@ _NAMES = {
     'RetEval': 'measures', 'ReverseOrder': 'contexts.order', 'RunFile': 'contexts.runs', 'Utility': 'measures',
     'UtilityEvaluator': 'scoring.utility', 'Window': 'contexts.order', 'erag_measure': 'measures',
     'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
-    'utility_qrels': 'methods.attribution',
+    'quality_table': 'methods.attribution', 'utility_qrels': 'methods.attribution',
 }
 _MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'experiment', 'generation',
             'interop', 'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'report',
