@@ -52,7 +52,7 @@ def test_a_tiny_study_whose_answers_are_cut_says_so_in_one_plain_line(tmp_path):
                   'from pyterrier_utility import cli\n'
                   'pu.backends.get_backend = lambda spec, **kw: CountingBackend(logprobs=True)\n'
                   "cli.main(['study', '--queries', '1', '--systems', 'Rel', 'NRel', '-k', '1', '--samples', '2', "
-                  "'--out', sys.argv[1]])\n", str(tmp_path / 'study'))
+                  "'--replicas', '1', '--out', sys.argv[1]])\n", str(tmp_path / 'study'))
     said = [line for line in err.splitlines() if 'reached max_new_tokens' in line]
     assert said == ['pyterrier-utility: 3 of 6 answers reached max_new_tokens; raise --max-new-tokens '
                     "(Reader(max_new_tokens=...) or the decoding's) (answers.csv says which, in its truncated column)"]
@@ -126,7 +126,7 @@ CONSTRUCTORS = [
     (lambda: pu.ContextAttribution('gemma3-270m', _gold()), 'the reader must be a pyterrier_utility.Reader'),
     (lambda: pu.ContextAttribution(_reader(), 'minilm'), 'scorer must score answers'),
     (lambda: pu.ContextAttribution(_reader(), _gold(), method='shaply'), 'method must be'),
-    (lambda: pu.ContextAttribution(_reader(), _gold(), budget=10), "a budget applies to method 'permutation' only"),
+    (lambda: pu.ContextAttribution(_reader(), _gold(), budget=10), "a budget applies to the sampling methods"),
     (lambda: pu.ContextAttribution(_reader(), _gold(), method='permutation', budget='10'),
      "budget must be an integer >= 2, got '10'"),
     (lambda: pu.ContextAttribution(_reader(), _gold(), seed=-1), 'seed must be an integer >= 0, got -1'),
