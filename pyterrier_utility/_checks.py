@@ -41,6 +41,6 @@ def check_window(owner: str, start) -> int:
     1 is the top k, which every study has) or a tail window <= -1 (the j-th window from the tail of
     the grid, :class:`~pyterrier_utility.GridWindow`). The one rule of a window for the command line,
     :class:`~pyterrier_utility.experiment.StudyConfig` and the study."""
-    check(is_int(start) and (start >= 2 or start <= -1), owner,
+    check(is_int(start) and (int(start) >= 2 or int(start) <= -1), owner,
           f'window must be a start rank >= 2 (the top k is always there) or a tail window <= -1, got {start!r}')
     return int(start)

@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence, Union
 
 import pandas as pd
 
+from .._checks import check_int
 from .._messages import inform, warn_qids
 from ..errors import SettingError
 from ..experiment.config import StudyConfig
@@ -28,10 +29,9 @@ from ..experiment.output import lock_folder
 from ..experiment.preparation import prepare
 from ..experiment.study import study_contexts
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
-from .._checks import check_int
 from ..methods.attribution.games import SAMPLED, TOLERANCE, check_method
-from ..methods.attribution.quality import held_out, quality_table
 from ..methods.attribution.qrels import check_trec_ids
+from ..methods.attribution.quality import held_out, quality_table
 from ..report.html import write_report
 from ..vocabulary import (
     ATTRIBUTION_COLUMNS,
@@ -169,9 +169,10 @@ def warn_short(contexts: pd.DataFrame) -> None:
 
 def save_attribution(found: Attribution, config: StudyConfig) -> List[str]:
     """Writes ``coalitions.csv``, ``attribution.csv``, ``utility.qrels``, ``settings.json`` and, when
-    the methods were judged, ``attribution_quality.csv`` into ``config.out``; returns the file names. A study's other files there are kept (and a study run
-    later keeps these), but ``settings.json`` is this run's (its ``command`` says ``attribute``); a
-    study's ``report.html`` is written again, with the attribution."""
+    the methods were judged, ``attribution_quality.csv`` into ``config.out``; returns the file names.
+    A study's other files there are kept (and a study run later keeps these), but ``settings.json`` is
+    this run's (its ``command`` says ``attribute``); a study's ``report.html`` is written again, with
+    the attribution."""
     out = Path(config.out)
     written = [ATTRIBUTION_FILES['coalitions'], ATTRIBUTION_FILES['attribution'], ATTRIBUTION_FILES['qrels'],
                SETTINGS_FILE]

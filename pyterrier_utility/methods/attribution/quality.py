@@ -21,8 +21,9 @@ import pandas as pd
 from scipy import stats
 
 from ..._checks import check_int
-from ...vocabulary import CELL, MAX_REFERENCE_K, QUALITY_COLUMNS
+from ...vocabulary import CELL, QUALITY_COLUMNS
 from . import games
+
 
 def held_out(k: int, n: int, seed: int = 0) -> List[games.Coalition]:
     """``n`` distinct coalitions of k documents (as many as there are, 2^k - 2, if fewer), each document

@@ -9,8 +9,9 @@ from ...vocabulary import CELL
 
 
 def attribution_table(attribution: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, labels,) system, k (and method, where there are several) of attribution rows (``attribution.csv``, or
-    :class:`~.transformer.ContextAttribution`'s output with ``system`` and ``k``): the mean
+    """One row per (dataset, labels,) system, k (and method, where there are several) of attribution
+    rows (``attribution.csv``, or :class:`~.transformer.ContextAttribution`'s output with ``system``
+    and ``k``): the mean
     ``phi_utility`` at each position (``pos 1`` .. ``pos K``: does utility sit at rank 1, in the
     middle, at the end?), the mean ``phi`` of the relevant and of the other documents (with a
     ``relevant`` column of booleans or 'True'/'False'), and the share of documents with negative phi.

@@ -119,9 +119,9 @@ class ContextAttribution(pt.Transformer):
         the frame of :meth:`_values` of every coalition evaluated."""
         sizes = contexts.groupby('_context', sort=False).size()
         known: Dict[int, Dict[games.Coalition, float]] = {c: {} for c in sizes.index}
-        frames = []
+        frames: List[pd.DataFrame] = []
         while True:
-            wanted = {}
+            wanted: Dict[int, List[games.Coalition]] = {}
             for context, k in sizes.items():
                 asked = games.coalitions(k, self.method, self.budget, self.seed, self.tolerance, known[context])
                 asked = list(dict.fromkeys([frozenset(), *asked, games.everyone(k)]))
