@@ -42,13 +42,24 @@ def modules():
         yield path, name, package
 
 
+def _module(name: str) -> str:
+    """``name`` where it is a module or a subpackage of the package, else the package it is read from (a
+    name imported from a package's face is that package's)."""
+    path = ROOT.joinpath(*name.split('.'))
+    return name if path.with_suffix('.py').exists() or (path / '__init__.py').exists() else name.rsplit('.', 1)[0]
+
+
 def _imports(nodes, package: str):
-    """The package modules the import statements among ``nodes`` name."""
+    """The package modules the import statements among ``nodes`` name, relative or absolute."""
     for node in nodes:
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package.split('.')[:len(package.split('.')) - (node.level - 1)]
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.split('.')[0] == PACKAGE.name)
+        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or '').split('.')[0] == PACKAGE.name):
+            parts = package.split('.')
+            base = parts[:len(parts) - (node.level - 1)] if node.level else []
             target = '.'.join(base + ([node.module] if node.module else []))
-            yield from ([target] if node.module else [f'{target}.{a.name}' for a in node.names])
+            yield target
+            yield from (m for m in (_module(f'{target}.{a.name}') for a in node.names) if m != target)
 
 
 def imported_at_import_time(path: Path, package: str):
@@ -79,6 +90,14 @@ def test_the_check_sees_an_import_from_a_room_listed_below(tmp_path):
     upward = tmp_path / 'm.py'
     upward.write_text('from .scoring.fbert import FBertScorer\n\n\ndef f():\n    from .experiment import run\n')
     assert list(imported_at_import_time(upward, 'pyterrier_utility')) == ['pyterrier_utility.scoring.fbert']
+    absolute = tmp_path / 'a.py'
+    absolute.write_text('import pyterrier_utility.report.html\nfrom pyterrier_utility import report, Reader\n'
+                        'from pyterrier_utility.scoring.fbert import FBertScorer\nimport pandas\n\n\n'
+                        'def f():\n    from pyterrier_utility.report.html import write_report\n')
+    assert list(imported_at_import_time(absolute, 'pyterrier_utility.contexts')) == [
+        'pyterrier_utility.report.html', 'pyterrier_utility', 'pyterrier_utility.report',
+        'pyterrier_utility.scoring.fbert']
+    assert list(imported_anywhere(absolute, 'pyterrier_utility.contexts'))[-1] == 'pyterrier_utility.report.html'
     with pytest.raises(AssertionError, match='in no room'):
         room_of('pyterrier_utility.nowhere', listed)
 
