@@ -5,6 +5,7 @@ import numbers
 
 from .errors import SettingError
 from .settings import is_int
+from .vocabulary import SYSTEMS
 
 
 def check(condition: bool, owner: str, message: str) -> None:
@@ -44,3 +45,11 @@ def check_window(owner: str, start) -> int:
     check(is_int(start) and (int(start) >= 2 or int(start) <= -1), owner,
           f'window must be a start rank >= 2 (the top k is always there) or a tail window <= -1, got {start!r}')
     return int(start)
+
+
+def check_system(owner: str, name) -> str:
+    """A built-in system's name, one of :data:`~pyterrier_utility.vocabulary.SYSTEMS` (a saved run is
+    given as a run, by its path). The one rule of a system for the command line and
+    :class:`~pyterrier_utility.experiment.StudyConfig`."""
+    check(name in SYSTEMS, owner, f'system must be one of {list(SYSTEMS)}, got {name!r}')
+    return name

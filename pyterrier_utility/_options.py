@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._checks import check_k, check_window
+from ._checks import check_k, check_system, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
 from .experiment.config import PRESETS
@@ -146,8 +146,8 @@ OPTIONS: Dict[str, List[Option]] = {
          "relevant labels for P: a minimum ('2') or a set ('2,3'); several: a column block each"),
     ],
     'systems': [
-        (('--systems',), 'systems', dict(nargs='+', choices=SYSTEMS), 'the systems; BM25 and Neural are also '
-                                                                          'run reversed (-r)'),
+        (('--systems',), 'systems', dict(type=checked(check_system), nargs='+', metavar='SYSTEM'),
+         f'the systems, of {", ".join(SYSTEMS)}; BM25 and Neural are also run reversed (-r)'),
         (('--run',), 'runs', dict(type=_run, action='append', metavar='NAME=PATH'),
          'a saved run as a system (TREC six columns, or a PyTerrier result CSV / parquet); repeatable'),
         (('--orderings',), 'orderings', dict(nargs='+', choices=ORDERING_NAMES),

@@ -257,7 +257,8 @@ def test_a_label_set_with_no_relevant_document_stops_the_study_first():
     (['--scorer', 'bogus'], "error: --scorer 'bogus' cannot be loaded"),
     (['--reader', 'gemma3-270m', '--concurrency', '4'],
      "error: the reader 'gemma3-270m' cannot honour concurrency (--concurrency)"),
-    (['--systems', 'BM25', 'Dense'], "error: argument --systems: invalid choice: 'Dense'"),
+    (['--systems', 'BM25', 'Dense'],
+     "error: argument --systems: system must be one of ['BM25', 'Neural', 'Rel', 'NRel', 'COSMix'], got 'Dense'"),
     (['--correction', 'nonsense'], "error: argument --correction: invalid choice: 'nonsense'"),
 ])
 def test_cli_errors_are_one_line_and_come_before_any_model_loads(argv, message, tmp_path, monkeypatch, capsys):

@@ -125,6 +125,19 @@ def test_a_bad_window_is_refused_by_one_rule_with_one_message_by_the_cli_the_con
         assert _cli_error(capsys, '--windows', '6', str(start)) == said
 
 
+@pytest.mark.parametrize('system', ['Dense', 'bm25', 'COSMIX'])
+def test_an_unknown_system_is_refused_by_one_rule_with_one_message_by_the_cli_the_config_and_settings_json(
+        capsys, system):
+    """A notebook gives run_study its systems as transformers, under any name; a built-in system is
+    named in the study's config, however it is made: the command line, StudyConfig, a preset
+    changed, a settings.json read back."""
+    said = f"system must be one of ['BM25', 'Neural', 'Rel', 'NRel', 'COSMix'], got {system!r}"
+    assert _api_error(lambda: cfg.StudyConfig(systems=('BM25', system))) == said
+    assert _api_error(lambda: cfg.PRESETS['paper'].replace(systems=(system,))) == said
+    assert _api_error(lambda: cfg.StudyConfig.from_dict({'systems': ['Rel', system]})) == said
+    assert _cli_error(capsys, '--systems', 'BM25', system) == said
+
+
 def test_a_window_is_a_deeper_start_rank_or_a_tail_window_alike_everywhere():
     config = cli.config_of(cli.parser().parse_args(['study', '--windows', '6', '-1']), cfg.StudyConfig())
     assert config.windows == (6, -1) == cfg.StudyConfig(windows=(6, -1)).study_windows

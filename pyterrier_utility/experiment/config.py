@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from .._checks import check_int, check_k, check_window
+from .._checks import check_int, check_k, check_system, check_window
 from .._messages import either
 from ..engines import ENGINE_OPTION_NAMES, OFFLINE, EngineOptions, engine_of
 from ..errors import SettingError
@@ -147,8 +147,8 @@ class StudyConfig:
         for name, minimum in (('queries', 0), ('seed', 0), ('oracle_seed', 0), ('samples', 1), ('min_n', 1)):
             check_int('StudyConfig', name, getattr(self, name), minimum)
         check_k('StudyConfig fig4_k', self.fig4_k)
-        unknown = sorted(set(self.systems) - set(SYSTEMS))
-        require(not unknown, f'unknown systems {unknown}; choose from {list(SYSTEMS)}')
+        for system in self.systems:
+            check_system('StudyConfig', system)
         clash = sorted({name for name, _ in self.runs} & set(SYSTEMS))
         require(not clash, f'runs named {clash} clash with built-in systems; name them otherwise')
         require(bool(self.systems) or bool(self.runs), 'give at least one system or run')
