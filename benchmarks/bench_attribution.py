@@ -138,8 +138,8 @@ def main():
     args = parser.parse_args()
 
     import pyterrier_utility as pu
-    from pyterrier_utility.experiment import StudyConfig, preparation
     from pyterrier_utility.methods.attribution import held_out
+    from pyterrier_utility.study import StudyConfig, preparation
     config = StudyConfig(queries=args.queries, ks=tuple(args.ks), samples=args.samples, label_sets=(2,))
     collection = preparation.load_collection('cranfield', config)
     dataset, qrels, topics, config = collection.dataset, collection.qrels, collection.topics, collection.config

@@ -33,7 +33,7 @@ import torch
 def grid_prompts(queries: int, ks, depth: int):
     """The distinct prompts of the grid (0-shot first), as ``run_study`` builds them."""
     import pyterrier_utility as pu
-    from pyterrier_utility.experiment import default_systems
+    from pyterrier_utility.study import default_systems
     d = pu.datasets.cranfield()
     qrels = d.get_qrels()
     topics = pu.datasets.answerable_topics(d.get_topics(), qrels, 2).head(queries)

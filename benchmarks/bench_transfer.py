@@ -29,7 +29,7 @@ def main():
     args = parser.parse_args()
 
     from pyterrier_utility.commands import main as commands
-    from pyterrier_utility.experiment import StudyConfig
+    from pyterrier_utility.study import StudyConfig
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     config = StudyConfig(readers=('gemma3-270m', 'smollm2-135m'), queries=args.queries, ks=tuple(args.k),

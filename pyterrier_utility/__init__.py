@@ -27,9 +27,9 @@ _NAMES = {
     'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
     'quality_table': 'methods.attribution', 'utility_qrels': 'methods.attribution',
 }
-_MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'experiment', 'generation',
+_MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'generation',
             'interop', 'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'report',
-            'rerankers', 'scoring', 'settings', 'vocabulary')
+            'rerankers', 'scoring', 'settings', 'study', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

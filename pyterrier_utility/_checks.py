@@ -32,7 +32,7 @@ def check_number(owner: str, name: str, value, minimum: float, exclusive: bool =
 
 def check_k(owner: str, k) -> int:
     """A context size: how many documents the reader is given, an integer >= 1 (a bool is refused).
-    The one rule of ``k`` for the command line, :class:`~pyterrier_utility.experiment.StudyConfig`,
+    The one rule of ``k`` for the command line, :class:`~pyterrier_utility.study.StudyConfig`,
     the study and the transformers that cut at k."""
     return check_int(owner, 'k', k, 1)
 
@@ -41,7 +41,7 @@ def check_window(owner: str, start) -> int:
     """A window of each ranking besides its top k: a start rank >= 2 (ranks start .. start + k - 1;
     1 is the top k, which every study has) or a tail window <= -1 (the j-th window from the tail of
     the grid, :class:`~pyterrier_utility.GridWindow`). The one rule of a window for the command line,
-    :class:`~pyterrier_utility.experiment.StudyConfig` and the study."""
+    :class:`~pyterrier_utility.study.StudyConfig` and the study."""
     check(is_int(start) and (int(start) >= 2 or int(start) <= -1), owner,
           f'window must be a start rank >= 2 (the top k is always there) or a tail window <= -1, got {start!r}')
     return int(start)
@@ -50,6 +50,6 @@ def check_window(owner: str, start) -> int:
 def check_system(owner: str, name) -> str:
     """A built-in system's name, one of :data:`~pyterrier_utility.vocabulary.SYSTEMS` (a saved run is
     given as a run, by its path). The one rule of a system for the command line and
-    :class:`~pyterrier_utility.experiment.StudyConfig`."""
+    :class:`~pyterrier_utility.study.StudyConfig`."""
     check(name in SYSTEMS, owner, f'system must be one of {list(SYSTEMS)}, got {name!r}')
     return name

@@ -9,9 +9,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._checks import check_k, check_system, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
-from .experiment.config import PRESETS
 from .prediction.settings import PredictionSettings
 from .settings import FIELDS, LabelSet, Placement
+from .study.config import PRESETS
 from .vocabulary import (
     AGGREGATIONS,
     ATTRIBUTION_METHODS,

@@ -3,7 +3,7 @@ pt.Experiment), ``attribute`` (each context document's share of U) and ``report`
 again from saved results).
 
 The command line only parses: what is given explicitly, over ``--preset`` or the command's
-defaults, becomes a :class:`~pyterrier_utility.experiment.config.StudyConfig` (validated once,
+defaults, becomes a :class:`~pyterrier_utility.study.config.StudyConfig` (validated once,
 printed at the start and written whole to ``settings.json``), and the library runs it.
 """
 import argparse
@@ -23,9 +23,9 @@ from ._options import (
     transfer_max_docs,
 )
 from .errors import UtilityError
-from .experiment import config as cfg
 from .prediction.settings import PredictionSettings
 from .settings import FIELDS
+from .study import config as cfg
 
 #: The first line of ``pyterrier-utility --help``.
 DESCRIPTION = 'Context utility for PyTerrier: does the relevance a retriever achieves reach a RAG reader\'s answers?'

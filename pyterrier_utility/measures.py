@@ -6,7 +6,7 @@ FBERT of 0) has NaN, which the evaluator has warned about. The mean is one defin
 the plain mean over queries, as ``pt.Experiment`` computes it, so ``pt.Experiment`` and
 ``ir_measures.calc_aggregate`` agree, and a NaN query makes the mean NaN, visibly. Restrict the
 topics with :func:`pyterrier_utility.datasets.answerable_topics` to average over answerable
-queries; :func:`pyterrier_utility.experiment.table1` reports means over the finite values with
+queries; :func:`pyterrier_utility.study.table1` reports means over the finite values with
 their count.
 """
 from typing import Any, Optional

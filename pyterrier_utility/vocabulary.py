@@ -1,5 +1,5 @@
 """The study's words and files, each written once: the names a setting may take (every choice list of
-the command line and of :class:`~pyterrier_utility.experiment.config.StudyConfig`), the systems,
+the command line and of :class:`~pyterrier_utility.study.config.StudyConfig`), the systems,
 orderings and oracles, and the files a study writes with their columns.
 
 As ir_measures declares a measure's parameters once and everything else reads them, the command line,
@@ -29,7 +29,7 @@ RAY_CONNECT_TIMEOUT = 10
 SYSTEMS = ('BM25', 'Neural', 'Rel', 'NRel', 'COSMix')
 #: The ``system`` of the answers given no context (``k`` 0), and Table 1's column of them.
 ZERO_SHOT = '0-shot'
-#: The systems a study runs unless told otherwise (:func:`~pyterrier_utility.experiment.default_systems`).
+#: The systems a study runs unless told otherwise (:func:`~pyterrier_utility.study.default_systems`).
 DEFAULT_SYSTEMS = SYSTEMS[:4]
 #: The retrieval systems (an index, a re-ranker), also reported in their other orderings (reversed by default).
 REVERSED_SYSTEMS = ('BM25', 'Neural')
@@ -46,7 +46,7 @@ PROMPT_FORMAT_NAMES = ('plain', 'authors', 'authors-short', 'example')
 #: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
 #: document by label (the authors' released runs).
 ORACLE_MODES = ('sampled', 'authors')
-#: The orderings of a ranking a study can report (``experiment.study.ORDERINGS`` gives each a transformer).
+#: The orderings of a ranking a study can report (``study.study.ORDERINGS`` gives each a transformer).
 ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
 #: The orderings reported unless told otherwise.
 DEFAULT_ORDERINGS = ORDERING_NAMES[:2]
@@ -135,7 +135,7 @@ SIGNALS_COLUMNS = ('labels',) + CELL + PREDICTION_TARGETS
 #: ``prediction.csv``'s columns: per method its coefficient, p-value and bootstrap 95% interval.
 PREDICTION_COLUMNS = (('labels', 'level', 'system', 'k', 'signal', 'target', 'n')
                       + tuple(m + s for m in CORRELATION_METHODS for s in ('', '_p', '_low', '_high')))
-#: ``health.csv``'s values per (dataset, reader,) system and k (:mod:`~pyterrier_utility.experiment.health`):
+#: ``health.csv``'s values per (dataset, reader,) system and k (:mod:`~pyterrier_utility.study.health`):
 #: the answers, the shares empty, cut at max_new_tokens and copied from a document, and the mean tokens.
 HEALTH_COLUMNS = ('answers', 'empty', 'cut', 'copied', 'mean_tokens')
 #: The files of the ``attribute`` command: every coalition evaluated, each document's attribution, and the
@@ -168,7 +168,7 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     ATTRIBUTION_FILES['attribution']: (ATTRIBUTION_COLUMNS, ('k', 'position', 'phi', 'phi_utility', 'stderr')),
     ATTRIBUTION_FILES['quality']: (QUALITY_COLUMNS, ('k', 'coalitions', 'held_out', 'lds', 'mae', 'spearman')),
 }
-#: The frames of a study (:class:`~pyterrier_utility.experiment.StudyResults`' attributes) and the files
+#: The frames of a study (:class:`~pyterrier_utility.study.StudyResults`' attributes) and the files
 #: they are saved as.
 FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
                'scores': 'scores.csv', 'queries': 'queries.csv', 'token_logprobs': 'token_logprobs.csv'}

@@ -25,8 +25,8 @@ from support.simulated_server import SimulatedServer, simulated_answer
 
 import pyterrier_utility as pu
 from pyterrier_utility.errors import FrameError, SettingError
-from pyterrier_utility.experiment.output import LOCK
 from pyterrier_utility.methods.attribution import ContextAttribution, games, utility_qrels, write_trec_qrels
+from pyterrier_utility.study.output import LOCK
 
 METHODS = ('shapley', 'permutation', 'loo', 'single')
 
@@ -592,7 +592,7 @@ def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_p
         assert (p_k - p_0) / p_0 == pytest.approx(per_query.loc[qid, 'utility'], abs=1e-6)
     # The study's page, written again, shows the attribution; the folder reads it back.
     assert 'id="attribution"' in (tmp_path / 'report.html').read_text()
-    assert len(pu.experiment.read_study(tmp_path).attribution) == 2 * 3
+    assert len(pu.study.read_study(tmp_path).attribution) == 2 * 3
     # Two methods: the page's table has a row for each.
     assert cli.main(['attribute', '--method', 'loo', 'single', *options]) == 0
     page = (tmp_path / 'report.html').read_text()

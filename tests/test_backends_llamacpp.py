@@ -7,7 +7,7 @@ import pyterrier_utility as pu
 from pyterrier_utility.backends import LlamaCppServerBackend, OpenAICompatibleBackend
 from pyterrier_utility.backends._llamacpp import EVERY_TOKEN, LLAMACPP_ORDER
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment import StudyConfig
+from pyterrier_utility.study import StudyConfig
 
 
 def sent(**kw):

@@ -9,7 +9,7 @@ import pytest
 from support.backends import CountingBackend
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import study as ex
 
 WORDS = ('lift drag wing flow shock boundary layer heat nose mach pressure vortex stall flap jet plume '
          'turbulence laminar supersonic hypersonic').split()

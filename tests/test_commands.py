@@ -1,4 +1,4 @@
-"""The commands' one preparation (:mod:`pyterrier_utility.experiment.preparation`) and ``study
+"""The commands' one preparation (:mod:`pyterrier_utility.study.preparation`) and ``study
 --predict``: the study and the predict command over its folder in one run."""
 import json
 
@@ -10,8 +10,8 @@ import pyterrier_utility as pu
 from pyterrier_utility import cli
 from pyterrier_utility.commands import main as commands
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment import StudyConfig, preparation
 from pyterrier_utility.settings import Placement
+from pyterrier_utility.study import StudyConfig, preparation
 
 
 def test_prepare_gives_each_command_its_collection_readers_record_and_scorer(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as sps
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment, rank_correlation
+from pyterrier_utility import rank_correlation, study
 from pyterrier_utility.scoring.correlation import correlation
 
 
@@ -39,11 +39,11 @@ def test_rank_correlation_is_scipys_on_the_queries_both_scored():
 
 
 def test_the_study_re_exports_the_same_function():
-    assert experiment.correlation is correlation
+    assert study.correlation is correlation
 
 
 def test_only_the_package_and_its_cli_import_the_study():
-    """The study sits above the measures: no module outside ``experiment/`` imports it, but those above
+    """The study sits above the measures: no module outside ``study/`` imports it, but those above
     it: its report (``report/``), the commands (``commands/``), the CLI (``cli.py`` and its table of
     options, whose ``--preset`` offers the study's presets) and the package's ``__init__``."""
     package = Path(pu.__file__).parent

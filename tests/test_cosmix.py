@@ -10,7 +10,7 @@ from support.backends import CountingBackend
 from support.simulated_server import SimulatedServer
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import study as ex
 from pyterrier_utility.backends import OpenAICompatibleBackend
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.methods.cosmix import (

@@ -197,7 +197,7 @@ def test_one_qid_with_two_questions_is_an_error_naming_it():
     topics = pd.DataFrame({'qid': ['q1', 'q1', 'q2'], 'query': ['what is lift', 'what is drag', 'x']})
     with pytest.raises(FrameError, match=r"one qid with different queries: qid \['q1'\]"):
         Reader(CountingBackend())(topics)
-    from pyterrier_utility import experiment as ex
+    from pyterrier_utility import study as ex
     with pytest.raises(FrameError, match=r"qid \['q1'\]"):
         ex.run_study(topics, QRELS, {}, Reader(CountingBackend()), TEXTS, bertscore=None)
 
@@ -237,7 +237,7 @@ def test_a_reference_text_none_is_not_the_word_none(minilm):
 
 
 def test_a_label_set_with_no_relevant_document_stops_the_study_first():
-    from pyterrier_utility import experiment as ex
+    from pyterrier_utility import study as ex
     from pyterrier_utility.errors import SettingError
     backend = CountingBackend()
     with pytest.raises(SettingError, match=r'no topic has a relevant document at label>=99 .*labels \[2\]'):

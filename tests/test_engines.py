@@ -13,7 +13,7 @@ import pytest
 import pyterrier_utility as pu
 from pyterrier_utility import _options, cli, engines
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment import config as cfg
+from pyterrier_utility.study import config as cfg
 
 #: A toy engine: its description and its backend class, which registers itself and reads what it honours.
 TOY_ENGINE = textwrap.dedent('''

@@ -10,8 +10,8 @@ from support.servers import LlamaCppServer
 import pyterrier_utility as pu
 from pyterrier_utility import commands
 from pyterrier_utility.backends import LlamaCppServerBackend
-from pyterrier_utility.experiment import StudyConfig
 from pyterrier_utility.settings import BASE_MODEL_STOP, Decoding
+from pyterrier_utility.study import StudyConfig
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.slow]
 

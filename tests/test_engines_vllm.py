@@ -14,7 +14,7 @@ from support.servers import VLLM_CPU_FLAGS, VLLMServer, vllm_python
 from support.vllm_checks import a_stop_inside
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import study as ex
 from pyterrier_utility.errors import BackendError
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

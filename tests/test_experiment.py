@@ -14,7 +14,7 @@ from pyterrier_rag.backend import BackendOutput
 from scipy import stats as sps
 from support.backends import CountingBackend
 
-from pyterrier_utility import GenerationCache, OracleSampler, Reader, experiment as ex, report
+from pyterrier_utility import GenerationCache, OracleSampler, Reader, report, study as ex
 from pyterrier_utility.errors import SettingError
 
 TEXTS = {'d1': 'Lift is the upward force on a wing.', 'd2': 'Drag slows an aircraft down.',

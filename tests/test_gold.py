@@ -177,7 +177,7 @@ def test_cli_study_scores_p_against_the_gold_answers(qa_collection, quality, tmp
 
 
 def test_gold_quality_settings_are_checked_once():
-    from pyterrier_utility.experiment import StudyConfig
+    from pyterrier_utility.study import StudyConfig
     assert StudyConfig().quality == 'fbert-docs' and StudyConfig(quality='bertscore-gold', agg='mean').agg == 'mean'
     for bad in (dict(quality='rouge'), dict(quality='em', submeasure='P'), dict(submeasure='F'), dict(agg='min')):
         with pytest.raises(SettingError, match='StudyConfig'):

@@ -5,9 +5,9 @@ import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from pyterrier_utility.backends._base import query_of
-from pyterrier_utility.experiment import health, stats
 from pyterrier_utility.report import tables as rendering
 from pyterrier_utility.report.tables import table_notes
+from pyterrier_utility.study import health, stats
 
 DOC = 'the boundary layer separates from the wing at high angles of attack and the lift falls sharply'
 
@@ -166,7 +166,7 @@ def test_answers_without_a_visible_character_are_empty_stored_as_generated_and_u
         tmp_path, monkeypatch, capsys):
     import pyterrier_utility as pu
     from pyterrier_utility import cli
-    from pyterrier_utility.experiment import read_study
+    from pyterrier_utility.study import read_study
     topics = pu.datasets.cranfield().get_topics().set_index('qid')['query']
     backend = InvisibleBackend([topics['3']])
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: backend)

@@ -13,9 +13,9 @@ from scipy import stats as sps
 from support.synthetic_study import SYSTEMS, write_study
 
 from pyterrier_utility.errors import FrameError, SettingError
-from pyterrier_utility.experiment import stats
 from pyterrier_utility.report.html import markdown_html, write_report
 from pyterrier_utility.report.viewer import query_view
+from pyterrier_utility.study import stats
 
 PER_QUERY = pd.DataFrame({
     'labels': ['label>=2'] * 4, 'system': ['A', 'A', 'A-r', 'A-r'], 'k': [2, 2, 2, 2], 'qid': ['q1', 'q2', 'q1', 'q2'],

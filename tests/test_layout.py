@@ -88,7 +88,7 @@ def test_the_check_sees_an_import_from_a_room_listed_below(tmp_path):
     listed = rooms()
     assert room_of('pyterrier_utility.reader', listed) < room_of('pyterrier_utility.scoring.fbert', listed)
     upward = tmp_path / 'm.py'
-    upward.write_text('from .scoring.fbert import FBertScorer\n\n\ndef f():\n    from .experiment import run\n')
+    upward.write_text('from .scoring.fbert import FBertScorer\n\n\ndef f():\n    from .study import run\n')
     assert list(imported_at_import_time(upward, 'pyterrier_utility')) == ['pyterrier_utility.scoring.fbert']
     absolute = tmp_path / 'a.py'
     absolute.write_text('import pyterrier_utility.report.html\nfrom pyterrier_utility import report, Reader\n'

@@ -87,7 +87,7 @@ def _two_readers(seed=0):
 def test_agreement_is_scipys_rank_correlation_per_query_and_pooled_and_the_jaccard_of_positive_gains():
     from scipy.stats import kendalltau, spearmanr
 
-    from pyterrier_utility.experiment.transfer import AGREEMENT, reader_agreement
+    from pyterrier_utility.study.transfer import AGREEMENT, reader_agreement
     utility = _two_readers()
     out = reader_agreement(utility, n_resamples=200, seed=3).set_index('statistic')
     assert list(out.index) == list(AGREEMENT) and set(out['reader_a']) == {'a'} and set(out['reader_b']) == {'b'}
@@ -119,7 +119,7 @@ def test_label_auc_is_sklearns_and_cell_order_tau_is_scipys():
     from scipy.stats import kendalltau
     from sklearn.metrics import roc_auc_score
 
-    from pyterrier_utility.experiment.transfer import cell_order_tau, label_auc
+    from pyterrier_utility.study.transfer import cell_order_tau, label_auc
     utility = _two_readers(1)
     utility.loc[utility['docno'] == 'd7', 'label'] = np.nan  # unjudged: left out
     out = label_auc(utility, labels=2).set_index('reader')

@@ -10,8 +10,8 @@ from scipy import stats
 from support.backends import CountingBackend
 
 import pyterrier_utility as pu
-from pyterrier_utility.experiment import meta_evaluation as meta
 from pyterrier_utility.prediction import evaluation
+from pyterrier_utility.study import meta_evaluation as meta
 
 P = pu.prediction
 

@@ -7,9 +7,9 @@ import pytest
 
 from pyterrier_utility import _options, cli
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment import config as cfg
 from pyterrier_utility.prediction.settings import PredictionSettings
 from pyterrier_utility.settings import Placement
+from pyterrier_utility.study import config as cfg
 
 
 def _commands():
@@ -95,7 +95,7 @@ def _api_error(call) -> str:
 def _run_study(**settings):
     import pandas as pd
 
-    from pyterrier_utility.experiment.study import run_study
+    from pyterrier_utility.study.study import run_study
     topics = pd.DataFrame({'qid': ['1'], 'query': ['q']})
     qrels = pd.DataFrame({'qid': ['1'], 'docno': ['d'], 'label': [2]})
     return run_study(topics, qrels, {}, None, {}, **settings)

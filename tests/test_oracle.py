@@ -189,7 +189,7 @@ def test_cranfield_nrel_is_unchanged():
 def test_default_systems_offer_both_oracles():
     from pyterrier_utility.datasets import cranfield
     from pyterrier_utility.errors import SettingError
-    from pyterrier_utility.experiment import default_systems
+    from pyterrier_utility.study import default_systems
     d = cranfield()
     qrels = d.get_qrels()
     sampled = default_systems(d, qrels, retrieval=False, labels={3, 4})

@@ -12,7 +12,7 @@ from support.backends import CountingBackend
 import pyterrier_utility as pu
 from pyterrier_utility import cli
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment.output import LOCK, STAGING
+from pyterrier_utility.study.output import LOCK, STAGING
 
 ARGV = ['study', '--queries', '2', '--systems', 'Rel', 'NRel', '--samples', '1']
 
@@ -120,7 +120,7 @@ def test_a_report_of_what_is_not_a_study_folder_ends_in_one_line_naming_it(tmp_p
     path = tmp_path / folder
     assert capsys.readouterr().err == f'pyterrier-utility report: error: {said.format(path=path)}\n'
     with pytest.raises(SettingError, match=f'^{re.escape(said.format(path=path))}$'):
-        pu.experiment.read_study(path)
+        pu.study.read_study(path)
     assert not (tmp_path / 'report').exists()
 
 

@@ -33,11 +33,11 @@ def test_a_name_is_imported_when_first_used():
 
 
 def test_every_public_name_resolves_to_its_module_object():
-    from pyterrier_utility.experiment.study import run_study
     from pyterrier_utility.reader import Reader
-    assert pu.Reader is Reader and pu.experiment.run_study is run_study
+    from pyterrier_utility.study.study import run_study
+    assert pu.Reader is Reader and pu.study.run_study is run_study
     assert all(getattr(pu, name) is not None for name in pu.__all__)
-    assert all(getattr(pu.experiment, name) is not None for name in pu.experiment.__all__)
+    assert all(getattr(pu.study, name) is not None for name in pu.study.__all__)
     assert set(pu.__all__) <= set(dir(pu))
 
 

@@ -81,7 +81,7 @@ def test_the_notebook_reader_with_its_defaults_is_the_studys(cranfield, minilm, 
     query, system and k. The study answers its 0-shot and k-shot prompts in one batch, the pipeline in
     two: the reader is batch-invariant, so the answers are the same."""
     from pyterrier_utility.commands import run
-    from pyterrier_utility.experiment import StudyConfig
+    from pyterrier_utility.study import StudyConfig
     config = StudyConfig(queries=1, ks=(2,), systems=('Rel',), samples=1, label_sets=(2,), out=str(tmp_path))
     results, _ = run(config)
     qrels = cranfield.get_qrels()

@@ -14,7 +14,7 @@ from pandas.testing import assert_frame_equal
 from support.servers import ServedModel
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import study as ex
 from pyterrier_utility.errors import BackendError
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -14,8 +14,8 @@ from support.backends import CountingBackend
 import pyterrier_utility as pu
 from pyterrier_utility import Decoding, GenerationCache, LabelSet
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment import config as cfg
 from pyterrier_utility.settings import ONE_LINE_STOP, Placement
+from pyterrier_utility.study import config as cfg
 
 PACKAGE = Path(pu.__file__).parent
 
@@ -182,7 +182,7 @@ def test_a_second_study_into_the_same_folder_with_other_decoding_generates_afres
         assert len(backends[-1].calls) == 4  # 2 queries x (0-shot + Rel at k=1)
         settings = json.loads((tmp_path / 'settings.json').read_text())
         assert settings['decoding']['max_new_tokens'] == (300 if '300' in extra else
-                                                          pu.experiment.StudyConfig().decoding.max_new_tokens)
+                                                          pu.study.StudyConfig().decoding.max_new_tokens)
         answers = pd.read_csv(tmp_path / 'answers.csv')
         assert answers['qanswer'].str.contains(f"max {settings['decoding']['max_new_tokens']} ").all()
     assert cli.main(argv) == 0 and backends[-1].calls == []  # the first settings again: all cached
@@ -194,7 +194,7 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
     topics = pu.datasets.answerable_topics(cranfield.get_topics(), qrels, 2).head(3)
     rel = pu.OracleSampler(qrels, cranfield.texts, labels=2)
     reader = pu.Reader(CountingBackend(), n_samples=2)
-    results = pu.experiment.run_study(topics, qrels, {'Rel': rel}, reader, cranfield.texts, ks=[2],
+    results = pu.study.run_study(topics, qrels, {'Rel': rel}, reader, cranfield.texts, ks=[2],
                                       label_sets=[3], bertscore=minilm, verbose=False)
     scorer = pu.FBertScorer(qrels, cranfield.texts, labels=3, model_type=minilm)
     piped = (rel % 2 >> reader >> pu.UtilityEvaluator(reader, scorer))(topics).drop_duplicates('qid')
@@ -327,7 +327,7 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
 
 
 def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_it_promises(monkeypatch):
-    from pyterrier_utility.experiment.preparation import engine_record
+    from pyterrier_utility.study.preparation import engine_record
     config = cfg.StudyConfig(readers=('openai:m', 'gemma3-270m'), reproducible=True)
     assert config.backend_options('openai:m')['reproducible'] is True
     assert 'reproducible' not in config.backend_options('gemma3-270m')  # reproducible without being asked
@@ -356,7 +356,7 @@ def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
 
 
 def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(tmp_path, capsys):
-    from pyterrier_utility.experiment import preparation
+    from pyterrier_utility.study import preparation
     paper = cfg.PRESETS['paper']
     readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
     record = preparation.print_settings('study', paper, readers, tmp_path)

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pyterrier_utility.experiment import stats
 from pyterrier_utility.report import tables as rendering
+from pyterrier_utility.study import stats
 
 
 def per_query(n, shift=1.0, labels='label>=2'):

@@ -12,7 +12,7 @@ from support.backends import FirstContextBackend
 
 from pyterrier_utility.commands import main as commands
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.experiment import StudyConfig
+from pyterrier_utility.study import StudyConfig
 from pyterrier_utility.vocabulary import TRANSFER_FILES
 
 READERS = ('gemma3-270m', 'smollm2-135m')
@@ -133,7 +133,7 @@ class OpeningBackend(FirstContextBackend):
 def test_transfer_records_each_readers_oracle_in_contexts_csv_once(tmp_path, monkeypatch):
     import pyterrier_utility as pu
     from pyterrier_utility import cli
-    from pyterrier_utility.experiment.folder import read_study
+    from pyterrier_utility.study.folder import read_study
 
     # Two simulated readers in this process, each reading its context its own way.
     monkeypatch.setattr(pu.backends, 'cpu_replicas', lambda: 1)

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from pyterrier_utility.errors import FrameError, SettingError
-from pyterrier_utility.experiment.validate import read_per_query
+from pyterrier_utility.study.validate import read_per_query
 
 HEADER = 'labels,system,k,qid,n_docs,ndcg,fbert_0shot,fbert,utility\n'
 ROWS = ['label>=2,Rel,1,1,1,1.0,0.5,0.75,0.5\n', 'label>=2,BM25,1,1,1,0.0,0.5,0.25,-0.5\n',

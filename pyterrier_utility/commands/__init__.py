@@ -1,4 +1,4 @@
-"""The command line's commands, over the study (:mod:`~pyterrier_utility.experiment`) and its report
+"""The command line's commands, over the study (:mod:`~pyterrier_utility.study`) and its report
 (:mod:`~pyterrier_utility.report`): :mod:`.main` holds what each subcommand runs and prints (``study``,
 ``experiment``, ``attribute``, ``transfer``, ``predict``, ``report``); :mod:`.driver` runs and saves a study
 from its configuration; :mod:`.attributing`, :mod:`.transferring` and :mod:`.predicting` are the

@@ -9,7 +9,7 @@ generated. Every coalition of every system, k and query is answered in one call.
 Example::
 
     from pyterrier_utility.commands import attributing as attribution
-    from pyterrier_utility.experiment import StudyConfig
+    from pyterrier_utility.study import StudyConfig
     config = StudyConfig(systems=('BM25', 'Rel'), ks=(4,), queries=2, samples=2, out='results/attribution')
     found = attribution.run_attribution(config, method='shapley')
     attribution.save_attribution(found, config)
@@ -24,15 +24,15 @@ import pandas as pd
 from .._checks import check_int
 from .._messages import inform, warn_qids
 from ..errors import SettingError
-from ..experiment.config import StudyConfig
-from ..experiment.output import lock_folder
-from ..experiment.preparation import prepare
-from ..experiment.study import study_contexts
 from ..methods.attribution import THRESHOLD, ContextAttribution, utility_qrels, write_trec_qrels
 from ..methods.attribution.games import SAMPLED, TOLERANCE, check_method
 from ..methods.attribution.qrels import check_trec_ids
 from ..methods.attribution.quality import held_out, quality_table
 from ..report.html import write_report
+from ..study.config import StudyConfig
+from ..study.output import lock_folder
+from ..study.preparation import prepare
+from ..study.study import study_contexts
 from ..vocabulary import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_FILES,

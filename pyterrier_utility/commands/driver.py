@@ -1,11 +1,11 @@
-"""A study from its :class:`~pyterrier_utility.experiment.config.StudyConfig`: what the ``study``
+"""A study from its :class:`~pyterrier_utility.study.config.StudyConfig`: what the ``study``
 command runs, reachable from Python with the same config (the command itself, which also prints
 Table 1, is :func:`pyterrier_utility.commands.main.study`).
 
 Example::
 
     from pyterrier_utility.commands import run, save
-    from pyterrier_utility.experiment import StudyConfig
+    from pyterrier_utility.study import StudyConfig
     config = StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small')
     results = run(config)
     save(results, config)
@@ -18,17 +18,17 @@ import pandas as pd
 
 from .._messages import inform
 from .._version import __version__
-from ..experiment.config import StudyConfig, figure4_k
-from ..experiment.output import stage_outputs
-from ..experiment.preparation import prepare, ranked_systems
-from ..experiment.results import StudyResults
-from ..experiment.stats import fold_readers
-from ..experiment.study import run_study
 from ..methods.cosmix import COSMix
 from ..report import figures
 from ..report.html import TITLE, write_report
 from ..report.tables import write_study
 from ..settings import Placement
+from ..study.config import StudyConfig, figure4_k
+from ..study.output import stage_outputs
+from ..study.preparation import prepare, ranked_systems
+from ..study.results import StudyResults
+from ..study.stats import fold_readers
+from ..study.study import run_study
 from ..vocabulary import REPORT_FILE, SETTINGS_FILE
 
 
@@ -65,7 +65,7 @@ def run(config: StudyConfig, argv: Optional[list] = None,
 
 def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[pd.DataFrame] = None) -> List[str]:
     """Writes the settings, tables, frames, figures and report of a study into ``config.out``, all
-    together in place of an earlier run's (see :mod:`~pyterrier_utility.experiment.output`);
+    together in place of an earlier run's (see :mod:`~pyterrier_utility.study.output`);
     returns the file names."""
     with stage_outputs(Path(config.out)) as stage:
         settings = results.settings or dict(config.to_dict(), version=__version__)

@@ -1,12 +1,12 @@
 """The commands of ``pyterrier-utility``, each what its subcommand runs, prints and writes:
 :func:`study`, :func:`experiment`, :func:`attribute`, :func:`transfer` and :func:`report` (``predict`` is
-:func:`.predicting.predict`). Each starts from :mod:`~pyterrier_utility.experiment.preparation` (or a finished
+:func:`.predicting.predict`). Each starts from :mod:`~pyterrier_utility.study.preparation` (or a finished
 folder) and calls the library's functions.
 
 Example::
 
     from pyterrier_utility.commands import main as commands
-    from pyterrier_utility.experiment import StudyConfig
+    from pyterrier_utility.study import StudyConfig
     commands.study(StudyConfig(queries=3, ks=(1, 3), samples=2, out='results/small'))
     commands.report(['results/small'], Path('results/report'), html=True)
 """
@@ -22,15 +22,6 @@ from ir_measures import nDCG
 from .. import measures
 from .._messages import inform
 from ..errors import SettingError
-from ..experiment import health, stats
-from ..experiment.config import StudyConfig, figure4_k
-from ..experiment.folder import read_health, study_folder
-from ..experiment.output import check_out, lock_folder
-from ..experiment.preparation import prepare, ranked_systems
-from ..experiment.results import StudyResults
-from ..experiment.stats import fold_readers
-from ..experiment.study import variants, window
-from ..experiment.validate import read_per_query
 from ..methods.attribution.quality import quality_summary
 from ..methods.attribution.summary import attribution_table
 from ..prediction.settings import PredictionSettings
@@ -39,6 +30,15 @@ from ..report.html import write_report
 from ..report.tables import write_tables
 from ..scoring.utility import UtilityEvaluator
 from ..settings import Placement
+from ..study import health, stats
+from ..study.config import StudyConfig, figure4_k
+from ..study.folder import read_health, study_folder
+from ..study.output import check_out, lock_folder
+from ..study.preparation import prepare, ranked_systems
+from ..study.results import StudyResults
+from ..study.stats import fold_readers
+from ..study.study import variants, window
+from ..study.validate import read_per_query
 from ..vocabulary import HEALTH_FILE, POOL_CAP, REPORT_FILE, SETTINGS_FILE
 from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save

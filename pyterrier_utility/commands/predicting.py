@@ -25,12 +25,6 @@ import pandas as pd
 from .._messages import inform
 from ..datasets import get_dataset
 from ..errors import FrameError, SettingError
-from ..experiment.config import StudyConfig
-from ..experiment.folder import StudyFolder, read_study
-from ..experiment.meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
-from ..experiment.output import lock_folder
-from ..experiment.study import in_rank_order, variants
-from ..experiment.systems import default_systems
 from ..prediction import (
     NQC,
     SCQ,
@@ -57,6 +51,12 @@ from ..report.figures import pyplot
 from ..report.html import write_report
 from ..report.prediction_report import HEATMAP, prediction_heatmap
 from ..settings import LabelSet
+from ..study.config import StudyConfig
+from ..study.folder import StudyFolder, read_study
+from ..study.meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
+from ..study.output import lock_folder
+from ..study.study import in_rank_order, variants
+from ..study.systems import default_systems
 from ..vocabulary import (
     FRAME_FILES,
     ORACLES,

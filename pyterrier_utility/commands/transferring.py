@@ -24,18 +24,18 @@ import pandas as pd
 from .._checks import check_int
 from .._messages import inform, warn
 from ..errors import SettingError
-from ..experiment.config import StudyConfig
-from ..experiment.output import lock_folder
-from ..experiment.preparation import prepare
-from ..experiment.results import StudyResults
-from ..experiment.stats import BASELINE_MARK, MIN_N, paired_ttest
-from ..experiment.study import run_study, study_contexts
-from ..experiment.transfer import ORACLE_PREFIX, cell_order_tau, label_auc, reader_agreement
 from ..methods.llm_utility import DocumentUtility, UtilityOracle, utility_pool
 from ..report.figures import pyplot
 from ..report.html import write_report
 from ..report.transfer_report import agreement_heatmap, gain_scatter
 from ..settings import LabelSet
+from ..study.config import StudyConfig
+from ..study.output import lock_folder
+from ..study.preparation import prepare
+from ..study.results import StudyResults
+from ..study.stats import BASELINE_MARK, MIN_N, paired_ttest
+from ..study.study import run_study, study_contexts
+from ..study.transfer import ORACLE_PREFIX, cell_order_tau, label_auc, reader_agreement
 from ..vocabulary import FRAME_FILES, POOL_CAP, REPORT_FILE, SETTINGS_FILE, TRANSFER_FILES
 
 #: Marks a reader's mean U on another reader's oracle that differs from its mean U on its own.

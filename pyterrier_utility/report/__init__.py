@@ -2,7 +2,7 @@
 Figures 3 to 5 (:mod:`.figures`), the browsable HTML report with its query explorer (:mod:`.html`,
 :mod:`.explorer`, built of :mod:`.markup`'s pieces), the predictions' heatmap and section
 (:mod:`.prediction_report`), the transfer's figures and section across readers (:mod:`.transfer_report`), and one
-query inline in Jupyter (:mod:`.viewer`). Everything here reads what :mod:`~pyterrier_utility.experiment` computes.
+query inline in Jupyter (:mod:`.viewer`). Everything here reads what :mod:`~pyterrier_utility.study` computes.
 
 Names are imported when first used (PEP 562): matplotlib only where a figure is drawn.
 

@@ -6,7 +6,7 @@ from typing import Dict, Optional
 
 import pandas as pd
 
-from ..experiment.folder import StudyFolder
+from ..study.folder import StudyFolder
 from ..vocabulary import PER_QUERY_VALUES, ZERO_SHOT
 
 
@@ -63,7 +63,7 @@ def report_data(study: StudyFolder) -> dict:
     ``[sample, fbert, best_docno]``. NaN is null.
 
     Args:
-        study: a study folder, as :func:`~pyterrier_utility.experiment.folder.read_study` reads it.
+        study: a study folder, as :func:`~pyterrier_utility.study.folder.read_study` reads it.
 
     Example::
 

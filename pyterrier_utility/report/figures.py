@@ -12,7 +12,7 @@ import pandas as pd
 
 from .._messages import count
 from ..errors import SettingError
-from ..experiment import stats
+from ..study import stats
 from ..vocabulary import ORACLES
 
 

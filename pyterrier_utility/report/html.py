@@ -18,10 +18,10 @@ from typing import Optional, Union
 import pandas as pd
 
 from .._messages import count
-from ..experiment import health as answer_health, stats
-from ..experiment.folder import StudyFolder, read_study
 from ..methods.attribution.summary import attribution_table
 from ..scoring.correlation import MIN_PAIRS
+from ..study import health as answer_health, stats
+from ..study.folder import StudyFolder, read_study
 from ..vocabulary import MIN_N, REPORT_FILE, SETTINGS_FILE
 from .explorer import report_data
 from .markup import cell_number, figure_html, html_table, markdown_html
@@ -185,7 +185,7 @@ def _confidence_note(study: StudyFolder) -> str:
 def _health_html(study: StudyFolder) -> str:
     """health.csv as a table: a row per (dataset,) system and k, the 0-shot answers first, each share
     as a percentage; the rows past the bars of Table 1's mark
-    (:data:`~pyterrier_utility.experiment.health.UNHEALTHY`) marked."""
+    (:data:`~pyterrier_utility.study.health.UNHEALTHY`) marked."""
     health = study.health
     if health is None:
         return '<p class="note">health.csv is not in the study folder.</p>'
@@ -230,8 +230,8 @@ def _attribution_html(study: StudyFolder) -> str:
 def _verdict_html(study: StudyFolder) -> str:
     """The study's verdict, first on the page and in colour: whether its positive control held (Rel's
     mean U above NRel's at every k and label set of Table 1,
-    :func:`~pyterrier_utility.experiment.health.positive_control`, with the study's correction and ``min_n``), and
-    the answer health in one line (:func:`~pyterrier_utility.experiment.health.summary`)."""
+    :func:`~pyterrier_utility.study.health.positive_control`, with the study's correction and ``min_n``), and
+    the answer health in one line (:func:`~pyterrier_utility.study.health.summary`)."""
     settings = study.settings or {}
     ks = settings.get('ks')
     per_query = study.per_query if study.named_datasets else study.per_query.drop(columns='dataset')

@@ -9,7 +9,7 @@ from typing import Union
 import numpy as np
 import pandas as pd
 
-from ..experiment.meta_evaluation import notes
+from ..study.meta_evaluation import notes
 from ..vocabulary import COMBINED, PREDICTION_FILES, PREDICTION_LEVELS, PREDICTION_TARGETS, SETTINGS_FILE
 from .figures import panel_grid, pyplot, save_figure
 

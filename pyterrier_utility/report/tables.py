@@ -1,5 +1,5 @@
 """Table 1 as text: Markdown a block per label set, and the paper's layout in Markdown and LaTeX,
-from the frame :func:`~pyterrier_utility.experiment.stats.table1` computes; and the tables a study folder
+from the frame :func:`~pyterrier_utility.study.stats.table1` computes; and the tables a study folder
 holds (:func:`write_tables`, :func:`write_study`)."""
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from ..experiment import health as answer_health, stats
-from ..experiment.health import HEALTH_MARK
-from ..experiment.results import StudyResults
-from ..experiment.stats import BASELINE_MARK, REVERSAL_MARK, block_heading, fold_readers
+from ..study import health as answer_health, stats
+from ..study.health import HEALTH_MARK
+from ..study.results import StudyResults
+from ..study.stats import BASELINE_MARK, REVERSAL_MARK, block_heading, fold_readers
 from ..vocabulary import CORRELATION_METHODS, FRAME_FILES, MIN_N, ORACLES, TABLE_FILES, ZERO_SHOT
 
 
@@ -39,7 +39,7 @@ def _n_legend(table: pd.DataFrame) -> str:
 
 
 def _zero(row: pd.DataFrame) -> str:
-    """The mark of a block's 0-shot answers (:func:`~pyterrier_utility.experiment.health.mark_table`), ''
+    """The mark of a block's 0-shot answers (:func:`~pyterrier_utility.study.health.mark_table`), ''
     where unmarked."""
     return str(row['mark_0shot'].iloc[0]) if 'mark_0shot' in row.columns else ''
 
@@ -115,7 +115,7 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
     ``block`` heads the column naming the stacked blocks (``'Reader'`` where they are a study's readers,
-    :func:`~pyterrier_utility.experiment.stats.block_heading`).
+    :func:`~pyterrier_utility.study.stats.block_heading`).
     A dataset with fewer label sets than another fills the last blocks of columns, as the paper
     prints dev_small's {1} under DL's {3}.
 
@@ -216,7 +216,7 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all).
     With the answers' ``health`` (``health.csv``), Table 1 marks its unhealthy cells (and says what
     the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
-    every k, :func:`~pyterrier_utility.experiment.health.control_notes`)."""
+    every k, :func:`~pyterrier_utility.study.health.control_notes`)."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     block = block_heading(per_query)
@@ -240,7 +240,7 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
 def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: float = 0.05,
                 min_n: int = MIN_N) -> Tuple[str, ...]:
     """What Table 1 says below its legend: what the health mark means (when a cell has it) and the
-    positive control (:func:`~pyterrier_utility.experiment.health.control_notes`; where it fails, the health
+    positive control (:func:`~pyterrier_utility.study.health.control_notes`; where it fails, the health
     of its cells)."""
     notes: Tuple[str, ...] = ()
     if health is not None and not answer_health.unhealthy(fold_readers(health)).empty:
@@ -252,7 +252,7 @@ def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: floa
 def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float = 0.05,
                 correction: Optional[str] = None, min_n: int = MIN_N,
                 ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
-    """Writes a study's data (:meth:`~pyterrier_utility.experiment.StudyResults.save`) and its tables
+    """Writes a study's data (:meth:`~pyterrier_utility.study.StudyResults.save`) and its tables
     (:func:`write_tables`: Table 1 over ``ks``, default every k, its unhealthy cells marked) into
     ``folder``; returns the paths by file name.
 

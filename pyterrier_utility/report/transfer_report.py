@@ -11,7 +11,7 @@ from typing import Optional, Union
 import numpy as np
 import pandas as pd
 
-from ..experiment.transfer import ORACLE_PREFIX
+from ..study.transfer import ORACLE_PREFIX
 from ..vocabulary import FRAME_FILES, SETTINGS_FILE, TRANSFER_FILES
 from .figures import panel_grid, pyplot, save_figure
 from .markup import cell_number, figure_html, html_table, markdown_html

@@ -9,7 +9,7 @@ from typing import Mapping, Optional
 import pandas as pd
 
 from ..errors import SettingError
-from ..experiment.folder import StudyFolder, read_study, study_from_frames
+from ..study.folder import StudyFolder, read_study, study_from_frames
 from ..vocabulary import ZERO_SHOT
 from .markup import CUT_MARK, cell_number, html_table
 

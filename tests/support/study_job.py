@@ -11,7 +11,7 @@ from pathlib import Path
 from pyterrier_rag.backend import Backend, BackendOutput
 
 import pyterrier_utility as pu
-from pyterrier_utility import experiment as ex
+from pyterrier_utility import study as ex
 
 
 class SlowBackend(Backend):

@@ -7,8 +7,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from pyterrier_utility.experiment import StudyConfig, StudyResults, stats
 from pyterrier_utility.report import tables as rendering
+from pyterrier_utility.study import StudyConfig, StudyResults, stats
 
 SYSTEMS = ('BM25', 'BM25-r', 'Neural', 'Neural-r', 'Rel', 'NRel')
 LABEL_SETS = ('label>=2', 'label in {2,3}')

@@ -28,7 +28,7 @@ def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
     Example::
 
         per_query = read_per_query('study/per_query.csv')
-        table = pyterrier_utility.experiment.table1(per_query)
+        table = pyterrier_utility.study.table1(per_query)
     """
     path = Path(path)
     if not path.is_file():

@@ -8,9 +8,9 @@ study's models.
 
 Example::
 
-    from pyterrier_utility import experiment, report
-    results = experiment.run_study(topics, qrels, experiment.default_systems(d, qrels), reader,
-                                   d.texts, ks=[1, 3, 5], reverse=experiment.REVERSED_SYSTEMS)
+    from pyterrier_utility import study, report
+    results = study.run_study(topics, qrels, study.default_systems(d, qrels), reader,
+                                   d.texts, ks=[1, 3, 5], reverse=study.REVERSED_SYSTEMS)
     print(report.table1_markdown(results.table()))
     report.utility_vs_k(results.per_query, 'fig3.png')
 """

@@ -8,7 +8,7 @@ recorded config).
 
 Example::
 
-    from pyterrier_utility.experiment import StudyConfig, preparation
+    from pyterrier_utility.study import StudyConfig, preparation
     config = StudyConfig(queries=2, ks=(1,), samples=1, out='results/small')
     prepared = preparation.prepare(config, 'study')
     collection = prepared.collections['cranfield']

@@ -63,12 +63,12 @@ class StudyResults:
                    ndcg_order=first.ndcg_order)
 
     def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
-        """Table 1 in long form; see :func:`pyterrier_utility.experiment.table1`."""
+        """Table 1 in long form; see :func:`pyterrier_utility.study.table1`."""
         return stats.table1(fold_readers(self.per_query), baseline=self.baseline, alpha=alpha, correction=correction)
 
     def correlations(self, method: str = 'pearson') -> pd.DataFrame:
         """r(nDCG@k, U) per (dataset,) label set, system and k; see
-        :func:`pyterrier_utility.experiment.correlations`."""
+        :func:`pyterrier_utility.study.correlations`."""
         return stats.correlations(fold_readers(self.per_query), method=method)
 
     def confidence_correlations(self, method: str = 'pearson') -> pd.DataFrame:
@@ -76,7 +76,7 @@ class StudyResults:
         mean over samples of its k-shot answers' ``mean_logprob`` (the mean token log-probability):
         whether the reader's confidence predicts utility, the paper's suggested QPP direction. NaN
         (``n`` 0) where the answers carry no log-probability; see
-        :func:`pyterrier_utility.experiment.correlations` for ``method``.
+        :func:`pyterrier_utility.study.correlations` for ``method``.
 
         Example::
 
@@ -95,7 +95,7 @@ class StudyResults:
 
     def health(self) -> pd.DataFrame:
         """``health.csv``: per (dataset, reader,) system and k, the answers and the shares empty, cut and
-        copied, and the mean tokens generated; see :mod:`~pyterrier_utility.experiment.health`.
+        copied, and the mean tokens generated; see :mod:`~pyterrier_utility.study.health`.
 
         Example::
 

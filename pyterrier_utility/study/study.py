@@ -256,7 +256,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     Example::
 
         d = pyterrier_utility.datasets.cranfield()
-        systems = pyterrier_utility.experiment.default_systems(d, d.get_qrels())
+        systems = pyterrier_utility.study.default_systems(d, d.get_qrels())
         reader = Reader(GenerationCache(backends.gemma3_270m(max_new_tokens=40), 'answers.sqlite'))
         results = run_study(d.get_topics().head(5), d.get_qrels(), systems, reader, d.texts,
                             ks=[1, 3, 5], reverse=['BM25', 'Neural'])

@@ -4,7 +4,7 @@ the combination each system gets, every signal's correlation with each target ov
 
 Example::
 
-    from pyterrier_utility.experiment import meta_evaluation
+    from pyterrier_utility.study import meta_evaluation
     combined = meta_evaluation.combinations(['BM25'], ['spatial'], PredictionSettings(), {})
     prediction = meta_evaluation.meta_evaluate(signals, ['spatial'], PredictionSettings(), {}, combined)
 """
