@@ -46,7 +46,7 @@ PROMPT_FORMAT_NAMES = ('plain', 'authors', 'authors-short', 'example')
 #: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged
 #: document by label (the authors' released runs).
 ORACLE_MODES = ('sampled', 'authors')
-#: The orderings of a ranking a study can report (``study.study.ORDERINGS`` gives each a transformer).
+#: The orderings of a ranking a study can report (``study.sweep.ORDERINGS`` gives each a transformer).
 ORDERING_NAMES = ('original', 'reversed', 'lim', 'lim-r', 'lim-authors', 'lim-authors-r')
 #: The orderings reported unless told otherwise.
 DEFAULT_ORDERINGS = ORDERING_NAMES[:2]

@@ -95,7 +95,7 @@ def _api_error(call) -> str:
 def _run_study(**settings):
     import pandas as pd
 
-    from pyterrier_utility.study.study import run_study
+    from pyterrier_utility.study.sweep import run_study
     topics = pd.DataFrame({'qid': ['1'], 'query': ['q']})
     qrels = pd.DataFrame({'qid': ['1'], 'docno': ['d'], 'label': [2]})
     return run_study(topics, qrels, {}, None, {}, **settings)

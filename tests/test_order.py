@@ -115,9 +115,9 @@ def test_the_authors_orientation_is_their_simple_shuffling(k):
 
 
 def test_the_study_offers_both_orientations_by_name():
-    from pyterrier_utility.study import config, study
-    assert {'lim', 'lim-r', 'lim-authors', 'lim-authors-r'} <= set(config.ORDERING_NAMES) == set(study.ORDERINGS)
-    suffix, ordering = study.ORDERINGS['lim-authors-r']
+    from pyterrier_utility.study import config, sweep
+    assert {'lim', 'lim-r', 'lim-authors', 'lim-authors-r'} <= set(config.ORDERING_NAMES) == set(sweep.ORDERINGS)
+    suffix, ordering = sweep.ORDERINGS['lim-authors-r']
     assert suffix == '-lim-authors-r' and list(ordering(ranking([5]))['docno']) == [f'd1-{r}' for r in (4, 2, 1, 3, 5)]
 
 

@@ -34,7 +34,7 @@ def test_a_name_is_imported_when_first_used():
 
 def test_every_public_name_resolves_to_its_module_object():
     from pyterrier_utility.reader import Reader
-    from pyterrier_utility.study.study import run_study
+    from pyterrier_utility.study.sweep import run_study
     assert pu.Reader is Reader and pu.study.run_study is run_study
     assert all(getattr(pu, name) is not None for name in pu.__all__)
     assert all(getattr(pu.study, name) is not None for name in pu.study.__all__)

@@ -13,7 +13,7 @@ PACKAGE = Path(vocabulary.__file__).parent
 ALLOWED = {
     ('report/html.py', ('labels', 'system', 'k')):
         "the correlation tables' grouping key (label set, system, k), not a file's column list",
-    ('study/study.py', ('per_query', 'answers', 'token_logprobs', 'contexts', 'scores', 'queries')):
+    ('study/sweep.py', ('per_query', 'answers', 'token_logprobs', 'contexts', 'scores', 'queries')):
         "the frames passed to StudyResults by its attributes' names, each built where it is named",
     ('study/systems.py', ('Rel', 'NRel')):
         'default_systems builds each oracle under its name: the transformers, not a choice list',
@@ -97,7 +97,7 @@ def test_the_lists_hold_distinct_names(name):
 def test_the_named_values_follow_the_vocabulary():
     from pyterrier_utility.prompts import PROMPT_FORMATS
     from pyterrier_utility.rerankers import RERANKERS
-    from pyterrier_utility.study import study
+    from pyterrier_utility.study import sweep
     assert tuple(PROMPT_FORMATS) == vocabulary.PROMPT_FORMAT_NAMES
     assert tuple(RERANKERS) == vocabulary.RERANKERS
-    assert tuple(study.ORDERINGS) == vocabulary.ORDERING_NAMES
+    assert tuple(sweep.ORDERINGS) == vocabulary.ORDERING_NAMES

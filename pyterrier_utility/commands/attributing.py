@@ -32,7 +32,7 @@ from ..report.html import write_report
 from ..study.config import StudyConfig
 from ..study.output import lock_folder
 from ..study.preparation import prepare
-from ..study.study import study_contexts
+from ..study.sweep import study_contexts
 from ..vocabulary import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_FILES,

@@ -28,7 +28,7 @@ from ..study.output import stage_outputs
 from ..study.preparation import prepare, ranked_systems
 from ..study.results import StudyResults
 from ..study.stats import fold_readers
-from ..study.study import run_study
+from ..study.sweep import run_study
 from ..vocabulary import REPORT_FILE, SETTINGS_FILE
 
 

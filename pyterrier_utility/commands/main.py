@@ -37,7 +37,7 @@ from ..study.output import check_out, lock_folder
 from ..study.preparation import prepare, ranked_systems
 from ..study.results import StudyResults
 from ..study.stats import fold_readers
-from ..study.study import variants, window
+from ..study.sweep import variants, window
 from ..study.validate import read_per_query
 from ..vocabulary import HEALTH_FILE, POOL_CAP, REPORT_FILE, SETTINGS_FILE
 from .attributing import Attribution, run_attribution, save_attribution

@@ -55,7 +55,7 @@ from ..study.config import StudyConfig
 from ..study.folder import StudyFolder, read_study
 from ..study.meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
 from ..study.output import lock_folder
-from ..study.study import in_rank_order, variants
+from ..study.sweep import in_rank_order, variants
 from ..study.systems import default_systems
 from ..vocabulary import (
     FRAME_FILES,

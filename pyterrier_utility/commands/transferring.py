@@ -34,7 +34,7 @@ from ..study.output import lock_folder
 from ..study.preparation import prepare
 from ..study.results import StudyResults
 from ..study.stats import BASELINE_MARK, MIN_N, paired_ttest
-from ..study.study import run_study, study_contexts
+from ..study.sweep import run_study, study_contexts
 from ..study.transfer import ORACLE_PREFIX, cell_order_tau, label_auc, reader_agreement
 from ..vocabulary import FRAME_FILES, POOL_CAP, REPORT_FILE, SETTINGS_FILE, TRANSFER_FILES
 

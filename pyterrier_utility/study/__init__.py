@@ -22,10 +22,10 @@ _NAMES = {
     'read_study': 'folder', 'prepare': 'preparation',
     'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
     'utility_ci': 'stats',
-    'StudyResults': 'results', 'run_study': 'study', 'system_names': 'study', 'study_contexts': 'study',
+    'StudyResults': 'results', 'run_study': 'sweep', 'system_names': 'sweep', 'study_contexts': 'sweep',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'default_systems': 'systems',
 }
-_MODULES = ('config', 'folder', 'health', 'meta_evaluation', 'output', 'preparation', 'results', 'stats', 'study',
+_MODULES = ('config', 'folder', 'health', 'meta_evaluation', 'output', 'preparation', 'results', 'stats', 'sweep',
             'systems', 'validate')
 
 __all__ = sorted([*_NAMES, *_MODULES])

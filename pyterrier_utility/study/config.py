@@ -187,7 +187,7 @@ class StudyConfig:
 
     @property
     def study_windows(self) -> Tuple[int, ...]:
-        """The windows of each ranking the study answers (see :func:`~.study.window`): ``windows``, and
+        """The windows of each ranking the study answers (see :func:`~.sweep.window`): ``windows``, and
         ``window_grid``'s as the authors' ``compose_context(tops, tails, step)`` samples them: the
         first ``tops`` windows every ``step`` ranks from the top (their start ranks; the first is the
         top k) and the last ``tails`` of that grid (-tails .. -1)."""

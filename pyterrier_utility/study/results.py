@@ -1,4 +1,4 @@
-"""A study's results: every number and what it came from (:class:`StudyResults`); :func:`.study.run_study`
+"""A study's results: every number and what it came from (:class:`StudyResults`); :func:`.sweep.run_study`
 computes them. :meth:`StudyResults.save` writes its data; :func:`pyterrier_utility.report.write_study` writes
 them with the tables rendered, and :func:`pyterrier_utility.report.write_report` the page over them."""
 import json
