@@ -86,7 +86,7 @@ def pytest_configure(config):
 #: first, so that ``make test``'s workers start on them and finish together (each worker takes a
 #: whole module at a time, the next in this order).
 LONG_MODULES = ('test_engines_vllm', 'test_install', 'test_invariance', 'test_health',
-                'test_attribution', 'test_experiment', 'test_backends_ray', 'test_prediction', 'test_cache')
+                'test_attribution', 'test_study', 'test_backends_ray', 'test_prediction', 'test_cache')
 #: Collected after the long modules, before the short ones: llama.cpp's server, which ``make test``
 #: builds in the background meanwhile. The worker that takes it waits for the build if it must (its core
 #: goes to the compiler), and the other worker's short modules keep the second core busy meanwhile,
