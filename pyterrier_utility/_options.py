@@ -11,7 +11,7 @@ from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_eng
 from .errors import SettingError, UtilityError
 from .prediction.settings import PredictionSettings
 from .settings import FIELDS, LabelSet, Placement
-from .study.config import PRESETS
+from .study.presets import PRESETS
 from .vocabulary import (
     AGGREGATIONS,
     ATTRIBUTION_METHODS,

@@ -25,7 +25,9 @@ from ._options import (
 from .errors import UtilityError
 from .prediction.settings import PredictionSettings
 from .settings import FIELDS
-from .study import config as cfg
+from .study import presets
+from .study.config import StudyConfig
+from .study.merge import resolve
 
 #: The first line of ``pyterrier-utility --help``.
 DESCRIPTION = 'Context utility for PyTerrier: does the relevance a retriever achieves reach a RAG reader\'s answers?'
@@ -56,11 +58,11 @@ DESCRIPTIONS = {
 }
 
 
-def _value(config: cfg.StudyConfig, field: str):
+def _value(config: StudyConfig, field: str):
     return getattr(config.decoding if field in FIELDS else config, field, None)
 
 
-def _add_options(parser: argparse.ArgumentParser, command: str, base: Optional[cfg.StudyConfig] = None) -> None:
+def _add_options(parser: argparse.ArgumentParser, command: str, base: Optional[StudyConfig] = None) -> None:
     """The options of ``command`` (:data:`~pyterrier_utility._options.COMMANDS`), in their groups; the
     default of a study's setting taken from ``base``, the command's config, and stated once (an
     option whose help already says its default, or a flag, gets none added)."""
@@ -74,25 +76,26 @@ def _add_options(parser: argparse.ArgumentParser, command: str, base: Optional[c
             target.add_argument(*flags, help=text + note, **named)
 
 
-def preset_note(base: cfg.StudyConfig, command: str) -> str:
+def preset_note(base: StudyConfig, command: str) -> str:
     """The settings ``--preset paper`` changes from the command's defaults, as the options that give them."""
-    changed = [f'{flags[-1]} {format_value(_value(cfg.PAPER, field))}'
+    paper = presets.PAPER
+    changed = [f'{flags[-1]} {format_value(_value(paper, field))}'
                for _, group, fields in COMMANDS[command] if group in SETTINGS
                for flags, field, kwargs, _ in (option(group, field) for field in fields)
-               if field != 'out' and kwargs.get('action') is None and _value(cfg.PAPER, field) != _value(base, field)]
+               if field != 'out' and kwargs.get('action') is None and _value(paper, field) != _value(base, field)]
     return '--preset paper sets: ' + ', '.join(changed) + '.'
 
 
-def config_of(args: argparse.Namespace, base: cfg.StudyConfig) -> cfg.StudyConfig:
+def config_of(args: argparse.Namespace, base: StudyConfig) -> StudyConfig:
     """The run's config: what is given explicitly, over the preset, over the command's defaults."""
-    base = cfg.PRESETS[args.preset] if args.preset else base
-    return cfg.resolve(base, explicit_settings(args))
+    base = presets.PRESETS[args.preset] if args.preset else base
+    return resolve(base, explicit_settings(args))
 
 
 def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
     from .commands import main as commands  # after parsing: --help needs no PyTerrier nor torch
-    config = cfg.REPORT.replace(**explicit_settings(args))
+    config = presets.REPORT.replace(**explicit_settings(args))
     commands.report(args.folders, Path(config.out), correction=config.correction, fig4_k=config.fig4_k,
                     ndcg_order=config.ndcg_order, html=args.html, min_n=config.min_n)
     return 0
@@ -113,12 +116,13 @@ def parser() -> argparse.ArgumentParser:
     main_parser = argparse.ArgumentParser(prog='pyterrier-utility', description=DESCRIPTION,
                                           epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = main_parser.add_subparsers(dest='command', required=True)
-    for name, base, text in (('study', cfg.StudyConfig(), 'the k-sweep: Table 1 with significance marks, '
-                                                          'Figures 3-5, per-query CSV'),
-                             ('experiment', cfg.EXPERIMENT, 'nDCG@k, FBERT and Utility of the systems at one k '
-                                                            'in pt.Experiment'),
-                             ('attribute', cfg.ATTRIBUTE, "each context document's share of U (Shapley values of the "
-                                                          'answer quality over the coalitions of the context)')):
+    for name, base, text in (('study', StudyConfig(), 'the k-sweep: Table 1 with significance marks, '
+                                                      'Figures 3-5, per-query CSV'),
+                             ('experiment', presets.EXPERIMENT, 'nDCG@k, FBERT and Utility of the systems at one k '
+                                                               'in pt.Experiment'),
+                             ('attribute', presets.ATTRIBUTE, "each context document's share of U (Shapley values "
+                                                              'of the answer quality over the coalitions of the '
+                                                              'context)')):
         examples = ATTRIBUTE_EXAMPLE if name == 'attribute' else EXAMPLE
         epilog = textwrap.fill(preset_note(base, name), 79) + '\n\n' + examples
         command = sub.add_parser(name, help=text, description=textwrap.fill(DESCRIPTIONS[name], 79), epilog=epilog,
@@ -132,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
                                                    'several folders (e.g. one study per dataset) make one table.', 79),
                          epilog='example:\n\n  pyterrier-utility report results/study --out results/report --html',
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_options(rep, 'report', cfg.REPORT)
+    _add_options(rep, 'report', presets.REPORT)
     transfer_parser = sub.add_parser(
         'transfer', help="whose utility is it: each document's utility for each reader of a finished study of two "
                          "or more readers, each reader's own utility oracle (Util:<reader>) beside Rel, every reader "

@@ -14,6 +14,8 @@ import pyterrier_utility as pu
 from pyterrier_utility import _options, cli, engines
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.study import config as cfg
+from pyterrier_utility.study.config_json import from_dict, to_dict
+from pyterrier_utility.study.merge import resolve
 
 #: A toy engine: its description and its backend class, which registers itself and reads what it honours.
 TOY_ENGINE = textwrap.dedent('''
@@ -60,7 +62,7 @@ def test_an_engine_added_by_its_module_and_its_description_is_built_checked_and_
     assert type(backend) is toy.backend and backend.model == 'tiny' and backend.options == {'temperature': 0}
     assert toy.backend.DECODING_FIELDS == toy.honours  # the class reads its description
     # The study takes the options the description names, and refuses the others naming them.
-    config = cfg.resolve(cfg.StudyConfig(), {'readers': ('toy:tiny',), 'concurrency': 3})
+    config = resolve(cfg.StudyConfig(), {'readers': ('toy:tiny',), 'concurrency': 3})
     assert config.backend_options('toy:tiny') == {'decoding': config.decoding, 'concurrency': 3}
     assert config.prompt_format == 'plain' and config.decoding.stop == ('STOP',)  # a named model's kind
     with pytest.raises(SettingError, match=r"the reader 'toy:tiny' cannot honour tensor_parallel_size"):
@@ -148,11 +150,11 @@ def test_the_engine_options_are_one_value_of_the_config_given_and_read_one_by_on
     assert config.replace(timeout=5).engine == config.engine.replace(timeout=5)
     assert config == cfg.StudyConfig(readers=('openai:m',), engine=config.engine)
     # settings.json holds them one by one, where the flat fields were; it reads back.
-    written = config.to_dict()
+    written = to_dict(config)
     assert 'engine' not in written and [k for k in written if k in ENGINE_OPTION_NAMES] == list(ENGINE_OPTION_NAMES)
     keys = list(written)
     assert keys[keys.index('seed') + 1:keys.index('seed') + 10] == list(ENGINE_OPTION_NAMES)
-    assert written['base_urls'] == ['http://h:1/v1'] and cfg.StudyConfig.from_dict(written) == config
+    assert written['base_urls'] == ['http://h:1/v1'] and from_dict(written) == config
     assert config.backend_options('openai:m') == {'decoding': config.decoding, 'base_urls': ['http://h:1/v1'],
                                                   'concurrency': 3, 'endpoint': 'completions', 'timeout': 600.0,
                                                   'max_retries': 5, 'retry_deadline': None, 'reproducible': False}
@@ -165,20 +167,20 @@ def test_the_engine_options_are_one_value_of_the_config_given_and_read_one_by_on
 
 
 def test_a_reader_keeps_its_own_decoding_where_none_is_given_for_every_reader():
-    both = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'smollm2-135m')})
+    both = resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'smollm2-135m')})
     smollm2 = engines.OFFLINE.decoding_of('smollm2-135m')
     assert smollm2 == engines.OFFLINE_DECODING.replace(max_new_tokens=256)
     assert both.decoding_for('gemma3-270m') == both.decoding == engines.OFFLINE_DECODING
     assert both.decoding_for('smollm2-135m') == smollm2 == both.backend_options('smollm2-135m')['decoding']
     # Given on the command line, a field holds for every reader, even at the engine's own value.
-    given = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'smollm2-135m'), 'max_new_tokens': 96})
+    given = resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'smollm2-135m'), 'max_new_tokens': 96})
     assert given.decoding_given == ('max_new_tokens',) and given.decoding_for('smollm2-135m').max_new_tokens == 96
-    other = cfg.resolve(cfg.StudyConfig(), {'readers': ('smollm2-135m',), 'temperature': 0.0})
+    other = resolve(cfg.StudyConfig(), {'readers': ('smollm2-135m',), 'temperature': 0.0})
     assert other.decoding_for('smollm2-135m') == smollm2.replace(temperature=0.0)
     # A decoding given whole in Python that changes the field holds too; settings.json keeps what was given.
     assert cfg.StudyConfig(readers=('smollm2-135m',), decoding=engines.OFFLINE_DECODING.replace(
         max_new_tokens=40)).decoding_for('smollm2-135m').max_new_tokens == 40
-    assert cfg.StudyConfig.from_dict(given.to_dict()) == given
+    assert from_dict(to_dict(given)) == given
 
 
 @pytest.mark.parametrize('option, value, said', [

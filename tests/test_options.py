@@ -10,6 +10,8 @@ from pyterrier_utility.errors import SettingError
 from pyterrier_utility.prediction.settings import PredictionSettings
 from pyterrier_utility.settings import Placement
 from pyterrier_utility.study import config as cfg
+from pyterrier_utility.study.config_json import from_dict
+from pyterrier_utility.study.presets import PRESETS, REPORT
 
 
 def _commands():
@@ -45,7 +47,7 @@ def test_report_shares_the_study_options_it_has(field):
 def test_report_resolves_its_options_over_the_studys_defaults():
     def report(*argv):
         args = cli.parser().parse_args(['report', 'folder', *argv])
-        return cfg.REPORT.replace(**cli.explicit_settings(args))
+        return REPORT.replace(**cli.explicit_settings(args))
     defaults = report()
     assert (defaults.out, defaults.correction, defaults.fig4_k, defaults.min_n, defaults.ndcg_order) == \
            ('results/report', None, 5, 5, 'context')
@@ -133,8 +135,8 @@ def test_an_unknown_system_is_refused_by_one_rule_with_one_message_by_the_cli_th
     changed, a settings.json read back."""
     said = f"system must be one of ['BM25', 'Neural', 'Rel', 'NRel', 'COSMix'], got {system!r}"
     assert _api_error(lambda: cfg.StudyConfig(systems=('BM25', system))) == said
-    assert _api_error(lambda: cfg.PRESETS['paper'].replace(systems=(system,))) == said
-    assert _api_error(lambda: cfg.StudyConfig.from_dict({'systems': ['Rel', system]})) == said
+    assert _api_error(lambda: PRESETS['paper'].replace(systems=(system,))) == said
+    assert _api_error(lambda: from_dict({'systems': ['Rel', system]})) == said
     assert _cli_error(capsys, '--systems', 'BM25', system) == said
 
 

@@ -16,6 +16,9 @@ from pyterrier_utility import Decoding, GenerationCache, LabelSet
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.settings import ONE_LINE_STOP, Placement
 from pyterrier_utility.study import config as cfg
+from pyterrier_utility.study.config_json import from_dict, to_dict
+from pyterrier_utility.study.merge import resolve
+from pyterrier_utility.study.presets import PRESETS
 
 PACKAGE = Path(pu.__file__).parent
 
@@ -209,14 +212,14 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
 
 
 def test_preset_and_command_line_resolve_to_one_config():
-    paper = cfg.PRESETS['paper']
+    paper = PRESETS['paper']
     assert paper.bm25 == 'terrier' and paper.decoding == pu.settings.AUTHORS_DECODING
-    offline = cfg.resolve(paper, {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
+    offline = resolve(paper, {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
     assert offline.decoding == pu.settings.AUTHORS_DECODING.replace(max_new_tokens=32, repetition_penalty=1.2,
                                                                     stop=ONE_LINE_STOP)
-    named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
+    named = resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.decoding.stop == ('STOP',) and named.decoding.repetition_penalty is None
-    assert cfg.StudyConfig.from_dict(json.loads(json.dumps(paper.to_dict()))) == paper
+    assert from_dict(json.loads(json.dumps(to_dict(paper)))) == paper
     # vLLM has no penalty window: accepted, and said how it applies the penalty instead.
     windowed = Decoding(repetition_penalty=1.1, repeat_last_n=64, min_p=0.05, top_p=0.9)
     assert cfg.StudyConfig(decoding=windowed).decoding_notes() == {}
@@ -274,11 +277,11 @@ def test_no_import_cycle_among_the_package_modules():
 
 def test_readers_of_both_kinds_need_their_shared_decoding_given():
     with pytest.raises(SettingError, match='give --repetition-penalty, --stop and --prompt-format'):
-        cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m')})
+        resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m')})
     with pytest.raises(SettingError, match='give --repetition-penalty, --stop and --prompt-format'):
-        cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
+        resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
                                         'stop': ('STOP',)})
-    both = cfg.resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
+    both = resolve(cfg.StudyConfig(), {'readers': ('gemma3-270m', 'openai:m'), 'repetition_penalty': 1.1,
                                            'stop': ('STOP',), 'prompt_format': 'plain'})
     assert both.decoding.repetition_penalty == 1.1 and both.readers == ('gemma3-270m', 'openai:m')
     assert both.prompt_format == 'plain'
@@ -286,31 +289,31 @@ def test_readers_of_both_kinds_need_their_shared_decoding_given():
 
 def test_each_kind_of_reader_gets_its_prompt_format_unless_given():
     assert cfg.StudyConfig().prompt_format == 'example'
-    named = cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
+    named = resolve(cfg.StudyConfig(), {'readers': ('openai:m',)})
     assert named.prompt_format == 'plain' and named.decoding.repeat_last_n is None
-    assert cfg.resolve(cfg.StudyConfig(), {'readers': ('openai:m',), 'prompt_format': 'authors'}).prompt_format == \
+    assert resolve(cfg.StudyConfig(), {'readers': ('openai:m',), 'prompt_format': 'authors'}).prompt_format == \
         'authors'
-    offline = cfg.resolve(cfg.PRESETS['paper'], {'readers': ('gemma3-270m',)})
+    offline = resolve(PRESETS['paper'], {'readers': ('gemma3-270m',)})
     assert offline.prompt_format == 'example' and offline.decoding.repeat_last_n == 64
     # The same kind of reader as the base keeps the base's format (the paper's, the authors').
-    assert cfg.resolve(cfg.PRESETS['paper'], {'readers': ('vllm:m',)}).prompt_format == 'authors'
+    assert resolve(PRESETS['paper'], {'readers': ('vllm:m',)}).prompt_format == 'authors'
 
 
 def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, monkeypatch, capsys):
     from pyterrier_utility import cli
-    paper = cfg.PRESETS['paper'].to_dict()
+    paper = to_dict(PRESETS['paper'])
     assert paper['datasets'] == ['irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
                                  'irds:msmarco-passage/dev/small']
     # dev_small's binary labels: studied under {1} without the oracles, as the paper does.
-    dev, note = cfg.PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
+    dev, note = PRESETS['paper'].for_collection('irds:msmarco-passage/dev/small', [1])
     assert [str(x) for x in dev.label_sets] == ['label in {1}'] and dev.systems == ('BM25', 'Neural')
     assert note.startswith('irds:msmarco-passage/dev/small is judged in two grades (labels [1])')
-    assert cfg.PRESETS['paper'].for_collection('dl', [0, 1, 2, 3]) == (cfg.PRESETS['paper'], None)
+    assert PRESETS['paper'].for_collection('dl', [0, 1, 2, 3]) == (PRESETS['paper'], None)
     assert (paper['bm25'], paper['prompt_format'], paper['oracle'], paper['neural']) == \
         ('terrier', 'authors', 'authors', 'monot5')
     assert paper['label_sets'] == ['label in {2,3}', 'label in {3}'] and paper['ks'] == [2, 5, 10, 15]
     # Figures 3 and 5 over "a wider range" of k, every k from 1 to 15; Table 1's four among them.
-    assert paper['figure_ks'] == list(range(1, 16)) and cfg.PRESETS['paper'].all_ks == tuple(range(1, 16))
+    assert paper['figure_ks'] == list(range(1, 16)) and PRESETS['paper'].all_ks == tuple(range(1, 16))
     # What llama-cpp-python 0.2.75 (their rag-utility.yml) applied: their code's settings, its defaults
     # for the rest (create_completion's top_p, min_p, repeat_penalty; Llama's last_n_tokens_size).
     assert paper['decoding'] == {'temperature': 0.3, 'top_k': 50, 'top_p': 0.95, 'min_p': 0.05,
@@ -331,7 +334,7 @@ def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_
     config = cfg.StudyConfig(readers=('openai:m', 'gemma3-270m'), reproducible=True)
     assert config.backend_options('openai:m')['reproducible'] is True
     assert 'reproducible' not in config.backend_options('gemma3-270m')  # reproducible without being asked
-    assert cfg.StudyConfig.from_dict(json.loads(json.dumps(config.to_dict()))).reproducible is True
+    assert from_dict(json.loads(json.dumps(to_dict(config)))).reproducible is True
     served = pu.backends.OpenAICompatibleBackend('m', reproducible=True)
     assert engine_record(served) == {'reproducibility': served.reproducibility}
     offline = pu.backends.CausalLMBackend.__new__(pu.backends.CausalLMBackend)
@@ -357,7 +360,7 @@ def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
 
 def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(tmp_path, capsys):
     from pyterrier_utility.study import preparation
-    paper = cfg.PRESETS['paper']
+    paper = PRESETS['paper']
     readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
     record = preparation.print_settings('study', paper, readers, tmp_path)
     err = capsys.readouterr().err
@@ -373,6 +376,6 @@ def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(t
     assert "vllm:meta-llama/Meta-Llama-3-8B-Instruct: repeat_last_n=64 not applied: vLLM's repetition penalty " \
            'counts every prompt and output token' in err
     assert set(record['decoding_sources']) == set(pu.settings.FIELDS) and record['decoding_notes']
-    given = cfg.resolve(paper, {'readers': ('huggingface:m',), 'temperature': 0.7})
+    given = resolve(paper, {'readers': ('huggingface:m',), 'temperature': 0.7})
     assert preparation.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
     assert given.decoding_notes() == {} and preparation.decoding_sources(cfg.StudyConfig()) == {}

@@ -13,6 +13,7 @@ from support.backends import FirstContextBackend
 from pyterrier_utility.commands import main as commands
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.study import StudyConfig
+from pyterrier_utility.study.config_json import to_dict
 from pyterrier_utility.vocabulary import TRANSFER_FILES
 
 READERS = ('gemma3-270m', 'smollm2-135m')
@@ -64,7 +65,7 @@ def test_transfer_over_a_study_of_two_readers_measures_each_on_its_own_oracle_an
 def test_transfer_refuses_a_folder_without_a_study_of_two_readers(tmp_path):
     with pytest.raises(SettingError, match='settings.json does not exist: transfer reads a finished study folder'):
         commands.transfer(tmp_path)
-    (tmp_path / 'settings.json').write_text(json.dumps(StudyConfig(out=str(tmp_path)).to_dict()))
+    (tmp_path / 'settings.json').write_text(json.dumps(to_dict(StudyConfig(out=str(tmp_path)))))
     with pytest.raises(SettingError, match=r'a study of 1 reader \(gemma3-270m\); transfer compares two or more'):
         commands.transfer(tmp_path)
 

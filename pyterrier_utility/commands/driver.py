@@ -24,6 +24,7 @@ from ..report.html import TITLE, write_report
 from ..report.tables import write_study
 from ..settings import Placement
 from ..study.config import StudyConfig, figure4_k
+from ..study.config_json import to_dict
 from ..study.output import stage_outputs
 from ..study.preparation import prepare, ranked_systems
 from ..study.results import StudyResults
@@ -68,7 +69,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     together in place of an earlier run's (see :mod:`~pyterrier_utility.study.output`);
     returns the file names."""
     with stage_outputs(Path(config.out)) as stage:
-        settings = results.settings or dict(config.to_dict(), version=__version__)
+        settings = results.settings or dict(to_dict(config), version=__version__)
         (stage / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
         paths = write_study(results, stage, correction=config.correction, min_n=config.min_n, ks=config.ks)
         if cosmix_branches is not None:

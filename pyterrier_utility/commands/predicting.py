@@ -52,6 +52,7 @@ from ..report.html import write_report
 from ..report.prediction_report import HEATMAP, prediction_heatmap
 from ..settings import LabelSet
 from ..study.config import StudyConfig
+from ..study.config_json import from_dict
 from ..study.folder import StudyFolder, read_study
 from ..study.meta_evaluation import LABELLED_CELL, combinations, grouped, meta_evaluate, notes, summary
 from ..study.output import lock_folder
@@ -112,7 +113,7 @@ def _checked(study: StudyFolder) -> StudyConfig:
         raise SettingError(f'{study.path / SETTINGS_FILE} does not exist: predict needs the study\'s settings')
     if study.named_datasets:
         raise SettingError(f'{study.path}: a study of several datasets or readers; predict reads one of each')
-    return StudyConfig.from_dict(study.settings)
+    return from_dict(study.settings)
 
 
 def _rankings(config: StudyConfig, dataset, qrels: pd.DataFrame, topics: pd.DataFrame, contexts: pd.DataFrame,

@@ -30,6 +30,7 @@ from ..report.html import write_report
 from ..report.transfer_report import agreement_heatmap, gain_scatter
 from ..settings import LabelSet
 from ..study.config import StudyConfig
+from ..study.config_json import from_dict
 from ..study.output import lock_folder
 from ..study.preparation import prepare
 from ..study.results import StudyResults
@@ -77,7 +78,7 @@ def study_config(out: Union[str, Path]) -> StudyConfig:
     settings = Path(out) / SETTINGS_FILE
     if not settings.is_file():
         raise SettingError(f'{settings} does not exist: transfer reads a finished study folder')
-    config = StudyConfig.from_dict(json.loads(settings.read_text())).replace(out=str(out))
+    config = from_dict(json.loads(settings.read_text())).replace(out=str(out))
     if len(config.readers) < 2:
         raise SettingError(f'{out}: a study of {len(config.readers)} reader ({", ".join(config.readers)}); transfer '
                            'compares two or more (study --reader A B)')

@@ -1,12 +1,11 @@
-"""Everything a study needs, as one frozen value: :class:`StudyConfig`.
+"""Everything a study needs, as one frozen value: :class:`StudyConfig`, its fields and their checks.
 
-The command line parses into it, a notebook builds it directly, ``settings.json`` is it written
-whole, and the ``paper`` preset is one instance of it (:data:`PRESETS`). It is validated once,
-when made; the study trusts it.
+The command line parses into it (:mod:`.merge`), a notebook builds it directly, ``settings.json`` is it
+written whole (:mod:`.config_json`), and the ``paper`` preset is one instance of it
+(:mod:`.presets`). It is validated once, when made; the study trusts it.
 """
 import dataclasses
 import functools
-import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
@@ -14,7 +13,7 @@ from .._checks import check_int, check_k, check_system, check_window
 from .._messages import either
 from ..engines import ENGINE_OPTION_NAMES, OFFLINE, EngineOptions, engine_of
 from ..errors import SettingError
-from ..settings import AUTHORS_DECODING, AUTHORS_DECODING_SOURCES, FIELDS, Decoding, LabelSet, is_int
+from ..settings import FIELDS, Decoding, LabelSet, is_int
 from ..vocabulary import (
     AGGREGATIONS,
     BM25_ENGINES,
@@ -41,7 +40,7 @@ BINARY_LABELS = LabelSet(exact=frozenset({1}))
 @dataclass(frozen=True)
 class StudyConfig:
     """The settings of a study. The defaults are the offline main job (runnable on a CPU with
-    nothing downloaded); :data:`PRESETS` ``['paper']`` is the paper's study.
+    nothing downloaded); :data:`~.presets.PRESETS` ``['paper']`` is the paper's study.
 
     Data: ``datasets`` (``'cranfield'`` or PyTerrier / ir_datasets ids), ``queries`` (the first N
     answerable ones; 0: all), ``ks`` (Table 1's), ``figure_ks`` (those of Figures 3 and 5, empty:
@@ -66,7 +65,7 @@ class StudyConfig:
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
     ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
-    ``decoding_given``: the decoding fields given explicitly (the command line's, by :func:`resolve`),
+    ``decoding_given``: the decoding fields given explicitly (the command line's, by :func:`~.merge.resolve`),
     which hold for every reader; a field not given keeps a reader's own value where its engine has one
     (:meth:`decoding_for`).
 
@@ -281,36 +280,6 @@ class StudyConfig:
             return getattr(object.__getattribute__(self, 'engine'), name)
         raise AttributeError(f'{type(self).__name__!r} object has no attribute {name!r}')
 
-    def to_dict(self) -> Dict[str, object]:
-        """The config as JSON values (what ``settings.json`` holds); :meth:`from_dict` reads it back."""
-        out: Dict[str, object] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name == 'engine':  # settings.json holds the options one by one
-                out.update((name, list(v) if isinstance(v, tuple) else v) for name, v in vars(value).items())
-                continue
-            if field.name == 'decoding':
-                value = value.as_dict()
-            elif field.name in ('label_sets',):
-                value = [str(x) for x in value]
-            elif field.name == 'rel_labels':
-                value = str(value)
-            elif isinstance(value, tuple):
-                value = [list(x) if isinstance(x, tuple) else x for x in value]
-            out[field.name] = value
-        return out
-
-    @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> 'StudyConfig':
-        """The config of a ``settings.json`` (its other keys, such as the backend's key, ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)} | set(ENGINE_OPTION_NAMES)
-        values = {k: v for k, v in values.items() if k in names}
-        if 'decoding' in values:
-            values['decoding'] = Decoding(**values['decoding'])
-        return cls(**values)
-
-    def __str__(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
 
 
 def _taking_engine_options_by_name(init):
@@ -338,66 +307,3 @@ def figure4_k(fig4_k: int, answered: Iterable[int], table_ks: Iterable[int]) -> 
         figure4_k(5, answered=(1, 3), table_ks=(1, 3))   # 3
     """
     return fig4_k if fig4_k in set(answered) else max(table_ks)
-
-
-def resolve(base: StudyConfig, given: Dict[str, Any]) -> StudyConfig:
-    """``base`` (a preset or a command's defaults) with the settings ``given`` explicitly, decoding
-    fields among them. When the readers change between offline models and named ones, the
-    decoding fields that tell the kinds apart and the prompt format, where not given, are the readers'
-    engine's (:meth:`~pyterrier_utility.engines.Engine.kind_decoding`): the penalty, its window and the stop of
-    :data:`~pyterrier_utility.engines.OFFLINE_DECODING` and the ``'example'`` format for offline
-    readers, the study's own stop, no penalty and the plain format for named models. Readers of both
-    kinds share one decoding and one prompt format, so they need the repetition penalty, stop and
-    prompt format given explicitly.
-
-    Example::
-
-        resolve(PRESETS['paper'], {'readers': ('gemma3-270m',), 'max_new_tokens': 32})
-    """
-    given = dict(given)
-    decoding = {name: given.pop(name) for name in FIELDS if name in given}
-    readers = given.get('readers', base.readers)
-    readers = (readers,) if isinstance(readers, str) else tuple(readers)
-    kinds = {engine_of(r).offline for r in readers}
-    if len(kinds) > 1 and not ({'repetition_penalty', 'stop'} <= set(decoding) and 'prompt_format' in given):
-        raise SettingError(f'the readers {list(readers)} mix offline base models and named models, which share one '
-                           'decoding and prompt: give --repetition-penalty, --stop and --prompt-format explicitly')
-    base_decoding = base.decoding
-    if len(kinds) == 1 and kinds != {base.offline}:
-        base_decoding = base_decoding.replace(**engine_of(readers[0]).kind_decoding())
-        given.setdefault('prompt_format', engine_of(readers[0]).prompt_format)
-    given_fields = tuple(sorted(set(base.decoding_given) | set(decoding)))
-    return base.replace(decoding=base_decoding.replace(**decoding), decoding_given=given_fields, **given)
-
-
-#: The paper's study. From the paper's text (Tian, Ganguly & Macdonald, ECIR 2025): TREC DL'19 and
-#: DL'20 judged queries and MS MARCO dev_small over MS MARCO passages, BM25 (PyTerrier's Terrier
-#: BM25) and MonoT5 over BM25's top 100, both reversed, Rel and NRel oracles (none on dev_small,
-#: whose binary labels :meth:`StudyConfig.for_collection` studies as the paper does), k = 2, 5, 10,
-#: 15 (Table 1; Figures 3 and 5 over every k from 1 to 15, the paper's "wider range"),
-#: Llama-3-8B-Instruct, 5 samples, BERTScore with bert-large-uncased, relevance labels {2, 3}
-#: and {3} (dev_small: {1}). From the authors'
-#: code (github.com/DanielTian97/rag-utility): the decoding their engine applied
-#: (:data:`~pyterrier_utility.settings.AUTHORS_DECODING`: their settings and llama-cpp-python's
-#: defaults), their prompt layout (``tools/prompt_tools.py``: prompt format 'authors') and their
-#: oracle (``res/oracle_dl_19.csv``: every judged document by label, highest first: oracle 'authors').
-#: This project's choices: Rel draws from labels 2 and up; every query is used.
-PAPER = StudyConfig(
-    datasets=('irds:msmarco-passage/trec-dl-2019/judged', 'irds:msmarco-passage/trec-dl-2020/judged',
-              'irds:msmarco-passage/dev/small'),
-    queries=0, ks=(2, 5, 10, 15), label_sets=(LabelSet(exact=frozenset({2, 3})), LabelSet(exact=frozenset({3}))),
-    rel_labels=LabelSet(minimum=2), neural='monot5', bm25='terrier', prompt_format='authors', oracle='authors',
-    readers=('vllm:meta-llama/Meta-Llama-3-8B-Instruct',), decoding=AUTHORS_DECODING, samples=5,
-    scorer='bert-large-uncased', out='results/paper', preset='paper', figure_ks=tuple(range(1, 16)))
-#: Named configurations (``--preset``).
-PRESETS: Dict[str, StudyConfig] = {'paper': PAPER}
-#: Where a preset's decoding values come from, printed with them.
-DECODING_SOURCES: Dict[str, Dict[str, str]] = {'paper': AUTHORS_DECODING_SOURCES}
-#: The defaults of the one-k ``experiment`` command.
-EXPERIMENT = StudyConfig(queries=6, ks=(3,), label_sets=(LabelSet(minimum=2),), samples=1,
-                         decoding=StudyConfig.decoding.replace(max_new_tokens=40), out='results/experiment')
-#: The defaults of the ``attribute`` command: the study's decoding and label sets (so a study with the same
-#: options shares its answers), few queries, one k and two systems (2^k coalitions per context).
-ATTRIBUTE = StudyConfig(queries=2, ks=(4,), systems=('BM25', 'Rel'), samples=2, out='results/attribution')
-#: The defaults of the ``report`` command: the study's tables and figures, written to their own folder.
-REPORT = StudyConfig(out='results/report')

@@ -38,8 +38,10 @@ from ..scoring.fbert import FBertScorer
 from ..scoring.gold import GOLD_QUALITIES, GoldAnswerScorer
 from ..settings import FIELDS, LabelSet, Placement
 from ..vocabulary import GENERATIONS_FILE
-from .config import DECODING_SOURCES, PRESETS, StudyConfig
+from .config import StudyConfig
+from .config_json import to_dict
 from .output import check_out
+from .presets import DECODING_SOURCES, PRESETS
 from .systems import DEFAULT_SYSTEMS, REVERSED_SYSTEMS, default_systems
 
 
@@ -206,7 +208,7 @@ def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader]
     for name, theirs in own.items():
         engines[name]['decoding'] = theirs.as_dict()
     notes = config.decoding_notes()
-    record = dict(config.to_dict(), command=command, version=__version__, seeds=first.seeds(),
+    record = dict(to_dict(config), command=command, version=__version__, seeds=first.seeds(),
                   backends={name: backend_key(r.backend) for name, r in readers.items()}, engines=engines,
                   argv=argv, decoding_notes=notes)
     shown = ', '.join(f'{k}={record[k]}' for k in ('datasets', 'readers', 'samples', 'seeds', 'quality', 'scorer',

@@ -9,6 +9,7 @@ import pandas as pd
 
 from pyterrier_utility.report import tables as rendering
 from pyterrier_utility.study import StudyConfig, StudyResults, stats
+from pyterrier_utility.study.config_json import to_dict
 
 SYSTEMS = ('BM25', 'BM25-r', 'Neural', 'Neural-r', 'Rel', 'NRel')
 LABEL_SETS = ('label>=2', 'label in {2,3}')
@@ -99,7 +100,7 @@ def write_study(folder, queries: int = 10, ks: Sequence[int] = (1, 3, 5), sample
                   'query': [f'what about {_words(rng, 4)} {q}' for q in range(queries)]}).to_csv(
         folder / 'queries.csv', index=False)
     (folder / 'settings.json').write_text(json.dumps(dict(
-        config.to_dict(), command='study', argv=['study', '--queries', str(queries), '--out', str(folder)],
+        to_dict(config), command='study', argv=['study', '--queries', str(queries), '--out', str(folder)],
         seeds=[seed + j for j in range(samples)],
         backends={'gemma3-270m': {'backend': 'CausalLMBackend', 'model': 'gemma-3-270m', 'dtype': 'bfloat16',
                                   'decoding': config.decoding.as_dict()}}), indent=2))
