@@ -136,7 +136,7 @@ def main():
     args = parser.parse_args()
 
     from pyterrier_utility.commands import predicting as prediction
-    from pyterrier_utility.prediction.settings import PredictionSettings
+    from pyterrier_utility.prediction.parameters import PredictionSettings
     print(f'CPU: {cpu_name()}; load average {os.getloadavg()[0]:.2f} at the start')
     folder = Path(args.out)
     if (folder / 'per_query.csv').is_file():

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._checks import check_k, check_system, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
-from .prediction.settings import PredictionSettings
+from .prediction.parameters import PredictionSettings
 from .settings import FIELDS, LabelSet, Placement
 from .study.presets import PRESETS
 from .vocabulary import (
@@ -125,7 +125,7 @@ Option = Tuple[Tuple[str, ...], str, Dict[str, Any], str]
 #: groups of :data:`SETTINGS`, a field of the study's config (or of its decoding) or of
 #: :class:`~pyterrier_utility.settings.Placement`, whose default is the command's config's; in the
 #: others, an argument of the command or a field of
-#: :class:`~pyterrier_utility.prediction.settings.PredictionSettings`.
+#: :class:`~pyterrier_utility.prediction.parameters.PredictionSettings`.
 OPTIONS: Dict[str, List[Option]] = {
     'preset': [
         (('--preset',), 'preset', dict(choices=sorted(PRESETS)),

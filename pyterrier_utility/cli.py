@@ -23,7 +23,7 @@ from ._options import (
     transfer_max_docs,
 )
 from .errors import UtilityError
-from .prediction.settings import PredictionSettings
+from .prediction.parameters import PredictionSettings
 from .settings import FIELDS
 from .study import presets
 from .study.config import StudyConfig

@@ -7,7 +7,7 @@ import pytest
 
 from pyterrier_utility import _options, cli
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.prediction.settings import PredictionSettings
+from pyterrier_utility.prediction.parameters import PredictionSettings
 from pyterrier_utility.settings import Placement
 from pyterrier_utility.study import config as cfg
 from pyterrier_utility.study.config_json import from_dict

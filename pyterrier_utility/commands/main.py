@@ -24,7 +24,7 @@ from .._messages import inform
 from ..errors import SettingError
 from ..methods.attribution.quality import quality_summary
 from ..methods.attribution.summary import attribution_table
-from ..prediction.settings import PredictionSettings
+from ..prediction.parameters import PredictionSettings
 from ..report import figures
 from ..report.html import write_report
 from ..report.tables import write_tables

@@ -43,9 +43,9 @@ from ..prediction import (
     Spatial,
     TermStatistics,
 )
+from ..prediction.parameters import PredictionSettings
 from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
 from ..prediction.readability import READABILITY
-from ..prediction.settings import PredictionSettings
 from ..prediction.udcg import UDCG
 from ..report.figures import pyplot
 from ..report.html import write_report

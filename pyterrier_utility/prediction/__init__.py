@@ -17,11 +17,11 @@ from .._lazy import lazy_module
 _NAMES = {
     'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'ContextMeasure': 'measures',
     'ContextPerplexity': 'perplexity', 'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores',
-    'NoResponse': 'abstention', 'PredictionSettings': 'settings', 'QueryPredictor': '_base',
+    'NoResponse': 'abstention', 'PredictionSettings': 'parameters', 'QueryPredictor': '_base',
     'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores', 'Spatial': 'dense',
     'TermStatistics': 'terms', 'UDCG': 'udcg', 'WIG': 'scores',
 }
-_MODULES = ('abstention', 'answers', 'dense', 'evaluation', 'measures', 'perplexity', 'readability', 'scores',
-            'settings', 'terms', 'udcg')
+_MODULES = ('abstention', 'answers', 'dense', 'evaluation', 'measures', 'parameters', 'perplexity', 'readability',
+            'scores', 'terms', 'udcg')
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

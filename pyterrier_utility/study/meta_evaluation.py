@@ -15,7 +15,7 @@ import pandas as pd
 from .._messages import count, warn
 from ..errors import SettingError
 from ..prediction.evaluation import correlate, out_of_fold, system_tau
-from ..prediction.settings import PredictionSettings
+from ..prediction.parameters import PredictionSettings
 from ..scoring.correlation import MIN_PAIRS
 from ..vocabulary import (
     COMBINED,
