@@ -136,7 +136,7 @@ def main():
     args = parser.parse_args()
 
     from pyterrier_utility.commands import predicting as prediction
-    from pyterrier_utility.prediction.parameters import PredictionSettings
+    from pyterrier_utility.prediction.parameters import PredictionParameters
     print(f'CPU: {cpu_name()}; load average {os.getloadavg()[0]:.2f} at the start')
     folder = Path(args.out)
     if (folder / 'per_query.csv').is_file():
@@ -149,7 +149,7 @@ def main():
     print(f"reference: the study's command, {reference['answers']} answers generated: wall {wall:.1f} s, "
           f'generation {generation:.1f} s', flush=True)
 
-    settings = PredictionSettings(perplexity=True, udcg=True)
+    settings = PredictionParameters(perplexity=True, udcg=True)
     start = time.perf_counter()
     with timed_parts() as (seconds, passes):
         found = prediction.run_prediction(folder, settings, verbose=False)

@@ -1,6 +1,6 @@
 """The command line's options, every command's declared once: each as (flags, field, argparse
 keywords, help) in :data:`OPTIONS`, with the parsers of their values; :data:`COMMANDS` says which
-each command takes, and :func:`explicit_settings`, :func:`placement` and :func:`prediction_settings`
+each command takes, and :func:`explicit_settings`, :func:`placement` and :func:`prediction_parameters`
 turn parsed arguments into the values the library takes."""
 import argparse
 import dataclasses
@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._checks import check_k, check_system, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
-from .prediction.parameters import PredictionSettings
+from .prediction.parameters import PredictionParameters
 from .settings import FIELDS, LabelSet, Placement
 from .study.presets import PRESETS
 from .vocabulary import (
@@ -125,7 +125,7 @@ Option = Tuple[Tuple[str, ...], str, Dict[str, Any], str]
 #: groups of :data:`SETTINGS`, a field of the study's config (or of its decoding) or of
 #: :class:`~pyterrier_utility.settings.Placement`, whose default is the command's config's; in the
 #: others, an argument of the command or a field of
-#: :class:`~pyterrier_utility.prediction.parameters.PredictionSettings`.
+#: :class:`~pyterrier_utility.prediction.parameters.PredictionParameters`.
 OPTIONS: Dict[str, List[Option]] = {
     'preset': [
         (('--preset',), 'preset', dict(choices=sorted(PRESETS)),
@@ -409,6 +409,6 @@ def transfer_max_docs(args: argparse.Namespace) -> Optional[int]:
     return args.max_docs
 
 
-def prediction_settings(args: argparse.Namespace) -> PredictionSettings:
+def prediction_parameters(args: argparse.Namespace) -> PredictionParameters:
     """The ``predict`` command's settings: those given explicitly, over their defaults."""
-    return PredictionSettings(**_given(args, [f.name for f in dataclasses.fields(PredictionSettings)]))
+    return PredictionParameters(**_given(args, [f.name for f in dataclasses.fields(PredictionParameters)]))

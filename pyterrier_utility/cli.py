@@ -19,11 +19,11 @@ from ._options import (
     format_value,
     option,
     placement,
-    prediction_settings,
+    prediction_parameters,
     transfer_max_docs,
 )
 from .errors import UtilityError
-from .prediction.parameters import PredictionSettings
+from .prediction.parameters import PredictionParameters
 from .settings import FIELDS
 from .study import presets
 from .study.config import StudyConfig
@@ -156,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
 def predict(args) -> int:
     """Signals and their correlations with the targets from a saved study folder: nothing is generated."""
     from .commands import predicting  # after parsing: --help needs no PyTerrier nor torch
-    predicting.predict(args.out, prediction_settings(args))
+    predicting.predict(args.out, prediction_parameters(args))
     return 0
 
 
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
         config = config_of(args, args.base)
         given_argv = sys.argv[1:] if argv is None else list(argv)
         if args.command == 'study':
-            commands.study(config, argv=given_argv, prediction=PredictionSettings() if args.predict else None,
+            commands.study(config, argv=given_argv, prediction=PredictionParameters() if args.predict else None,
                            placement=placement(args), with_transfer=args.transfer,
                            transfer_max_docs=transfer_max_docs(args))
         elif args.command == 'attribute':

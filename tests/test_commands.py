@@ -56,7 +56,7 @@ def test_study_predict_writes_the_study_then_its_signals_and_prediction(tmp_path
     assert (tmp_path / 'prediction.csv').is_file()
     settings = json.loads((tmp_path / 'settings.json').read_text())
     assert settings['command'] == 'study'
-    assert settings['prediction']['folds'] == pu.prediction.parameters.PredictionSettings().folds
+    assert settings['prediction']['folds'] == pu.prediction.parameters.PredictionParameters().folds
     assert 'id="prediction"' in (tmp_path / 'report.html').read_text()
 
 

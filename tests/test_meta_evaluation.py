@@ -30,7 +30,7 @@ ORACLE = {'Rel': {'max_score': 'an oracle'}}
 
 def test_a_signal_left_out_of_a_system_has_no_row_of_it_and_the_default_combination_is_each_systems():
     signals = _signals()
-    settings = P.PredictionSettings(folds=3, n_resamples=20)
+    settings = P.PredictionParameters(folds=3, n_resamples=20)
     combined = meta.combinations(['BM25', 'Rel'], ['spatial', 'max_score'], settings, ORACLE)
     assert combined == {'BM25': ['max_score', 'spatial'], 'Rel': ['spatial']}  # PREDICTION_COMBINATION's order
     with pytest.warns(pu.errors.UtilityWarning, match=r'cells of label>=2 for spatial \(2 cells\); label>=2 for '
@@ -55,7 +55,7 @@ def test_a_signal_left_out_of_a_system_has_no_row_of_it_and_the_default_combinat
 def test_a_combination_the_user_gave_is_refused_only_where_a_signal_applies_to_no_system():
     from pyterrier_utility.errors import SettingError
     both = {'Rel': dict(ORACLE['Rel']), 'NRel': {'max_score': 'an oracle'}}
-    given = P.PredictionSettings(combine=('max_score', 'spatial'))
+    given = P.PredictionParameters(combine=('max_score', 'spatial'))
     assert meta.combinations(['BM25', 'Rel'], ['spatial', 'max_score'], given, ORACLE) == {
         'BM25': ['max_score', 'spatial'], 'Rel': ['spatial']}
     with pytest.raises(SettingError) as e:
@@ -63,11 +63,11 @@ def test_a_combination_the_user_gave_is_refused_only_where_a_signal_applies_to_n
     assert str(e.value) == ('combine (--combine) names max_score, which applies to no system of the study (Rel, NRel: '
                             'an oracle)')
     with pytest.raises(SettingError) as e:
-        meta.combinations(['BM25'], ['spatial'], P.PredictionSettings(combine=('mean_perplexity',)), {})
+        meta.combinations(['BM25'], ['spatial'], P.PredictionParameters(combine=('mean_perplexity',)), {})
     assert str(e.value) == ('combine (--combine) names mean_perplexity, which predict does not compute here (the '
                             'perplexity signals need --perplexity, udcg needs --udcg; computed: spatial)')
     # The default combination takes what exists: nothing for a system where none of its signals applies.
-    assert meta.combinations(['Rel', 'NRel'], ['max_score'], P.PredictionSettings(), both) == {'Rel': [], 'NRel': []}
+    assert meta.combinations(['Rel', 'NRel'], ['max_score'], P.PredictionParameters(), both) == {'Rel': [], 'NRel': []}
     record = meta.grouped(both, {'Rel': [], 'NRel': []})
     assert record == {'left_out': [{'systems': ['Rel', 'NRel'], 'signals': ['max_score'], 'reason': 'an oracle'}],
                       'combined': [{'systems': ['Rel', 'NRel'], 'signals': []}]}
@@ -79,7 +79,7 @@ def test_too_few_queries_or_cells_for_a_coefficient_are_named_in_one_warning_eac
     signals = _signals(queries=2, labels=('label>=2', 'label>=3'))
     combined = {'BM25': ['max_score', 'spatial'], 'Rel': ['spatial']}
     with pytest.warns(pu.errors.UtilityWarning) as caught:
-        found = meta.meta_evaluate(signals, ['spatial', 'max_score'], P.PredictionSettings(n_resamples=20), ORACLE,
+        found = meta.meta_evaluate(signals, ['spatial', 'max_score'], P.PredictionParameters(n_resamples=20), ORACLE,
                                    combined)
     assert [str(w.message) for w in caught] == [
         'no coefficient over the queries of label>=2 BM25 k=2 (2 queries); label>=2 Rel k=2 (2 queries); label>=3 '
@@ -92,7 +92,7 @@ def test_too_few_queries_or_cells_for_a_coefficient_are_named_in_one_warning_eac
     # A study of one system at one k: coefficients over its queries, no Kendall's tau over its one cell.
     one = _signals(systems=('BM25',), queries=4)
     with pytest.warns(pu.errors.UtilityWarning) as caught:
-        found = meta.meta_evaluate(one, ['spatial', 'max_score'], P.PredictionSettings(folds=3, n_resamples=20), {},
+        found = meta.meta_evaluate(one, ['spatial', 'max_score'], P.PredictionParameters(folds=3, n_resamples=20), {},
                                    {'BM25': ['spatial']})
     assert [str(w.message) for w in caught] == [
         "no Kendall's tau over the (system, k) cells of label>=2 for every signal (1 cell): it needs 3 cells"]

@@ -7,7 +7,7 @@ import pytest
 
 from pyterrier_utility import _options, cli
 from pyterrier_utility.errors import SettingError
-from pyterrier_utility.prediction.parameters import PredictionSettings
+from pyterrier_utility.prediction.parameters import PredictionParameters
 from pyterrier_utility.settings import Placement
 from pyterrier_utility.study import config as cfg
 from pyterrier_utility.study.config_json import from_dict
@@ -58,11 +58,11 @@ def test_report_resolves_its_options_over_the_studys_defaults():
 
 def test_predict_maps_its_options_to_the_prediction_settings_through_the_table():
     def settings(*argv):
-        return cli.prediction_settings(cli.parser().parse_args(['predict', '--out', 'folder', *argv]))
-    assert settings() == PredictionSettings()
+        return cli.prediction_parameters(cli.parser().parse_args(['predict', '--out', 'folder', *argv]))
+    assert settings() == PredictionParameters()
     assert settings('--folds', '3', '--seed', '7', '--resamples', '50', '--apair-k', '4', '--perplexity', '--udcg',
                     '--combine', 'spatial', 'max_score') == \
-        PredictionSettings(folds=3, seed=7, n_resamples=50, apair_k=4, perplexity=True, udcg=True,
+        PredictionParameters(folds=3, seed=7, n_resamples=50, apair_k=4, perplexity=True, udcg=True,
                            combine=('spatial', 'max_score'))
     assert _actions('predict')['n_resamples'].option_strings == ['--resamples']
 

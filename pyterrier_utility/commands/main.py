@@ -24,7 +24,7 @@ from .._messages import inform
 from ..errors import SettingError
 from ..methods.attribution.quality import quality_summary
 from ..methods.attribution.summary import attribution_table
-from ..prediction.parameters import PredictionSettings
+from ..prediction.parameters import PredictionParameters
 from ..report import figures
 from ..report.html import write_report
 from ..report.tables import write_tables
@@ -44,7 +44,7 @@ from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
 
 
-def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional[PredictionSettings] = None,
+def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional[PredictionParameters] = None,
           placement: Placement = Placement(), with_transfer: bool = False,
           transfer_max_docs: Optional[int] = None) -> StudyResults:
     """The ``study`` command: runs (in process, or where ``placement`` says: see :func:`run`), saves

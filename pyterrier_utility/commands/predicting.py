@@ -43,7 +43,7 @@ from ..prediction import (
     Spatial,
     TermStatistics,
 )
-from ..prediction.parameters import PredictionSettings
+from ..prediction.parameters import PredictionParameters
 from ..prediction.perplexity import PERPLEXITY_AGGREGATIONS
 from ..prediction.readability import READABILITY
 from ..prediction.udcg import UDCG
@@ -93,7 +93,7 @@ class Prediction:
     signals: pd.DataFrame
     prediction: pd.DataFrame
     definitions: Dict[str, str] = field(default_factory=dict)
-    settings: PredictionSettings = field(default_factory=PredictionSettings)
+    settings: PredictionParameters = field(default_factory=PredictionParameters)
     left_out: Dict[str, Dict[str, str]] = field(default_factory=dict)
     combined: Dict[str, List[str]] = field(default_factory=dict)
 
@@ -168,7 +168,7 @@ def _unscored(system: str) -> str:
     return f'predict runs only {" and ".join(REVERSED_SYSTEMS)} again for their ranking scores'
 
 
-def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionSettings,
+def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionParameters,
                   verbose: bool = True) -> Prediction:
     """Every signal of every (label set, system, k, query) of ``study``, and the targets."""
     backend = _reader_model(config) if settings.perplexity or settings.udcg else None  # refused before any work
@@ -269,7 +269,7 @@ def _context_measures(contexts: pd.DataFrame, qrels: pd.DataFrame, cells: pd.Dat
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LABELLED_CELL)
 
 
-def run_prediction(out: Union[str, Path], settings: PredictionSettings = PredictionSettings(),
+def run_prediction(out: Union[str, Path], settings: PredictionParameters = PredictionParameters(),
                    verbose: bool = True) -> Prediction:
     """The signals of the study folder ``out`` and their correlations with its targets; nothing is
     generated. A signal that does not apply to a system is left out of its rows, and a line says why."""
@@ -309,7 +309,7 @@ def save_prediction(found: Prediction, out: Union[str, Path]) -> List[str]:
     return sorted(written)
 
 
-def predict(out: Union[str, Path], settings: PredictionSettings = PredictionSettings()) -> Prediction:
+def predict(out: Union[str, Path], settings: PredictionParameters = PredictionParameters()) -> Prediction:
     """The ``predict`` command: runs, saves and prints the summary."""
     start = time.time()
     with lock_folder(Path(out)):

@@ -17,7 +17,7 @@ from .._lazy import lazy_module
 _NAMES = {
     'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'ContextMeasure': 'measures',
     'ContextPerplexity': 'perplexity', 'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores',
-    'NoResponse': 'abstention', 'PredictionSettings': 'parameters', 'QueryPredictor': '_base',
+    'NoResponse': 'abstention', 'PredictionParameters': 'parameters', 'QueryPredictor': '_base',
     'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores', 'Spatial': 'dense',
     'TermStatistics': 'terms', 'UDCG': 'udcg', 'WIG': 'scores',
 }

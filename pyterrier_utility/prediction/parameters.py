@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 
 @dataclass(frozen=True)
-class PredictionSettings:
+class PredictionParameters:
     """The parameters of the signals and of their meta-evaluation.
 
     Attributes:
@@ -27,7 +27,7 @@ class PredictionSettings:
 
     Example::
 
-        PredictionSettings(folds=10, seed=1)
+        PredictionParameters(folds=10, seed=1)
     """
     depth: int = 100
     wig_k: int = 5

@@ -5,8 +5,8 @@ the combination each system gets, every signal's correlation with each target ov
 Example::
 
     from pyterrier_utility.study import meta_evaluation
-    combined = meta_evaluation.combinations(['BM25'], ['spatial'], PredictionSettings(), {})
-    prediction = meta_evaluation.meta_evaluate(signals, ['spatial'], PredictionSettings(), {}, combined)
+    combined = meta_evaluation.combinations(['BM25'], ['spatial'], PredictionParameters(), {})
+    prediction = meta_evaluation.meta_evaluate(signals, ['spatial'], PredictionParameters(), {}, combined)
 """
 from typing import Dict, List, Sequence, Tuple
 
@@ -15,7 +15,7 @@ import pandas as pd
 from .._messages import count, warn
 from ..errors import SettingError
 from ..prediction.evaluation import correlate, out_of_fold, system_tau
-from ..prediction.parameters import PredictionSettings
+from ..prediction.parameters import PredictionParameters
 from ..scoring.correlation import MIN_PAIRS
 from ..vocabulary import (
     COMBINED,
@@ -43,7 +43,7 @@ def _by_reason(left_out: Dict[str, Dict[str, str]], signal: str = '') -> Dict[Tu
     return grouped
 
 
-def combinations(systems: Sequence[str], names: Sequence[str], settings: PredictionSettings,
+def combinations(systems: Sequence[str], names: Sequence[str], settings: PredictionParameters,
                  left_out: Dict[str, Dict[str, str]]) -> Dict[str, List[str]]:
     """The signals of each system's out-of-fold combination: those of ``settings.combine`` (by default
     :data:`~pyterrier_utility.vocabulary.PREDICTION_COMBINATION`) among ``names`` that apply to it.
@@ -53,7 +53,7 @@ def combinations(systems: Sequence[str], names: Sequence[str], settings: Predict
 
     Example::
 
-        combinations(['BM25', 'Rel'], ['max_score', 'spatial'], PredictionSettings(combine=('max_score',)),
+        combinations(['BM25', 'Rel'], ['max_score', 'spatial'], PredictionParameters(combine=('max_score',)),
                      {'Rel': {'max_score': 'an oracle'}})  # {'BM25': ['max_score'], 'Rel': []}
     """
     asked = PREDICTION_COMBINATION if settings.combine is None else settings.combine
@@ -112,7 +112,7 @@ def _some(items: Sequence[str], shown: int = 10) -> str:
     return '; '.join(items[:shown]) + (f' ... ({len(items)} in all)' if len(items) > shown else '')
 
 
-def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: PredictionSettings,
+def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: PredictionParameters,
                   left_out: Dict[str, Dict[str, str]], combined: Dict[str, List[str]]) -> pd.DataFrame:
     """The correlation of every signal (and of the out-of-fold combination) with every target per
     (label set, system, k) over its queries, and Kendall's tau over the cells of each label set, each
@@ -129,7 +129,7 @@ def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: Predict
 
     Example::
 
-        prediction = meta_evaluate(signals, ['spatial'], PredictionSettings(), {}, {'BM25': ['spatial']})
+        prediction = meta_evaluate(signals, ['spatial'], PredictionParameters(), {}, {'BM25': ['spatial']})
     """
     rows: List[dict] = []
     few, short = [], []
