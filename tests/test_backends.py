@@ -31,7 +31,7 @@ def test_log_probability_is_the_models_own_for_the_chosen_tokens(gemma, repetiti
     import torch
     exact = backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='float32',
                                      temperature=0, max_new_tokens=8, repetition_penalty=repetition_penalty)
-    answers = exact.generate(PROMPTS, stop_sequences=[])
+    answers = exact.with_settings(stop=[]).generate(PROMPTS)
     model, eos = exact.model, exact.eos_token_ids
     for prompt, answer in zip(PROMPTS, answers):
         ids = exact.tokenizer(prompt, return_tensors='pt').input_ids
@@ -70,7 +70,7 @@ def test_stop_sequences_cut_the_answer(gemma):
     backend = sampler(gemma, temperature=0)
     full = backend.generate([PROMPTS[1]])[0].text
     word = full.split()[1]
-    cut = backend.generate([PROMPTS[1]], stop_sequences=[word])[0].text
+    cut = backend.with_settings(stop=[word]).generate([PROMPTS[1]])[0].text
     assert cut == full.split(word)[0].strip()
 
 
@@ -78,8 +78,8 @@ def test_generation_key_names_settings(gemma):
     key = sampler(gemma, repetition_penalty=1.2).generation_key
     assert key['decoding']['temperature'] == 1.0 and key['decoding']['repetition_penalty'] == 1.2
     assert key['model'] == 'gemma-test'
-    assert GenerationCache(sampler(gemma)).key('p', 1, 8, None) != GenerationCache(sampler(gemma)).key('p', 2, 8, None)
-    assert GenerationCache(gemma).key('p', 1, 8, None) == GenerationCache(gemma).key('p', 2, 8, None)
+    assert GenerationCache(sampler(gemma)).key('p', 1) != GenerationCache(sampler(gemma)).key('p', 2)
+    assert GenerationCache(gemma).key('p', 1) == GenerationCache(gemma).key('p', 2)
 
 
 def test_get_backend_names():
@@ -145,7 +145,7 @@ def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
     converted = sampler(gemma, dtype=other)
     assert converted.model.dtype == dtype.DTYPES[other] and gemma.model.dtype == gemma.dtype  # the caller's model kept
     same = sampler(gemma, dtype=gemma.dtype)
-    assert GenerationCache(converted).key('p', 1, 8, None) != GenerationCache(same).key('p', 1, 8, None)
+    assert GenerationCache(converted).key('p', 1) != GenerationCache(same).key('p', 1)
     assert same.generation_key['dtype_name'] == str(gemma.dtype).replace('torch.', '')
 
 
@@ -173,7 +173,7 @@ def test_answers_cut_at_max_new_tokens_are_flagged_and_counted(gemma):
     tokens = gemma.tokenizer(full.text, add_special_tokens=False)['input_ids']
     assert full.truncated and 4 <= len(tokens) <= 7  # six tokens, none of them the end of text
     word = full.text.split()[1]
-    stopped = backend.generate([PROMPTS[1], PROMPTS[1]], seeds=[0, 1], stop_sequences=[word])
+    stopped = backend.with_settings(stop=[word]).generate([PROMPTS[1], PROMPTS[1]], seeds=[0, 1])
     assert [o.truncated for o in stopped] == [False, False]
     assert backend.truncated == 1
 
@@ -306,7 +306,7 @@ def test_finished_rows_kept_in_the_batch_do_not_change_the_others(gemma, monkeyp
         backend = sampler(gemma, batch_size=9, max_new_tokens=12)
         # A stop at the first 'e' or '.': rows end at different steps whatever text the CPU's kernels sample.
         outputs[policy] = [(o.text, o.token_logprobs, o.truncated)
-                           for o in backend.generate(prompts, seeds=seeds, stop_sequences=['.', 'e'])]
+                           for o in backend.with_settings(stop=['.', 'e']).generate(prompts, seeds=seeds)]
     dropped, kept = outputs[0], outputs[float('inf')]
     assert dropped == kept  # batch-invariant: the log-probabilities too, bit for bit
     assert len({len(logprobs) for _, logprobs, _ in dropped}) > 2  # rows end at different steps
@@ -380,7 +380,7 @@ def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens
     from transformers import RepetitionPenaltyLogitsProcessor
     window = backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='float32',
                                       temperature=0, max_new_tokens=8, repetition_penalty=1.5, repeat_last_n=3)
-    answers = [o.text for o in window.generate(PROMPTS, stop_sequences=[])]
+    answers = [o.text for o in window.with_settings(stop=[]).generate(PROMPTS)]
     penalty = RepetitionPenaltyLogitsProcessor(1.5)
     expected = []
     for prompt in PROMPTS:
@@ -396,4 +396,4 @@ def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens
                                                 skip_special_tokens=True).strip())
     assert answers == expected
     whole = window.with_settings(repeat_last_n=None)
-    assert [o.text for o in whole.generate(PROMPTS, stop_sequences=[])] != answers
+    assert [o.text for o in whole.with_settings(stop=[]).generate(PROMPTS)] != answers

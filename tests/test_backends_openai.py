@@ -182,12 +182,12 @@ def test_settings_are_checked_and_the_backend_pickles():
 
 
 def test_cache_key_follows_every_answer_changing_setting():
-    keys = {pu.GenerationCache(backend('http://h/v1', **kw)).key('p', 1, 8, None)
+    keys = {pu.GenerationCache(backend('http://h/v1', **kw)).key('p', 1)
             for kw in (dict(), dict(temperature=0.5), dict(top_k=10), dict(top_p=0.5), dict(repetition_penalty=1.1),
                        dict(extra_body={'min_p': 0.1}), dict(endpoint='chat'))}
     assert len(keys) == 7
-    assert (pu.GenerationCache(backend('http://a/v1')).key('p', 1, 8, None)
-            == pu.GenerationCache(backend(['http://b/v1', 'http://c/v1'])).key('p', 1, 8, None))
+    assert (pu.GenerationCache(backend('http://a/v1')).key('p', 1)
+            == pu.GenerationCache(backend(['http://b/v1', 'http://c/v1'])).key('p', 1))
 
 
 def test_timeout_is_a_deadline_for_the_whole_response_not_for_each_read():

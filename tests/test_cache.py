@@ -136,7 +136,7 @@ def test_what_a_backend_returns_is_checked_and_nothing_false_is_stored(outputs, 
     cache = GenerationCache(Scripted(outputs), tmp_path / 'g.sqlite')
     with pytest.raises(BackendError, match=message):
         cache.generate(['a', 'b'], seeds=[0, 0])
-    assert len(cache) == 0 and cache._memory == {}
+    assert len(cache) == 0 and cache.store.memory == {}
     cache.backend = counting_backend  # the same settings key: a working backend now generates both
     assert [o.text for o in cache.generate(['a', 'b'], seeds=[0, 0])] == ['no context (seed 0, 0 contexts)'] * 2
     assert counting_backend.calls == ['a', 'b']
@@ -152,7 +152,7 @@ def test_pyterrier_rag_error_markers_from_an_unseeded_backend_are_errors():
 
 
 def test_generation_args_of_pyterrier_rag_backends_are_in_the_key():
-    from pyterrier_utility.cache import backend_key
+    from pyterrier_utility.cache.keys import backend_key
 
     class LikeVLLM(Backend):
         def __init__(self, temperature):
@@ -215,8 +215,8 @@ def test_samples_of_a_prompt_are_never_split_across_backend_calls(counting_backe
 def test_text_sqlite_cannot_write_leaves_no_transaction_open_and_the_cache_usable(tmp_path, counting_backend):
     cache = GenerationCache(counting_backend, tmp_path / 'g.sqlite')
     with pytest.raises(UnicodeEncodeError):
-        cache._store({'a': Answer(text='fine'), 'b': Answer(text='bad \ud800')})
-    assert not cache._connect().in_transaction
+        cache.store.put({'a': Answer(text='fine'), 'b': Answer(text='bad \ud800')})
+    assert not cache.store.connect().in_transaction
     assert len(cache.generate(['p'])) == 1 and len(cache) == 1
 
 
@@ -237,7 +237,7 @@ def test_the_key_definition_is_recorded_and_describes_the_keys(tmp_path, countin
     import hashlib
     import json
 
-    from pyterrier_utility.cache import KEY_DEFINITION, settings_key
+    from pyterrier_utility.cache.keys import KEY_DEFINITION, settings_key
     path = tmp_path / 'g.sqlite'
     cache = GenerationCache(counting_backend, path)
     cache.generate(['a'], seeds=[3])
@@ -252,7 +252,7 @@ def test_the_key_definition_is_recorded_and_describes_the_keys(tmp_path, countin
 
 
 def test_a_file_keyed_otherwise_is_refused_and_one_without_a_definition_gains_it(tmp_path, counting_backend):
-    from pyterrier_utility.cache import KEY_DEFINITION
+    from pyterrier_utility.cache.keys import KEY_DEFINITION
     path = tmp_path / 'g.sqlite'
     GenerationCache(counting_backend, path).generate(['a'], seeds=[0])
     with sqlite3.connect(path) as db:

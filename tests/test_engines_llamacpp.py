@@ -40,7 +40,7 @@ def test_seeds_greedy_limits_stops_and_log_probabilities_as_the_server_reports_t
     assert first == [a.text for a in b.generate([PROMPT] * 4, seeds=[1, 2, 3, 4])] and len(set(first)) > 1
     greedy = b.with_settings(temperature=0)
     assert len({a.text for a in greedy.generate([PROMPT] * 3, seeds=[1, 2, 3])}) == 1
-    short = b.generate([PROMPT], seeds=[1], max_new_tokens=3)[0]
+    short = b.with_settings(max_new_tokens=3).generate([PROMPT], seeds=[1])[0]
     assert short.truncated is True and short.tokens == 3 and short.logprob < 0
     # The sum of exactly what the server reports for the same request.
     body = dict(b._body(PROMPT, 1, 3, []), logprobs=1)
@@ -49,7 +49,7 @@ def test_seeds_greedy_limits_stops_and_log_probabilities_as_the_server_reports_t
     assert short.logprob == sum(t['logprob'] for t in reported['logprobs']['content'])
     whole = greedy.generate([PROMPT], seeds=[1])[0]
     assert 'lift' in whole.text and whole.truncated is True
-    cut = greedy.generate([PROMPT], seeds=[1], stop_sequences=['lift'])[0]
+    cut = greedy.with_settings(stop=['lift']).generate([PROMPT], seeds=[1])[0]
     assert cut.text == whole.text.split('lift')[0].strip() and cut.truncated is False
 
 

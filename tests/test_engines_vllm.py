@@ -127,11 +127,11 @@ def test_a_pool_of_vllm_servers_honours_seeds_limits_stops_and_reports_logprobs(
     assert first == [a.text for a in b.generate([prompt] * 4, seeds=[1, 2, 3, 4])] and len(set(first)) > 1
     greedy = backend(pool, temperature=0)
     assert len({a.text for a in greedy.generate([prompt] * 4, seeds=[1, 2, 3, 4])}) == 1
-    short = b.generate([prompt], seeds=[1], max_new_tokens=3)[0]
+    short = b.with_settings(max_new_tokens=3).generate([prompt], seeds=[1])[0]
     assert short.truncated is True and short.tokens == 3 and short.logprob < 0
-    whole = greedy.generate([prompt], seeds=[1], stop_sequences=[])[0]
+    whole = greedy.with_settings(stop=[]).generate([prompt], seeds=[1])[0]
     stop = a_stop_inside(whole.text)
-    cut = greedy.generate([prompt], seeds=[1], stop_sequences=[stop])[0]
+    cut = greedy.with_settings(stop=[stop]).generate([prompt], seeds=[1])[0]
     assert whole.text.find(stop) > 0
     assert cut.text == whole.text.split(stop)[0].strip() and cut.truncated is False
 

@@ -170,7 +170,7 @@ def test_only_strings_the_backend_produced_for_each_prompt_are_stored(outputs, p
     try:
         got = [o.text for o in cache.generate(prompts, seeds=[0] * len(prompts))]
     except BackendError:
-        assert cache._memory == {}
+        assert cache.store.memory == {}
         return
     assert got == outputs and len(outputs) == len(prompts)
     assert all(isinstance(t, str) and not t.startswith('ERROR::') for t in got)

@@ -31,14 +31,8 @@ class DecodingCountingBackend(pu.backends._base.DecodingBackendBase, CountingBac
     def __init__(self, **decoding):
         CountingBackend.__init__(self)
         self._set_decoding(Decoding(**decoding))
-        self.given: list = []  # the (max_new_tokens, stop_sequences) of every call
 
-    def generate(self, inps, *, seeds=None, max_new_tokens=None, stop_sequences=None, **kw):
-        self.given.append((max_new_tokens, stop_sequences))
-        backend, seeds = self._call(inps, seeds, False, 1, max_new_tokens, stop_sequences)
-        if backend is not self:  # a copy with the call's settings answers, its calls counted here
-            backend.calls, backend.given = self.calls, self.given
-            return backend.generate(inps, seeds=seeds)
+    def _generate(self, inps, seeds, **options):
         self.calls.extend(inps)
         decoding = self.decoding
         return [BackendOutput(text=f'{p[:8]} seed {s} max {decoding.max_new_tokens} stop {list(decoding.stop)}')
@@ -139,19 +133,25 @@ def test_the_cache_key_holds_every_decoding_setting(tmp_path):
     assert GenerationCache(again, path).generate(['q'], seeds=[0])[0].text == first and again.calls == []
     held = GenerationCache(again, path).settings()
     assert sorted(d['decoding']['max_new_tokens'] for d in held) == [32, 32, 32, 300]
-    # A call's own limit is what counts, not the backend's.
-    cache = GenerationCache(DecodingCountingBackend(max_new_tokens=300, stop=['STOP']), path)
-    assert cache.generate(['q'], seeds=[0], max_new_tokens=32)[0].text == first
+    # The backend's decoding is what counts: a call giving another length is refused, by the cache and the
+    # backend alike, and the decoding's own is taken.
+    backend = DecodingCountingBackend(max_new_tokens=300, stop=['STOP'])
+    for answering in (GenerationCache(backend, path), backend):
+        with pytest.raises(SettingError, match=r"max_new_tokens=300\), not by settings given with a call "
+                                               r"\(max_new_tokens=32\): answer with backend.with_settings"):
+            answering.generate(['q'], seeds=[0], max_new_tokens=32)
+    assert backend.calls == [] and backend.generate(['q'], seeds=[0], max_new_tokens=300, stop_sequences=['STOP'])
+    assert GenerationCache(backend.with_settings(max_new_tokens=32), path).generate(['q'], seeds=[0])[0].text == first
 
 
 
 def test_the_reader_applies_its_length_and_stops_to_the_decoding_once_and_the_keys_stay(tmp_path):
     """The reader owns the call-time settings: its backend (behind the cache) holds them in its decoding,
-    and neither the cache nor the backend is given them with a call; the key is the one a call giving
-    them computed, so answers cached that way are found."""
+    and neither the cache nor the backend is given them with a call; the key is the one of the backend
+    built with them, so answers cached that way are found."""
     path = tmp_path / 'answers.sqlite'
-    earlier = GenerationCache(DecodingCountingBackend(max_new_tokens=32, stop=['STOP']), path)
-    asked = earlier.generate(['Question: q'], seeds=[0], max_new_tokens=7, stop_sequences=['STOP', '\nQ'])[0]
+    earlier = GenerationCache(DecodingCountingBackend(max_new_tokens=7, stop=['STOP', '\nQ']), path)
+    asked = earlier.generate(['Question: q'], seeds=[0])[0]
     assert asked.text == "Question seed 0 max 7 stop ['STOP', '\\nQ']" and earlier.generated == 1
     backend = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
     cache = GenerationCache(backend, path)
@@ -160,14 +160,70 @@ def test_the_reader_applies_its_length_and_stops_to_the_decoding_once_and_the_ke
     assert reader.backend is backend and backend.decoding.max_new_tokens == 32  # the given one unchanged
     assert reader.answer(['Question: q'])[0][0].text == asked.text and backend.calls == []  # found: same key
     assert reader.answer(['Question: r'])[0][0].text == "Question seed 0 max 7 stop ['STOP', '\\nQ']"
-    assert backend.given == [(None, None)] and backend.calls == ['Question: r']
+    assert backend.calls == ['Question: r']
     assert cache.generated == reader.cache.generated == 1  # the reader's cache is the one given, over a copy
-    # Settings a caller gives with a call (pyterrier-rag's generate arguments) answer as the copy with them.
-    direct = DecodingCountingBackend(max_new_tokens=32, stop=['STOP'])
-    assert (direct.generate(['p'], seeds=[1], max_new_tokens=5, stop_sequences=['x'])[0].text
-            == direct.with_settings(max_new_tokens=5, stop=['x']).generate(['p'], seeds=[1])[0].text
-            == "p seed 1 max 5 stop ['x']")
-    assert direct.generate(['p'], max_new_tokens=32, stop_sequences=['STOP'])[0].text == "p seed 0 max 32 stop ['STOP']"
+    # The reader checks its length as a Decoding does, when it is made.
+    with pytest.raises(SettingError, match='Decoding: max_new_tokens must be an integer >= 1, got 0'):
+        pu.Reader(backend, max_new_tokens=0)
+
+
+class RequestRecording(pu.backends.OpenAICompatibleBackend):
+    """The OpenAI-compatible backend with no server behind it: it records each request's body and answers
+    with the body's length, and counts its copies (``with_settings``)."""
+    copies = 0
+
+    def _request(self, body, stop, cancel):
+        self.requests_sent.append(body)
+        return pu.backends.Answer(text=f"{body['prompt']} max {body['max_tokens']}")
+
+    def with_settings(self, **changes):
+        type(self).copies += 1
+        return super().with_settings(**changes)
+
+
+def recording(decoding, fields=()):
+    """A recording backend honouring its engine's fields and ``fields``, with no copy counted yet."""
+    backend = type('Recording', (RequestRecording,), {
+        'DECODING_FIELDS': RequestRecording.DECODING_FIELDS | set(fields)})('m', decoding=decoding)
+    backend.requests_sent, type(backend).copies = [], 0
+    return backend
+
+
+def test_a_field_added_to_decoding_reaches_the_request_and_the_cache_key(tmp_path):
+    """Adding a setting is one edit to Decoding (here, a subclass adding it): the reader, the cache key and
+    the engine's request carry it without a change elsewhere."""
+    import dataclasses
+    from typing import Optional
+    Wider = dataclasses.make_dataclass('Decoding', [('presence_penalty', Optional[float], None)], bases=(Decoding,),
+                                       frozen=True)
+    backend = recording(Wider(presence_penalty=0.5), fields=['presence_penalty'])
+    reader = pu.Reader(GenerationCache(backend, tmp_path / 'answers.sqlite'), max_new_tokens=7, verbose=False)
+    assert [a[0].text for a in reader.answer(['Question: q'])] == ['Question: q max 7']
+    [body] = backend.requests_sent
+    assert body['presence_penalty'] == 0.5 and body['max_tokens'] == 7
+    [held] = reader.cache.settings()
+    assert held['decoding']['presence_penalty'] == 0.5 and held['decoding']['max_new_tokens'] == 7
+    other = GenerationCache(backend.with_settings(presence_penalty=0.25, max_new_tokens=7))
+    assert other.key('Question: q', 0) != reader.cache.key('Question: q', 0)
+    # A backend that does not honour the new setting refuses it when built, by name.
+    with pytest.raises(SettingError, match='cannot honour presence_penalty=0.5'):
+        recording(Wider(presence_penalty=0.5))
+
+
+def test_the_decoding_is_applied_once_and_no_backend_reenters_its_generate(tmp_path):
+    """The reader makes one copy of the backend with its length and stops; the cache keys that copy's
+    decoding and the engine applies it, no layer making another; and every backend's ``generate`` is
+    the base class's, which hands the engine prompts and seeds."""
+    backend = recording(Decoding(max_new_tokens=32, stop=['STOP']))
+    reader = pu.Reader(GenerationCache(backend), n_samples=2, max_new_tokens=7, stop=['STOP', '\n'], verbose=False)
+    assert RequestRecording.copies == 0 and type(backend).copies == 1
+    reader.answer(['Question: a', 'Question: b', 'Question: c'])
+    assert type(backend).copies == 1 and len(backend.requests_sent) == 6
+    assert {(b['max_tokens'], tuple(b['stop'])) for b in backend.requests_sent} == {(7, ('STOP', '\n'))}
+    base = pu.backends._base.DecodingBackendBase
+    engines = [pu.backends.CausalLMBackend, pu.backends.VLLMBackend, pu.backends.OpenAICompatibleBackend,
+               pu.backends.LlamaCppServerBackend, pu.backends.ProcessBackend, pu.backends.RayBackend]
+    assert [cls.__name__ for cls in engines if not issubclass(cls, base) or cls.generate is not base.generate] == []
 
 
 @pytest.mark.slow

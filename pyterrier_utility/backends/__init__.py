@@ -9,12 +9,12 @@
 - :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
 
 What the backends share is public here: :class:`Answer` (an answer and what the engine says about it),
-:func:`work_batches` (the batches prompts are answered in) and :func:`with_call_settings` (a call's
-length and stops made a decoding). Any other :class:`pyterrier_rag.backend.Backend` drives the Reader
-too.
+:func:`work_batches` (the batches prompts are answered in) and :func:`check_call_settings` (a backend
+answers by the decoding it holds, not by a length or stops given with a call). Any other
+:class:`pyterrier_rag.backend.Backend` drives the Reader too.
 """
 from ..engines import reader_names
-from ._base import Answer, cut_at_stop, with_call_settings, work_batches
+from ._base import Answer, check_call_settings, cut_at_stop, work_batches
 from ._llamacpp import LlamaCppServerBackend
 from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
@@ -25,5 +25,5 @@ from .factory import get_backend
 from .hf import CausalLMBackend
 
 __all__ = ['Answer', 'CausalLMBackend', 'LlamaCppServerBackend', 'OpenAICompatibleBackend', 'ProcessBackend',
-           'RayBackend', 'VLLMBackend', 'cpu_replicas', 'cut_at_stop', 'gemma3_270m', 'gemma3_270m_gguf',
-           'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m', 'with_call_settings', 'work_batches']
+           'RayBackend', 'VLLMBackend', 'check_call_settings', 'cpu_replicas', 'cut_at_stop', 'gemma3_270m',
+           'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m', 'work_batches']

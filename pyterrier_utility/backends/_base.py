@@ -1,6 +1,7 @@
-"""What the backends of this package share: a :class:`~pyterrier_utility.settings.Decoding` value
-from which the generation key is derived, the scheduling of prompts into batches, and answers that
-say whether they were cut at ``max_new_tokens`` and, where the engine gives it, their log-probability."""
+"""What the backends of this package share: a :class:`~pyterrier_utility.settings.Decoding` value held
+by the backend, from which the generation key is derived and by which it answers (``generate``'s one
+prologue, here), the scheduling of prompts into batches, and answers that say whether they were cut at
+``max_new_tokens`` and, where the engine gives it, their log-probability."""
 import copy
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -8,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from pyterrier_rag.backend import Backend, BackendOutput
 
 from ..errors import SettingError
-from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
+from ..protocols import BatchedBackend, OrderedBackend
 from ..settings import FIELDS, Decoding
 
 
@@ -52,10 +53,15 @@ class DecodingBackendBase(Backend):
     """A backend whose answers are determined by its model, its :class:`Decoding` and the engine
     fields it names (``ENGINE_FIELDS``); its ``generation_key`` is derived from exactly these.
 
+    The decoding is held, not given with each call: ``generate`` (written once, here) checks the call
+    and hands prompts and seeds to the engine's ``_generate``, which applies :attr:`decoding`; another
+    decoding is another backend (:meth:`with_settings`, the model shared).
+
     Subclasses declare ``DECODING_FIELDS`` (the decoding settings they honour; any other set is an
     error when the backend is built), ``DECODING_OWN_WAY`` (settings they apply their own way,
     with how: ``decoding_notes`` says which of them are set) and ``ENGINE_FIELDS`` (attributes that
-    change answers), as their engine's description says (:mod:`~pyterrier_utility.engines`).
+    change answers), as their engine's description says (:mod:`~pyterrier_utility.engines`), and
+    implement ``_generate``.
     """
     supports_seeds = True
     DECODING_FIELDS = frozenset(FIELDS)
@@ -76,6 +82,7 @@ class DecodingBackendBase(Backend):
         self.decoding_notes = decoding.check_honoured(f'{type(self).__name__}({self.model_id!r})',
                                                       self.DECODING_FIELDS, self.DECODING_OWN_WAY)
         self.decoding = decoding
+        # pyterrier-rag's Backend names its length so; the decoding's, for code that reads it there.
         self.max_new_tokens = decoding.max_new_tokens
 
     @property
@@ -98,46 +105,41 @@ class DecodingBackendBase(Backend):
         clone._copied()
         return clone
 
-    def _call(self, inps, seeds, return_logprobs: bool, num_responses: int, max_new_tokens, stop_sequences):
-        """The backend that answers a ``generate`` call (this one, or its copy with the call's
-        ``max_new_tokens`` and ``stop_sequences``: :func:`with_call_settings`) and the seeds (0 for every
-        prompt when none are given). A backend reads its length and stops from its decoding alone."""
+    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None, return_logprobs: bool = False,
+                 max_new_tokens: Optional[int] = None, stop_sequences: Optional[List[str]] = None,
+                 num_responses: int = 1, **options) -> list:
+        """Answers ``inps``, one seed each (0 for every prompt when none are given), by the backend's
+        decoding alone: ``max_new_tokens`` and ``stop_sequences`` are pyterrier-rag's arguments, taken
+        when they say what the decoding says (:func:`check_call_settings`). ``options`` go to the
+        engine (:class:`~pyterrier_utility.backends.OpenAICompatibleBackend`'s ``on_answers``)."""
         if return_logprobs or num_responses != 1:
             raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        return with_call_settings(self, max_new_tokens, stop_sequences), seeds
+        check_call_settings(self, max_new_tokens, stop_sequences)
+        return self._generate(list(inps), list(seeds) if seeds is not None else [0] * len(inps), **options)
+
+    def _generate(self, inps: List[str], seeds: List[int], **options) -> list:
+        """The engine's answers to ``inps``, one per seed, with :attr:`decoding` applied."""
+        raise NotImplementedError
 
     def _copied(self) -> None:
         """Resets what a copy must not share (connections, locks)."""
 
 
-def _call_changes(decoding: Decoding, max_new_tokens: Optional[int],
-                  stop_sequences: Optional[Sequence[str]]) -> Dict[str, object]:
-    """What a call's ``max_new_tokens`` and ``stop_sequences`` change in ``decoding``. A setting the call
-    leaves ``None`` or ``0`` tokens is the decoding's; ``[]`` stops nowhere."""
-    changes: Dict[str, object] = {}
-    if max_new_tokens and max_new_tokens != decoding.max_new_tokens:
-        changes['max_new_tokens'] = max_new_tokens
-    # As a decoding takes them: a string is one stop sequence.
-    stop = None if stop_sequences is None else Decoding(stop=stop_sequences).stop  # type: ignore[arg-type]
-    if stop is not None and stop != decoding.stop:
-        changes['stop'] = stop
-    return changes
-
-
-def with_call_settings(backend, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]):
-    """The backend that answers with a call's ``max_new_tokens`` and ``stop_sequences``: the one rule by
-    which call-level settings (pyterrier-rag's ``generate`` arguments) become decoding settings. A
-    backend holding a :class:`Decoding` (:class:`~pyterrier_utility.protocols.DecodingBackend`, the
-    generation cache over one too) is itself when they change nothing, else its ``with_settings``
-    copy, whose decoding holds them; another backend (pyterrier-rag's, which take them per call) is
-    as it is. The :class:`~pyterrier_utility.Reader` resolves its length and stops so once, when
-    built: the cache key, the backend and Ray's actors then read that decoding alone. The generation
-    cache and the backends resolve them only for a caller that gives them per call."""
-    if not isinstance(backend, DecodingBackend):
-        return backend
-    changes = _call_changes(backend.decoding, max_new_tokens, stop_sequences)
-    return backend.with_settings(**changes) if changes else backend
+def check_call_settings(backend, max_new_tokens: Optional[int], stop_sequences: Optional[Sequence[str]]) -> None:
+    """Refuses a call's ``max_new_tokens`` or ``stop_sequences`` (pyterrier-rag's ``generate`` arguments)
+    that differ from the decoding ``backend`` holds: a backend of this package answers by its
+    :class:`Decoding` alone, and another length or stops is another backend (``with_settings``), so the
+    generation cache keys and the engine applies one value. ``None`` (pyterrier-rag's "the backend's
+    own") and the decoding's own values are taken."""
+    decoding = backend.decoding
+    given = {name: value for name, value in (('max_new_tokens', max_new_tokens),
+                                             ('stop', None if stop_sequences is None else tuple(stop_sequences)))
+             if value is not None and value != getattr(decoding, name)}
+    if given:
+        held = ', '.join(f'{name}={getattr(decoding, name)!r}' for name in given)
+        shown = ', '.join(f'{name}={value!r}' for name, value in given.items())
+        raise SettingError(f'{backend!r} answers by its decoding ({held}), not by settings given with a call '
+                           f'({shown}): answer with backend.with_settings({shown})')
 
 
 def sampling_fields(decoding: Decoding) -> Dict[str, object]:

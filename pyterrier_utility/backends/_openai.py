@@ -118,7 +118,7 @@ class OpenAICompatibleBackend(ServerPoolBackend):
                  max_input_length: Optional[int] = None, logprobs: bool = False, reproducible: bool = False,
                  verbose: bool = False, **decoding_fields):
         owner = f'OpenAICompatibleBackend({model!r})'
-        decoding = split_decoding(owner, decoding, Decoding(), decoding_fields)
+        decoding = split_decoding(owner, decoding, OPENAI.decoding, decoding_fields)
         check(not decoding_fields, owner, f'unknown arguments {sorted(decoding_fields)}')
         check(isinstance(model, str) and bool(model), owner, f'model must be a non-empty string, got {model!r}')
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls or [])
@@ -137,8 +137,7 @@ class OpenAICompatibleBackend(ServerPoolBackend):
         if max_input_length is None and tokenizer is not None:
             max_input_length = getattr(tokenizer, 'model_max_length', None)
             max_input_length = max_input_length if max_input_length and max_input_length < 10 ** 7 else None
-        super().__init__(model, max_input_length=max_input_length or 10 ** 9, max_new_tokens=decoding.max_new_tokens,
-                         verbose=verbose)
+        super().__init__(model, max_input_length=max_input_length or 10 ** 9, verbose=verbose)
         self._set_decoding(decoding)
         self.base_urls = [u.rstrip('/') for u in urls]
         self.api_key = api_key if api_key is not None else os.environ.get('OPENAI_API_KEY')
@@ -237,18 +236,13 @@ class OpenAICompatibleBackend(ServerPoolBackend):
                       logprob=None if values is None else float(sum(values)),
                       tokens=None if values is None else len(values), token_logprobs=values)
 
-    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
-                 return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1,
-                 on_answers: Optional[Callable[[Dict[int, Answer]], None]] = None) -> List[Answer]:
+    def _generate(self, inps: List[str], seeds: List[int],
+                  on_answers: Optional[Callable[[Dict[int, Answer]], None]] = None, **options) -> List[Answer]:
         """Answers ``inps``, one seed each; ``on_answers`` (index -> answer) is given the answers as
         they arrive, in this thread (the generation cache stores each at once). On a failure,
         requests already sent finish and the error carries their answers (``completed``); on Ctrl-C,
         requests in flight are cut at once and the ``KeyboardInterrupt`` carries the answers
         completed (the generation cache stores them)."""
-        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
-        if backend is not self:  # settings given with the call: a copy with them answers
-            return backend.generate(inps, seeds=seeds, on_answers=on_answers)
         stop = list(self.decoding.stop)
         bodies = [self._body(p, s, self.decoding.max_new_tokens, stop) for p, s in zip(inps, seeds)]
         return self._answer_all(bodies, stop, on_answers)

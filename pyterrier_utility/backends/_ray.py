@@ -139,7 +139,6 @@ class RayBackend(ReplicatedBackend):
         backend = RayBackend('gemma3-270m', replicas=2, address='auto', max_new_tokens=48)
         reader = pyterrier_utility.Reader(pyterrier_utility.GenerationCache(backend, 'answers.sqlite'))
     """
-    supports_seeds = True
 
     def __init__(self, backend: Union[str, Callable[..., Backend]], replicas: int = 1, *, num_gpus: float = 0,
                  num_cpus: float = 1, address: Optional[str] = None, max_restarts: int = 2, verbose: bool = False,

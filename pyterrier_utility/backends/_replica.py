@@ -18,7 +18,7 @@ from .._checks import check
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
 from ..settings import Decoding
-from ._base import query_of, with_call_settings, work_batches
+from ._base import DecodingBackendBase, query_of, work_batches
 
 #: The environment of a quiet replica (``verbose=False``): transformers' progress bars and notices off,
 #: as the command line has them in its own process.
@@ -194,13 +194,12 @@ def _answered(backend: Backend, prompts: List[str], seeds: List[int]) -> list:
     return backend.generate(prompts, seeds=seeds)
 
 
-class ReplicatedBackend(Backend):
+class ReplicatedBackend(DecodingBackendBase):
     """What a pool of replicas does whatever they are: it takes the profile of its replicas' backend
     (what determines its answers, how it orders and batches prompts), answers in that backend's batches,
     each whole on one replica, and makes copies with other decoding settings on the same replicas.
     Subclasses start the replicas, then call :meth:`_start`, and implement :meth:`stream`,
     :meth:`_describe` and :meth:`close`."""
-    supports_seeds = True
 
     def _start(self, profiles: Sequence[Profile], where: Callable[[int], str], verbose: bool) -> None:
         """Takes the first replica's profile, once every replica's says the same of what determines its
@@ -213,8 +212,7 @@ class ReplicatedBackend(Backend):
                                f'what determines their answers ({profile.generation_key} and '
                                f'{profiles[other].generation_key}): fix what differs (e.g. dtype=) or use alike '
                                'nodes')
-        super().__init__(profile.model_id, max_input_length=profile.max_input_length,
-                         max_new_tokens=profile.decoding.max_new_tokens, verbose=verbose)
+        super().__init__(profile.model_id, max_input_length=profile.max_input_length, verbose=verbose)
         self._changes: Dict[str, Any] = {}
         self._apply(profile)
 
@@ -268,16 +266,8 @@ class ReplicatedBackend(Backend):
         clone._apply(self._describe(clone._changes))
         return clone
 
-    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None, return_logprobs: bool = False,
-                 max_new_tokens: Optional[int] = None, stop_sequences: Optional[List[str]] = None,
-                 num_responses: int = 1) -> list:
+    def _generate(self, inps: List[str], seeds: List[int], **options) -> list:
         """Answers ``inps``, one seed each, in the backend's batches on the replicas."""
-        if return_logprobs or num_responses != 1:
-            raise ValueError(f'{self!r} returns one answer per prompt, without logprobs')
-        seeds = list(seeds) if seeds is not None else [0] * len(inps)
-        backend = with_call_settings(self, max_new_tokens, stop_sequences)
-        if backend is not self:  # settings given with the call: a copy with them answers
-            return backend.generate(inps, seeds=seeds)
         groups = work_batches(self, inps, [1] * len(inps))
         answers: Dict[int, Any] = {}
         for i, outs in self.stream(_answered, [([inps[j] for j in g], [seeds[j] for j in g]) for g in groups]):

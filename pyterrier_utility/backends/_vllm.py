@@ -72,7 +72,7 @@ class VLLMBackend(DecodingBackendBase):
                  max_input_length: Optional[int] = None, batch_size: int = 1024, reproducible: bool = False,
                  verbose: bool = False, **llm_kwargs):
         owner = f'VLLMBackend({model!r})'
-        decoding = split_decoding(owner, decoding, Decoding(), llm_kwargs)
+        decoding = split_decoding(owner, decoding, VLLM.decoding, llm_kwargs)
         check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)
         check_int(owner, 'batch_size', batch_size, 1)
         if max_input_length is not None:
@@ -97,7 +97,7 @@ class VLLMBackend(DecodingBackendBase):
         self.tokenizer = self.llm.get_tokenizer()
         config = getattr(getattr(self.llm, 'llm_engine', None), 'model_config', None)
         limit = max_input_length or getattr(config, 'max_model_len', None) or 4096
-        super().__init__(model, max_input_length=limit, max_new_tokens=decoding.max_new_tokens, verbose=verbose)
+        super().__init__(model, max_input_length=limit, verbose=verbose)
         self._set_decoding(decoding)
         self.chat_template = chat_template
         self.batch_size = batch_size
@@ -133,12 +133,7 @@ class VLLMBackend(DecodingBackendBase):
         return self.tokenizer.apply_chat_template([{'role': 'user', 'content': prompt}],
                                                   add_generation_prompt=True, tokenize=False)
 
-    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
-                 return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[Answer]:
-        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
-        if backend is not self:  # settings given with the call: a copy with them answers
-            return backend.generate(inps, seeds=seeds)
+    def _generate(self, inps: List[str], seeds: List[int], **options) -> List[Answer]:
         max_new_tokens, stop = self.decoding.max_new_tokens, list(self.decoding.stop)
         params = [self.sampling_params(s, max_new_tokens, stop) for s in seeds]
         outputs = self.llm.generate([self._format(p) for p in inps], params, use_tqdm=self.verbose)

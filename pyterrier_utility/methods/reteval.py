@@ -8,7 +8,7 @@ than one correct answer are covered, and a judge sees the question, the candidat
 answers together. The match is decided by an LLM judge replying Yes/No, or, as this project's
 offline alternative, by a BERTScore F1 threshold.
 """
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import ir_measures
 import numpy as np
@@ -27,6 +27,8 @@ from ..scoring.bertscore import BertScore
 from ..scoring.correlation import correlation
 from ..settings import LabelSet, LabelsLike
 
+#: The judge's reply length: Yes or No.
+JUDGE_TOKENS = 4
 #: The judge's prompt: ``{query}``, ``{golds}`` (the gold-context answers, one per line) and
 #: ``{answer}``. Modelled on the GPT-Eval setup the paper adopts: all reference answers at once, a
 #: Yes/No verdict.
@@ -136,6 +138,11 @@ class LLMRetEval(pt.Transformer):
         self.k = k
         self.judge = (None if judge is None
                       else judge if isinstance(judge, GenerationCache) else GenerationCache(judge))
+        # A reply is Yes or No: a backend of this package holds that length in its decoding, pyterrier-rag's
+        # take it with each call.
+        self._judge_call: Dict[str, Any] = {'max_new_tokens': JUDGE_TOKENS}
+        if self.judge is not None and isinstance(self.judge.backend, DecodingBackend):
+            self.judge, self._judge_call = self.judge.with_settings(max_new_tokens=JUDGE_TOKENS), {}
         self.bertscore = BertScore(bertscore) if isinstance(bertscore, str) else bertscore
         self.threshold = threshold
         self.judge_prompt = judge_prompt
@@ -159,7 +166,7 @@ class LLMRetEval(pt.Transformer):
         if self.judge is not None:
             prompts = [self.judge_prompt.format(query=q, answer=a, golds='\n'.join(f'- {g}' for g in gs))
                        for q, a, gs in zip(queries, answers, golds)]
-            replies = self.judge.generate(prompts, max_new_tokens=4)
+            replies = self.judge.generate(prompts, **self._judge_call)
             return np.array([float(r.text.strip().lower().startswith('yes')) for r in replies])
         assert self.bertscore is not None  # without a judge: checked when made
         self.bertscore.embed(list(answers) + [g for gs in golds for g in gs])

@@ -25,7 +25,8 @@ import pyterrier as pt
 from .. import backends
 from .._messages import inform
 from .._version import __version__
-from ..cache import GenerationCache, backend_key
+from ..cache import GenerationCache
+from ..cache.keys import backend_key
 from ..contexts.runs import RunFile
 from ..datasets import get_dataset
 from ..engines import engine_of

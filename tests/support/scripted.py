@@ -3,7 +3,7 @@ from here (the tests put this folder on the workers' ``PYTHONPATH``)."""
 import os
 import signal
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 from pyterrier_utility.backends._base import Answer, DecodingBackendBase, query_of, split_decoding
 from pyterrier_utility.prompts import PROMPT_FORMATS
@@ -18,17 +18,12 @@ class ScriptedBackend(DecodingBackendBase):
     def __init__(self, fail_on: Optional[str] = None, kill_on: Optional[str] = None, marker: Optional[str] = None,
                  batch_size: int = 2, **decoding):
         decoded = split_decoding('ScriptedBackend', None, Decoding(), decoding)
-        super().__init__('scripted', max_new_tokens=decoded.max_new_tokens)
+        super().__init__('scripted')
         self._set_decoding(decoded)
         self.fail_on, self.kill_on, self.marker = fail_on, kill_on, marker
         self.batch_size = batch_size
 
-    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None, return_logprobs: bool = False,
-                 max_new_tokens: Optional[int] = None, stop_sequences: Optional[List[str]] = None,
-                 num_responses: int = 1) -> List[Answer]:
-        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
-        if backend is not self:
-            return backend.generate(inps, seeds=seeds)
+    def _generate(self, inps: List[str], seeds: List[int], **options) -> List[Answer]:
         if self.fail_on is not None and any(self.fail_on in p for p in inps):
             raise ValueError('scripted failure')
         if self.kill_on is not None and any(self.kill_on in p for p in inps) and not Path(self.marker).exists():

@@ -29,10 +29,10 @@ def main():
     seeded = [[a.text for a in backend.generate([prompt] * 3, seeds=[1, 2, 3])] for _ in range(2)]
     greedy = backend.with_settings(temperature=0)
     greedy_runs = [[a.text for a in greedy.generate([prompt] * 2, seeds=[1, 2])] for _ in range(2)]
-    short = backend.generate([prompt], seeds=[1], max_new_tokens=3)[0]
-    unstopped = greedy.generate([prompt], seeds=[1], stop_sequences=[])[0]
+    short = backend.with_settings(max_new_tokens=3).generate([prompt], seeds=[1])[0]
+    unstopped = greedy.with_settings(stop=[]).generate([prompt], seeds=[1])[0]
     stop = a_stop_inside(unstopped.text)
-    stopped = greedy.generate([prompt], seeds=[1], stop_sequences=[stop])[0]
+    stopped = greedy.with_settings(stop=[stop]).generate([prompt], seeds=[1])[0]
     # 14 seeded prompts of ~500 tokens: more than one step's 4096-token budget, so vLLM's CPU
     # engine would prefill one in chunks, which kills it, were chunked prefill on.
     many = [f'Context {i}: {LONG}\nQuestion: what is lift?\nAnswer:' for i in range(14)]

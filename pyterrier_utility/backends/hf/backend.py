@@ -118,7 +118,7 @@ class CausalLMBackend(DecodingBackendBase):
                  min_chunk_tokens: int = 32, invariant: Optional[bool] = None, verbose: bool = False,
                  **decoding_fields):
         name = f'CausalLMBackend({model_id!r})'
-        decoding = split_decoding(name, decoding, Decoding(), decoding_fields)
+        decoding = split_decoding(name, decoding, HUGGINGFACE.decoding, decoding_fields)
         check(not decoding_fields, name, f'unknown arguments {sorted(decoding_fields)}')
         check_int(name, 'batch_size', batch_size, 1)
         check_int(name, 'prefix_cache_mb', prefix_cache_mb, 0)
@@ -126,7 +126,7 @@ class CausalLMBackend(DecodingBackendBase):
         if max_input_length is not None:
             check_int(name, 'max_input_length', max_input_length, 1)
         model_limit = getattr(model.config, 'max_position_embeddings', None) or 2048
-        super().__init__(model_id, max_new_tokens=decoding.max_new_tokens, verbose=verbose,
+        super().__init__(model_id, verbose=verbose,
                          max_input_length=max_input_length or model_limit)
         self._set_decoding(decoding)
         on_cpu = model.device.type == 'cpu'
@@ -219,12 +219,7 @@ class CausalLMBackend(DecodingBackendBase):
                                                   add_generation_prompt=True, tokenize=False)
 
     @torch.no_grad()
-    def generate(self, inps: List[str], *, seeds: Optional[Sequence[int]] = None,
-                 return_logprobs: bool = False, max_new_tokens: Optional[int] = None,
-                 stop_sequences: Optional[List[str]] = None, num_responses: int = 1) -> List[BackendOutput]:
-        backend, seeds = self._call(inps, seeds, return_logprobs, num_responses, max_new_tokens, stop_sequences)
-        if backend is not self:  # settings given with the call: a copy with them answers
-            return backend.generate(inps, seeds=seeds)
+    def _generate(self, inps: List[str], seeds: List[int], **options) -> List[BackendOutput]:
         max_new_tokens, stop = self.decoding.max_new_tokens, list(self.decoding.stop)
         greedy = self.decoding.greedy
         rows: Dict[str, List[int]] = {}

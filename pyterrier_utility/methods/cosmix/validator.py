@@ -1,5 +1,5 @@
 """COS-Mix's validation step: the LLM judges whether its own answer resolves the question."""
-from typing import Sequence
+from typing import Any, Dict, Sequence
 
 import numpy as np
 from pyterrier_rag.backend import Backend
@@ -40,11 +40,13 @@ class Validator:
     def __init__(self, backend: Backend, prompt: str = VALIDATION_PROMPT, max_new_tokens: int = 4):
         check('{query}' in prompt and '{answer}' in prompt, 'Validator', 'prompt must contain {query} and {answer}')
         cache = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
-        if not cache.deterministic:
-            check(isinstance(cache.backend, DecodingBackend), 'Validator',
-                  f'{cache.backend!r} samples and cannot be copied to decode greedily (temperature 0); '
-                  'give a greedy backend')
-            cache = GenerationCache(cache.backend.with_settings(temperature=0), cache.path)
+        if isinstance(cache.backend, DecodingBackend):  # it answers by its decoding: a verdict's
+            cache = cache.with_settings(temperature=0, max_new_tokens=max_new_tokens, stop=('\n',))
+            self._per_call: Dict[str, Any] = {}
+        else:  # pyterrier-rag's backends take the length and stops with each call
+            check(cache.deterministic, 'Validator', f'{cache.backend!r} samples and cannot be copied to decode '
+                                                    'greedily (temperature 0); give a greedy backend')
+            self._per_call = {'max_new_tokens': max_new_tokens, 'stop_sequences': ['\n']}
         self.cache = cache
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
@@ -55,7 +57,7 @@ class Validator:
         asked = [i for i, a in enumerate(answers) if str(a).strip()]
         if asked:
             replies = self.cache.generate([self.prompt.format(query=queries[i], answer=answers[i]) for i in asked],
-                                            max_new_tokens=self.max_new_tokens, stop_sequences=['\n'])
+                                          **self._per_call)
             verdict[asked] = [r.text.strip().lower().startswith('yes') for r in replies]
         return verdict
 
