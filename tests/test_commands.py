@@ -66,8 +66,8 @@ def test_build_reader_puts_the_backend_where_the_placement_says(monkeypatch):
                         CountingBackend())
     monkeypatch.setattr(pu.backends, 'RayBackend', lambda spec, replicas, num_gpus, address, **kw:
                         built.append(('ray', spec, replicas, num_gpus, address)) or CountingBackend())
-    monkeypatch.setattr(pu.backends, 'ProcessBackend', lambda spec, replicas, **kw:
-                        built.append(('processes', spec, replicas)) or CountingBackend())
+    monkeypatch.setattr(pu.backends, 'ThreadBackend', lambda spec, replicas, **kw:
+                        built.append(('threads', spec, replicas)) or CountingBackend())
     config = StudyConfig()
     for threads in (1, 2):
         monkeypatch.setattr(pu.backends, 'cpu_replicas', lambda: threads)
@@ -76,7 +76,7 @@ def test_build_reader_puts_the_backend_where_the_placement_says(monkeypatch):
     preparation.build_reader(config, 'gemma3-270m', placement=Placement(replicas=3))
     preparation.build_reader(config, 'gemma3-270m', placement=Placement(ray='auto', replicas=2, replica_gpus=0.5))
     preparation.build_reader(config, 'openai:m', placement=Placement())
-    assert built == [('here', 'gemma3-270m'), ('processes', 'gemma3-270m', 2), ('here', 'gemma3-270m'),
-                     ('processes', 'gemma3-270m', 3), ('ray', 'gemma3-270m', 2, 0.5, 'auto'), ('here', 'openai:m')]
-    with pytest.raises(SettingError, match="replica processes are for readers computed on this CPU.*'openai:m'"):
+    assert built == [('here', 'gemma3-270m'), ('threads', 'gemma3-270m', 2), ('here', 'gemma3-270m'),
+                     ('threads', 'gemma3-270m', 3), ('ray', 'gemma3-270m', 2, 0.5, 'auto'), ('here', 'openai:m')]
+    with pytest.raises(SettingError, match="replicas are for readers computed on this CPU.*'openai:m'"):
         preparation.build_reader(config, 'openai:m', placement=Placement(replicas=2))

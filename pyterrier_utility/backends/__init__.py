@@ -4,7 +4,8 @@
 - :class:`OpenAICompatibleBackend`: any OpenAI-compatible server, or a pool of them.
 - :class:`VLLMBackend`: vLLM in this process, on one GPU node or with vLLM's CPU build.
 - :class:`LlamaCppServerBackend`: llama.cpp's server, the decoding under its field names.
-- :class:`ProcessBackend`: a model on this machine's CPU as processes of one thread each, one per core.
+- :class:`ThreadBackend`: a model on this machine's CPU as threads of this process, one torch thread each,
+  one per core; :class:`ProcessBackend`: the same as processes, each holding its own interpreter.
 - :class:`RayBackend`: any of these as a pool of Ray actors, past one machine.
 - :func:`gemma3_270m`, :func:`smollm2_135m`: the offline models shipped in PyPI wheels.
 
@@ -18,12 +19,15 @@ from ._base import Answer, check_call_settings, cut_at_stop, work_batches
 from ._llamacpp import LlamaCppServerBackend
 from ._offline import gemma3_270m, gemma3_270m_gguf, gemma3_270m_path, smollm2_135m
 from ._openai import OpenAICompatibleBackend
-from ._processes import ProcessBackend, cpu_replicas
+from ._processes import ProcessBackend
 from ._ray import RayBackend
+from ._replica import cpu_replicas
+from ._threads import ThreadBackend
 from ._vllm import VLLMBackend
 from .factory import get_backend
 from .hf import CausalLMBackend
 
 __all__ = ['Answer', 'CausalLMBackend', 'LlamaCppServerBackend', 'OpenAICompatibleBackend', 'ProcessBackend',
-           'RayBackend', 'VLLMBackend', 'check_call_settings', 'cpu_replicas', 'cut_at_stop', 'gemma3_270m',
-           'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m', 'work_batches']
+           'RayBackend', 'ThreadBackend', 'VLLMBackend', 'check_call_settings', 'cpu_replicas', 'cut_at_stop',
+           'gemma3_270m', 'gemma3_270m_gguf', 'gemma3_270m_path', 'get_backend', 'reader_names', 'smollm2_135m',
+           'work_batches']

@@ -35,7 +35,8 @@ from pyterrier_rag.backend import Backend
 from .._checks import check_int
 from .._messages import warn
 from ..errors import BackendError
-from ._replica import QUIET, Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, queries_of
+from ._replica import (QUIET, Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, cpu_replicas,
+                       queries_of)
 
 #: The environment the pool's processes start with: one thread for every library that would start more
 #: (and :data:`~._replica.QUIET` unless the pool is verbose).
@@ -198,12 +199,6 @@ def zygote(control_fd: int, fds: Sequence[int]) -> None:
                 control.send(('exited', left.pop(pid), os.waitstatus_to_exitcode(status)))
             except OSError:
                 pass
-
-
-def cpu_replicas() -> int:
-    """The replicas that use this machine's CPU as torch would: one per thread torch runs."""
-    import torch
-    return torch.get_num_threads()
 
 
 class ProcessBackend(ReplicatedBackend):

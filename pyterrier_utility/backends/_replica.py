@@ -71,6 +71,12 @@ def cpu_device() -> str:
     return f'CPU {cpu}, {torch.get_num_threads()} torch threads'
 
 
+def cpu_replicas() -> int:
+    """The replicas that use this machine's CPU as torch would: one per thread torch runs."""
+    import torch
+    return torch.get_num_threads()
+
+
 def queries_of(prompts: Sequence[str]) -> str:
     """The queries of a batch's prompts, for messages (the first three)."""
     distinct = list(dict.fromkeys(prompts))

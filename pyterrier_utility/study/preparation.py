@@ -151,19 +151,20 @@ def build_reader(config: StudyConfig, name: str, cache_path: Optional[Path] = No
     generation cache (one file for every reader: keys hold the model), where ``placement`` says: on a Ray
     cluster, in its ``replicas`` Ray actors of ``replica_gpus`` GPUs each
     (:class:`~pyterrier_utility.backends.RayBackend`); a reader computed on this CPU, in ``replicas``
-    processes of one thread each (:class:`~pyterrier_utility.backends.ProcessBackend`; by default one per
-    thread torch would use); else in this process. Its answers and cache keys are the same everywhere."""
+    threads of this process, each computing on one torch thread
+    (:class:`~pyterrier_utility.backends.ThreadBackend`; by default one per thread torch would use); else in
+    this process. Its answers and cache keys are the same everywhere."""
     options = config.backend_options(name)
     if placement.ray:
         backend = backends.RayBackend(name, placement.replicas or 1, num_gpus=placement.replica_gpus,
                                       address=placement.ray, **options)
     elif engine_of(name).on_cpu:
         replicas = placement.replicas or backends.cpu_replicas()
-        backend = (backends.ProcessBackend(name, replicas, **options) if replicas > 1
+        backend = (backends.ThreadBackend(name, replicas, **options) if replicas > 1
                    else backends.get_backend(name, **options))
     else:
         if (placement.replicas or 1) > 1:
-            raise SettingError(f'--replicas {placement.replicas} without --ray: replica processes are for readers '
+            raise SettingError(f'--replicas {placement.replicas} without --ray: replicas are for readers '
                                f'computed on this CPU (offline, huggingface:), not {name!r}; give --ray to run it '
                                'on Ray actors')
         backend = backends.get_backend(name, **options)
@@ -247,7 +248,8 @@ def print_settings(command: str, config: StudyConfig, readers: Dict[str, Reader]
         elif engine.get('placement'):
             actors = engine['placement']['actors']
             cpu = actors[0]['device'].split(',')[0]
-            inform(f'{name}: {len(actors)} replica processes of one thread each, on {cpu}')
+            runner = engine['placement']['runner']
+            inform(f'{name}: {len(actors)} replica {runner} of one torch thread each, on {cpu}')
     return record
 
 

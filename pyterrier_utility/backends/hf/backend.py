@@ -183,6 +183,14 @@ class CausalLMBackend(DecodingBackendBase):
 
     for_reader = from_pretrained  # type: ignore[assignment]  # how the engine builds a huggingface:MODEL reader
 
+    def thread_replica(self) -> 'CausalLMBackend':
+        """A copy that another thread answers with beside this one: the model, tokenizer, decoding and
+        prefix cache shared (a prefix's answers are the same from the cache or not), its own counts (see
+        :class:`~pyterrier_utility.backends.ThreadBackend`)."""
+        clone = copy.copy(self)
+        clone.truncated = clone.generated_tokens = clone.prompt_tokens = clone.prefilled_tokens = 0
+        return clone
+
     @property
     def dtype_name(self) -> str:
         return str(self.dtype).replace('torch.', '')
@@ -356,6 +364,8 @@ class CausalLMBackend(DecodingBackendBase):
             prefills.append((ids, cache, logits, n))
             row_seeds += seeds[:n]
         state = self._merge(prefills, max_new_tokens)
+        counts = [n for _, _, _, n in prefills]
+        del prefills  # the prompts' own caches, copied into the batch's: freed before it decodes
         tokens, cut, logprob, counted, each = decode(self.model, self.tokenizer, self.eos_token_ids, self.decoding,
                                                      row_seeds, state, max_new_tokens, stop_sequences)
         self.generated_tokens += sum(map(len, tokens))
@@ -363,7 +373,7 @@ class CausalLMBackend(DecodingBackendBase):
                         truncated=c, logprob=lp, tokens=n, token_logprobs=tuple(e))
                  for t, c, lp, n, e in zip(tokens, cut, logprob, counted, each)]
         answers, row = [], 0
-        for (_, seeds), (_, _, _, n) in zip(items, prefills):
+        for (_, seeds), n in zip(items, counts):
             answers.append(texts[row:row + n] * (len(seeds) if n == 1 else 1))
             row += n
         return answers

@@ -8,6 +8,7 @@ its prefix came from the cache or not: its answer never depends on what was cach
 """
 import copy
 import hashlib
+import threading
 from collections import OrderedDict
 from typing import List, Optional, Sequence, Tuple
 
@@ -71,22 +72,32 @@ class PrefixCache:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._entries: 'OrderedDict[bytes, Tuple[object, int]]' = OrderedDict()
+        #: Threads answering with one backend's copies share the cache: one looks up or stores at a time.
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != '_lock'}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = 0
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
 
     def longest(self, ids: torch.Tensor, ends: Sequence[int]) -> Tuple[int, Optional[object]]:
         """The longest cached prefix ``ids[:end]`` among the chunk ends (the last excluded, whose
         logits are needed): its end and a copy of its KV cache, or ``(0, None)``."""
         for end in reversed(ends[:-1]):
             key = _digest(ids[:end])
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return end, _copy(self._entries[key][0])
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return end, _copy(self._entries[key][0])
         return 0, None
 
     def put(self, ids: torch.Tensor, end: int, cache) -> None:
@@ -97,8 +108,12 @@ class PrefixCache:
         size = _nbytes(cache)
         if size > self.max_bytes:
             return
-        while self._entries and self.bytes + size > self.max_bytes:
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self.bytes -= dropped
-        self._entries[key] = (_copy(cache), size)
-        self.bytes += size
+        kept = _copy(cache)
+        with self._lock:
+            if key in self._entries:
+                return
+            while self._entries and self.bytes + size > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
+            self._entries[key] = (kept, size)
+            self.bytes += size
