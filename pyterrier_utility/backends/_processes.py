@@ -35,8 +35,17 @@ from pyterrier_rag.backend import Backend
 from .._checks import check_int
 from .._messages import warn
 from ..errors import BackendError
-from ._replica import (QUIET, Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, cpu_replicas,
-                       queries_of)
+from ._replica import (
+    QUIET,
+    Profile,
+    Replica,
+    ReplicatedBackend,
+    Schedule,
+    backend_factory,
+    cpu_device,
+    cpu_replicas,
+    queries_of,
+)
 
 #: The environment the pool's processes start with: one thread for every library that would start more
 #: (and :data:`~._replica.QUIET` unless the pool is verbose).
