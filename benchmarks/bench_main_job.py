@@ -4,8 +4,11 @@ Prepares first, untimed: the offline reader converted, Cranfield's PISA index bu
 scores cached. Then runs the main job (``--queries N`` for a smaller slice; other study options after
 ``--``) into a fresh folder, as its own process tree, in each of these ways (``--ways`` picks some):
 
-- ``replicas``: the default: one replica process of one thread per core torch would use, batch-invariant;
-- ``threads``: in one process on torch's threads, batch-invariant (``--replicas 1``);
+- ``replicas``: the default: one replica thread of one torch thread per core torch would use, in the study's
+  process, batch-invariant (:class:`~pyterrier_utility.backends.ThreadBackend`);
+- ``processes``: the same replicas as processes of one thread each, forked from one process that built the
+  reader (:class:`~pyterrier_utility.backends.ProcessBackend`);
+- ``in-process``: the study's process computing on torch's threads, batch-invariant (``--replicas 1``);
 - ``padded``: in one process on torch's threads, padded batches (``CausalLMBackend(invariant=False)``):
   what invariance is measured against;
 - ``float32``: the default with the reader forced to float32, as on CPUs without bf16 instructions.
@@ -18,7 +21,8 @@ ratios: each way against padded batches, and float32 against the default; whethe
 default, byte for byte (``answers.csv``). A smaller slice's times are scaled to the main job's 20
 queries as an estimate.
 
-Usage: python benchmarks/bench_main_job.py [--queries 20] [--ways replicas threads padded float32] [--out DIR]
+Usage: python benchmarks/bench_main_job.py [--queries 20] [--ways replicas processes in-process padded float32]
+       [--out DIR]
        [-- study options]
 """
 import argparse
@@ -44,7 +48,11 @@ FULL_QUERIES = 20
 #: run first (a ``sitecustomize`` module, so that replica processes run it too).
 WAYS = {
     'replicas': ([], ''),
-    'threads': (['--replicas', '1'], ''),
+    'processes': ([], """
+        from pyterrier_utility import backends
+        backends.ThreadBackend = backends.ProcessBackend
+    """),
+    'in-process': (['--replicas', '1'], ''),
     'padded': (['--replicas', '1'], """
         from pyterrier_utility.backends.hf.backend import CausalLMBackend
         CausalLMBackend.__init__.__kwdefaults__['invariant'] = False
@@ -155,7 +163,7 @@ def main():
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     # The re-ranker's scores are cached by the first run: a run untimed first, on one query, prepares them.
-    main_job('threads', argparse.Namespace(queries=args.queries, study=['--systems', 'BM25', 'Neural', '--samples',
+    main_job('in-process', argparse.Namespace(queries=args.queries, study=['--systems', 'BM25', 'Neural', '--samples',
                                                                         '1', '-k', '1', *args.study]), args.out)
     jobs: Dict[str, Job] = {}
     for way in args.ways:
@@ -175,7 +183,7 @@ def main():
     if reference is not None:
         answers = (reference.folder / 'study' / 'answers.csv').read_bytes()
         for job in jobs.values():
-            if job is not reference and job.way in ('threads',):
+            if job is not reference and job.way in ('processes', 'in-process'):
                 same = (job.folder / 'study' / 'answers.csv').read_bytes() == answers
                 print(f'{job.way}: answers.csv {"identical to" if same else "DIFFERS from"} the replicas\' run')
         print(f'main job (replicas): wall {reference.wall:.1f} s ({reference.wall / TARGET_S:.2f} of the {TARGET_S} s '
