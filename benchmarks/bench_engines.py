@@ -1,8 +1,9 @@
 """The engines side by side on the paper-shaped grid of ``bench_generation.py``: the same prompts and
 seeds answered by
 
-- ``CausalLMBackend`` as the study runs it by default: replica processes of one thread each, one per
-  core (``ProcessBackend``), the reference; and in this process on torch's threads;
+- ``CausalLMBackend`` as the study runs it by default: replica threads of one torch thread each, one per
+  core (``ThreadBackend``), the reference; as replica processes (``ProcessBackend``); and in this process
+  on torch's threads;
 - vLLM's CPU build in process (``VLLMBackend``, prefix caching on), at several ``max_num_seqs``;
 - vLLM CPU servers through ``openai:`` (one and two servers, concurrency 8 and 32);
 - llama.cpp's server (``llamacpp:``) when ``make llamacpp`` has built it: at its best (parallel slots,
@@ -132,11 +133,16 @@ def main():
     reference = None
     if 'hf' in args.engines:
         start = time.perf_counter()
-        with pu.backends.ProcessBackend('gemma3-270m', decoding=decoding(args)) as replicas:
+        with pu.backends.ThreadBackend('gemma3-270m', decoding=decoding(args)) as replicas:
             started = time.perf_counter() - start
             reference = answer_all(replicas, rows)
-            report(f'CausalLMBackend (bfloat16, {len(replicas.nodes)} replica processes of one thread)', started,
+            report(f'CausalLMBackend (bfloat16, {len(replicas.nodes)} replica threads of one torch thread)', started,
                    reference)
+        start = time.perf_counter()
+        with pu.backends.ProcessBackend('gemma3-270m', decoding=decoding(args)) as replicas:
+            started = time.perf_counter() - start
+            report(f'CausalLMBackend (bfloat16, {len(replicas.nodes)} replica processes of one thread)', started,
+                   answer_all(replicas, rows))
         start = time.perf_counter()
         backend = pu.backends.gemma3_270m(decoding=decoding(args))
         started = time.perf_counter() - start

@@ -232,8 +232,9 @@ OPTIONS: Dict[str, List[Option]] = {
          'in process)'),
         (('--replicas',), 'replicas', dict(type=number(int, 1), metavar='N'),
          "copies of the reader: with --ray, each in a Ray actor of its own (default: 1); without it, a reader "
-         "computed on this CPU (offline, huggingface:) runs as N processes of one thread each, the answers "
-         'those of one (default: one per core torch would use; 1: in this process)'),
+         "computed on this CPU (offline, huggingface:) runs as N threads of one torch thread each, the model "
+         'held once, the answers those of one (default: one per core torch would use; 1: in this process on '
+         "torch's threads)"),
         (('--replica-gpus',), 'replica_gpus', dict(type=number(float, 0), metavar='N'),
          'with --ray: GPUs per copy (default: 0; vllm: readers, --tensor-parallel-size)'),
     ],
@@ -392,7 +393,7 @@ def explicit_settings(args: argparse.Namespace) -> dict:
 
 
 def placement(args: argparse.Namespace) -> Placement:
-    """Where the reader runs: on this machine (in --replicas processes), or on the Ray cluster given with
+    """Where the reader runs: on this machine (as --replicas threads), or on the Ray cluster given with
     --ray (its --replicas and their --replica-gpus); a :class:`SettingError` for --replica-gpus without --ray."""
     given = _given(args, PLACEMENT)
     if 'replica_gpus' in given and 'ray' not in given:

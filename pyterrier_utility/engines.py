@@ -162,7 +162,8 @@ class Engine:
             takes unless given another.
         readers: the reader names it answers to alone (the offline models); none: ``ENGINE:MODEL``.
         on_cpu: computed by this package's decode loop on this machine's CPU, so that a study runs it as
-            one-thread processes, one per core (:class:`~pyterrier_utility.backends.ProcessBackend`).
+            replica threads of one torch thread each, one per core
+            (:class:`~pyterrier_utility.backends.ThreadBackend`).
         reader_decodings: what a named reader needs changed in :attr:`decoding` (:meth:`decoding_of`).
         backend: its backend class, once its module has registered it (:meth:`register`).
     """

@@ -283,8 +283,8 @@ LabelsLike = Union[LabelSet, int, str, Iterable[int]]
 class Placement:
     """Where a study's readers run: on this machine, or each as a pool of Ray actors
     (:class:`~pyterrier_utility.backends.RayBackend`). On this machine, a reader computed on its CPU
-    (the offline and ``huggingface:`` readers) runs as processes of one thread each
-    (:class:`~pyterrier_utility.backends.ProcessBackend`), one per thread torch would use unless
+    (the offline and ``huggingface:`` readers) runs as replica threads of one torch thread each
+    (:class:`~pyterrier_utility.backends.ThreadBackend`), one per thread torch would use unless
     ``replicas`` says how many (1: in this process); other readers run in this process. It changes
     where answers are computed, not what they are, so it is no part of a study's config;
     ``settings.json`` records it with the engine.

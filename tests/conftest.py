@@ -28,9 +28,10 @@ from support.backends import CountingBackend  # noqa: E402
 @pytest.fixture(autouse=True)
 def reader_in_process(monkeypatch):
     """The study's reader in this process, as under ``make test``'s workers of one thread each: by
-    default a CPU reader runs as one replica process per torch thread, whose backend is built there,
-    so a test standing a backend in for the reader (``get_backend`` patched) would get the real model
-    when run alone on more threads. Tests of the replicas give their number."""
+    default a CPU reader runs as one replica thread per torch thread, each holding a copy of the
+    backend built for them, so a test standing in a backend without ``thread_replica`` for the
+    reader (``get_backend`` patched) would be refused when run alone on more threads. Tests of the
+    replicas give their number."""
     import pyterrier_utility.backends as backends
     monkeypatch.setattr(backends, 'cpu_replicas', lambda: 1)
 

@@ -1,9 +1,8 @@
 """ProcessBackend: a backend as replica processes of one thread each on this machine, forked from one
-process that built it and sharing its memory. The offline reader's study equals one in process bit for
-bit; a replica raising or killed with SIGKILL ends the run with every answer already returned kept, and
+process that built it and sharing its memory. The offline reader's answers equal those in replica threads
+and in process, bit for bit; a replica raising or killed with SIGKILL ends the run with every answer already returned kept, and
 a re-run generates exactly the rest."""
 import functools
-import json
 import os
 import threading
 import time
@@ -14,7 +13,6 @@ import pytest
 from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, answered, stored
 
 import pyterrier_utility as pu
-from pyterrier_utility import cli
 from pyterrier_utility.backends.hf.invariant import one_thread
 from pyterrier_utility.errors import BackendError, SettingError, UtilityWarning
 
@@ -122,21 +120,19 @@ def test_replicas_are_forked_from_one_process_and_share_what_it_built():
 
 
 @pytest.mark.slow
-def test_the_study_command_runs_a_reader_in_replicas_and_records_them(tmp_path):
-    """The study's replicas (``--replicas 2``) and in process (``--replicas 1``): the same answers and
-    their token log-probabilities, per-query scores and Table 1, byte for byte; settings.json says where."""
-    options = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '2',
-               '--max-new-tokens', '8', '--labels', '2', '--temperature', '0.7']
-    # This process on one thread for both, as its replicas run: the scores are computed here.
+def test_the_offline_reader_in_replica_processes_answers_as_in_replica_threads_and_in_process():
+    """The offline reader as two replica processes (forked from the one that built it), as two replica
+    threads, and in this process on one thread: the same answers, their token log-probabilities
+    included, bit for bit, the batches shared between the replicas."""
+    settings = dict(max_new_tokens=8, temperature=0.7, batch_size=2)
+    prompts = [f'Question: what is {what}?\nAnswer:' for what in ('lift', 'drag', 'a shock wave', 'a boundary layer')
+               for _ in range(2)]
+    seeds = [0, 1] * 4
     with one_thread():
-        assert cli.main([*options, '--out', str(tmp_path / 'replicas'), '--replicas', '2']) == 0
-        assert cli.main([*options, '--out', str(tmp_path / 'here'), '--replicas', '1']) == 0
-    for name in ('answers.csv', 'token_logprobs.csv', 'per_query.csv', 'table1.csv'):
-        assert (tmp_path / 'replicas' / name).read_bytes() == (tmp_path / 'here' / name).read_bytes(), name
-    engine = json.loads((tmp_path / 'replicas' / 'settings.json').read_text())['engines']['gemma3-270m']
-    assert engine['placement']['runner'] == 'processes' and engine['placement']['replicas'] == 2
-    # Forked: the model's build, which checks its row tile on two threads, leaves one thread running.
-    assert engine['placement']['forked']
-    assert all(a['device'].endswith('1 torch threads') for a in engine['placement']['actors'])
-    assert 'in 2 replica processes of one thread each' in engine['reproducibility']
-    assert 'placement' not in json.loads((tmp_path / 'here' / 'settings.json').read_text())['engines']['gemma3-270m']
+        here = pu.backends.get_backend('gemma3-270m', **settings).generate(prompts, seeds=seeds)
+    with pu.backends.ProcessBackend('gemma3-270m', replicas=2, **settings) as processes:
+        assert processes.forked and 'in 2 replica processes of one thread each' in processes.reproducibility
+        in_processes = processes.generate(prompts, seeds=seeds)
+    with pu.backends.ThreadBackend('gemma3-270m', replicas=2, **settings) as threads:
+        in_threads = threads.generate(prompts, seeds=seeds)
+    assert in_processes == here and in_threads == here

@@ -222,7 +222,8 @@ def test_the_decoding_is_applied_once_and_no_backend_reenters_its_generate(tmp_p
     assert {(b['max_tokens'], tuple(b['stop'])) for b in backend.requests_sent} == {(7, ('STOP', '\n'))}
     base = pu.backends._base.DecodingBackendBase
     engines = [pu.backends.CausalLMBackend, pu.backends.VLLMBackend, pu.backends.OpenAICompatibleBackend,
-               pu.backends.LlamaCppServerBackend, pu.backends.ProcessBackend, pu.backends.RayBackend]
+               pu.backends.LlamaCppServerBackend, pu.backends.ProcessBackend, pu.backends.ThreadBackend,
+               pu.backends.RayBackend]
     assert [cls.__name__ for cls in engines if not issubclass(cls, base) or cls.generate is not base.generate] == []
 
 
@@ -386,7 +387,7 @@ def test_the_paper_preset_fixes_what_the_paper_and_its_authors_ran(tmp_path, mon
 
 
 def test_reproducible_reaches_the_engines_that_need_asking_and_each_states_what_it_promises(monkeypatch):
-    from pyterrier_utility.study.preparation import engine_record
+    from pyterrier_utility.study.record import engine_record
     config = cfg.StudyConfig(readers=('openai:m', 'gemma3-270m'), reproducible=True)
     assert config.backend_options('openai:m')['reproducible'] is True
     assert 'reproducible' not in config.backend_options('gemma3-270m')  # reproducible without being asked
@@ -415,10 +416,10 @@ def test_the_command_line_sets_and_unsets_min_p_and_the_penalty_window():
 
 
 def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(tmp_path, capsys):
-    from pyterrier_utility.study import preparation
+    from pyterrier_utility.study import record as recorded
     paper = PRESETS['paper']
     readers = {'vllm:m': pu.Reader(GenerationCache(DecodingCountingBackend()))}
-    record = preparation.print_settings('study', paper, readers, tmp_path)
+    record = recorded.print_settings('study', paper, readers, tmp_path)
     err = capsys.readouterr().err
     for line in ("temperature=0.3: authors' code", "top_k=50: authors' code (tools/llama_tools.py: top_k=50)",
                  'top_p=0.95: llama-cpp-python 0.2.75 default', 'min_p=0.05: llama-cpp-python 0.2.75 default',
@@ -433,5 +434,5 @@ def test_the_paper_presets_settings_print_every_decoding_value_with_its_source(t
            'counts every prompt and output token' in err
     assert set(record['decoding_sources']) == set(pu.settings.FIELDS) and record['decoding_notes']
     given = resolve(paper, {'readers': ('huggingface:m',), 'temperature': 0.7})
-    assert preparation.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
-    assert given.decoding_notes() == {} and preparation.decoding_sources(cfg.StudyConfig()) == {}
+    assert recorded.decoding_sources(given)['temperature'] == 'this run (the preset has 0.3)'
+    assert given.decoding_notes() == {} and recorded.decoding_sources(cfg.StudyConfig()) == {}

@@ -1,8 +1,9 @@
 """A backend as a pool of replicas, each holding its own copy of one of this package's backends: what
 runs on each replica (:class:`Replica`, which builds its backend once and answers whole batches, and the
 :class:`Profile` of that backend it reports), how batches are shared among replicas (:class:`Schedule`),
-and what a pool does whatever its replicas are (:class:`ReplicatedBackend`): one-thread processes on
-this machine (:class:`~pyterrier_utility.backends.ProcessBackend`) or Ray's actors
+and what a pool does whatever its replicas are (:class:`ReplicatedBackend`): threads or processes of one
+torch thread on this machine (:class:`~pyterrier_utility.backends.ThreadBackend`,
+:class:`~pyterrier_utility.backends.ProcessBackend`) or Ray's actors
 (:class:`~pyterrier_utility.backends.RayBackend`)."""
 import copy
 import functools
