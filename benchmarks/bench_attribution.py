@@ -139,11 +139,13 @@ def main():
 
     import pyterrier_utility as pu
     from pyterrier_utility.methods.attribution import held_out
-    from pyterrier_utility.study import StudyConfig, preparation
+    from pyterrier_utility.study import StudyConfig
+    from pyterrier_utility.study.collection import load_collection
+    from pyterrier_utility.study.readers import build_reader
     config = StudyConfig(queries=args.queries, ks=tuple(args.ks), samples=args.samples, label_sets=(2,))
-    collection = preparation.load_collection('cranfield', config)
+    collection = load_collection('cranfield', config)
     dataset, qrels, topics, config = collection.dataset, collection.qrels, collection.topics, collection.config
-    loaded = preparation.build_reader(config, config.readers[0])
+    loaded = build_reader(config, config.readers[0])
     scorer = pu.FBertScorer(qrels, dataset.texts, labels=2, model_type=config.scorer)
     print(f'{len(topics)} Cranfield queries, BM25, the offline reader ({config.readers[0]}), {args.samples} sample(s), '
           f'{args.seeds} seeds per sampling method and budget, {args.held_out} held-out coalitions per context')

@@ -1,4 +1,5 @@
-"""The commands' one preparation (:mod:`pyterrier_utility.study.preparation`) and ``study
+"""The commands' one preparation (:mod:`pyterrier_utility.study.preparation`), the readers it builds
+(:mod:`pyterrier_utility.study.readers`) and ``study
 --predict``: the study and the predict command over its folder in one run."""
 import json
 
@@ -11,7 +12,7 @@ from pyterrier_utility import cli
 from pyterrier_utility.commands import main as commands
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.settings import Placement
-from pyterrier_utility.study import StudyConfig, preparation
+from pyterrier_utility.study import StudyConfig, preparation, readers
 
 
 def test_prepare_gives_each_command_its_collection_readers_record_and_scorer(tmp_path, monkeypatch):
@@ -71,12 +72,12 @@ def test_build_reader_puts_the_backend_where_the_placement_says(monkeypatch):
     config = StudyConfig()
     for threads in (1, 2):
         monkeypatch.setattr(pu.backends, 'cpu_replicas', lambda: threads)
-        preparation.build_reader(config, 'gemma3-270m')
-    preparation.build_reader(config, 'gemma3-270m', placement=Placement(replicas=1))
-    preparation.build_reader(config, 'gemma3-270m', placement=Placement(replicas=3))
-    preparation.build_reader(config, 'gemma3-270m', placement=Placement(ray='auto', replicas=2, replica_gpus=0.5))
-    preparation.build_reader(config, 'openai:m', placement=Placement())
+        readers.build_reader(config, 'gemma3-270m')
+    readers.build_reader(config, 'gemma3-270m', placement=Placement(replicas=1))
+    readers.build_reader(config, 'gemma3-270m', placement=Placement(replicas=3))
+    readers.build_reader(config, 'gemma3-270m', placement=Placement(ray='auto', replicas=2, replica_gpus=0.5))
+    readers.build_reader(config, 'openai:m', placement=Placement())
     assert built == [('here', 'gemma3-270m'), ('threads', 'gemma3-270m', 2), ('here', 'gemma3-270m'),
                      ('threads', 'gemma3-270m', 3), ('ray', 'gemma3-270m', 2, 0.5, 'auto'), ('here', 'openai:m')]
     with pytest.raises(SettingError, match="replicas are for readers computed on this CPU.*'openai:m'"):
-        preparation.build_reader(config, 'openai:m', placement=Placement(replicas=2))
+        readers.build_reader(config, 'openai:m', placement=Placement(replicas=2))

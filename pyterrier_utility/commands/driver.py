@@ -26,10 +26,11 @@ from ..settings import Placement
 from ..study.config import StudyConfig, figure4_k
 from ..study.config_json import to_dict
 from ..study.output import stage_outputs
-from ..study.preparation import prepare, ranked_systems
+from ..study.preparation import prepare
 from ..study.results import StudyResults
 from ..study.stats import fold_readers
 from ..study.sweep import run_study
+from ..study.systems import ranked_systems
 from ..vocabulary import REPORT_FILE, SETTINGS_FILE
 
 

@@ -34,10 +34,11 @@ from ..study import health, stats
 from ..study.config import StudyConfig, figure4_k
 from ..study.folder import read_health, study_folder
 from ..study.output import check_out, lock_folder
-from ..study.preparation import prepare, ranked_systems
+from ..study.preparation import prepare
 from ..study.results import StudyResults
 from ..study.stats import fold_readers
 from ..study.sweep import variants, window
+from ..study.systems import ranked_systems
 from ..study.validate import read_per_query
 from ..vocabulary import HEALTH_FILE, POOL_CAP, REPORT_FILE, SETTINGS_FILE
 from .attributing import Attribution, run_attribution, save_attribution

@@ -25,8 +25,9 @@ _NAMES = {
     'StudyResults': 'results', 'run_study': 'sweep', 'system_names': 'sweep', 'study_contexts': 'sweep',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'default_systems': 'systems',
 }
-_MODULES = ('config', 'config_json', 'folder', 'health', 'merge', 'meta_evaluation', 'output', 'preparation', 'presets',
-            'results', 'stats', 'sweep', 'systems', 'validate')
+_MODULES = ('collection', 'config', 'config_json', 'folder', 'health', 'merge', 'meta_evaluation', 'output',
+            'preparation', 'presets', 'readers', 'record', 'results', 'scorers', 'stats', 'sweep', 'systems',
+            'validate')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

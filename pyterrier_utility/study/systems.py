@@ -1,16 +1,22 @@
-"""The study's default context sources."""
-from typing import Dict, Optional
+"""The study's systems: its default context sources, the systems a config asks for on one dataset
+(with COS-Mix and the saved runs), and those also reported in other orderings and windows."""
+from typing import Dict, List, Optional
 
 import pandas as pd
 import pyterrier as pt
 
+from .._messages import inform
 from ..contexts.oracle import OracleSampler
+from ..contexts.runs import RunFile
 from ..errors import SettingError
+from ..methods.cosmix import cosmix_system
+from ..reader import Reader
 from ..rerankers import RERANKERS, reranker as cached_reranker
 from ..settings import LabelsLike
 from ..vocabulary import DEFAULT_SYSTEMS, ORACLE_MODES, REVERSED_SYSTEMS
+from .config import StudyConfig
 
-__all__ = ['DEFAULT_SYSTEMS', 'REVERSED_SYSTEMS', 'default_systems']
+__all__ = ['DEFAULT_SYSTEMS', 'REVERSED_SYSTEMS', 'build_systems', 'default_systems', 'ranked_systems']
 
 
 def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labels: LabelsLike = 2,
@@ -60,3 +66,31 @@ def default_systems(dataset, qrels: pd.DataFrame, *, neural: str = 'dense', labe
         'NRel': OracleSampler(qrels, dataset.texts, relevant=False, fill_unjudged=oracle == 'sampled', seed=seed,
                               num_results=depth, mode=oracle),
     }
+
+
+def build_systems(config: StudyConfig, name: str, dataset, qrels: pd.DataFrame, topics: pd.DataFrame,
+                  reader: Reader) -> Dict[str, pt.Transformer]:
+    """The systems of the config for one dataset: only those asked for are built (no index or
+    re-ranker for an oracle-only study), then the saved runs that rank some of its queries."""
+    asked = set(config.systems) - {'COSMix'}
+    systems = {}
+    if asked & set(DEFAULT_SYSTEMS):
+        built = default_systems(dataset, qrels, neural=config.neural, labels=config.rel_labels,
+                                seed=config.oracle_seed, index=config.index, bm25=config.bm25,
+                                verbose=config.verbose, retrieval=bool(asked & set(REVERSED_SYSTEMS)),
+                                reranker='Neural' in asked, oracle=config.oracle, progress=True)
+        systems.update({s: built[s] for s in config.systems if s in built})
+    if 'COSMix' in config.systems:
+        systems['COSMix'] = cosmix_system(dataset, reader, threshold=config.cosmix_threshold, reranker=config.neural)
+    for run_name, path in config.runs:
+        run = RunFile(path, dataset.texts)
+        if run.qids() & set(topics['qid'].astype(str)):
+            systems[run_name] = run
+        else:
+            inform(f'{name}: run {run_name} ranks none of its queries; left out')
+    return {s: systems[s] for s in list(config.systems) + [r for r, _ in config.runs] if s in systems}
+
+
+def ranked_systems(config: StudyConfig, systems) -> List[str]:
+    """The systems also reported in other orderings and windows: the retrievers and the saved runs."""
+    return [s for s in systems if s in REVERSED_SYSTEMS or s in dict(config.runs)]
