@@ -56,7 +56,7 @@ def study_run(command) -> dict:
 
 def rerun_command(folder: Path) -> list:
     """The folder's own study command, writing into a fresh temporary folder."""
-    from pyterrier_utility.vocabulary import SETTINGS_FILE
+    from pyterrier_utility.schema import SETTINGS_FILE
     argv = list(json.loads((folder / SETTINGS_FILE).read_text())['argv'])
     fresh = tempfile.mkdtemp(prefix='pu-bench-reference-')
     if '--out' in argv:

@@ -29,7 +29,7 @@ _NAMES = {
 }
 _MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'generation',
             'interop', 'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'report',
-            'rerankers', 'scoring', 'settings', 'study', 'vocabulary')
+            'rerankers', 'schema', 'scoring', 'settings', 'study', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -15,8 +15,8 @@ from .generation import warn_unseeded
 from .prompter import Prompter, checked_input
 from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
+from .schema import ANSWER_INFO
 from .settings import BASE_MODEL_STOP, Decoding
-from .vocabulary import ANSWER_INFO
 
 #: The ``'plain'`` format's k-shot prompt; ``{contexts}`` holds one formatted context per line.
 KSHOT_PROMPT = PROMPT_FORMATS['plain'].kshot

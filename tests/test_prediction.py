@@ -276,7 +276,7 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
         assert {t: db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables} == before
     signals = pd.read_csv(tmp_path / 'signals.csv', dtype={'qid': str})
     per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str})
-    assert list(signals.columns[:7]) == list(pu.vocabulary.SIGNALS_COLUMNS)
+    assert list(signals.columns[:7]) == list(pu.schema.SIGNALS_COLUMNS)
     assert len(signals) == len(per_query) == 2 * 2 * 6
     joined = signals.merge(per_query, on=['labels', 'system', 'k', 'qid'])
     assert np.allclose(joined['gain'], joined['fbert_y'] - joined['fbert_0shot'], equal_nan=True)
@@ -289,7 +289,7 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     expected = answers[answers['system'] == 'BM25'].groupby(['k', 'qid'])['mean_logprob'].mean()
     assert np.allclose(bm25.set_index(['k', 'qid'])['answer_confidence'].sort_index(), expected.sort_index())
     prediction = pd.read_csv(tmp_path / 'prediction.csv')
-    assert list(prediction.columns) == list(pu.vocabulary.PREDICTION_COLUMNS)
+    assert list(prediction.columns) == list(pu.schema.PREDICTION_COLUMNS)
     assert set(prediction['level']) == {'query', 'system'}
     row = prediction[(prediction['level'] == 'query') & (prediction['system'] == 'BM25') & (prediction['k'] == 3)
                      & (prediction['signal'] == 'flesch') & (prediction['target'] == 'utility')].iloc[0]

@@ -12,9 +12,9 @@ from support.backends import FirstContextBackend
 
 from pyterrier_utility.commands import main as commands
 from pyterrier_utility.errors import SettingError
+from pyterrier_utility.schema import TRANSFER_FILES
 from pyterrier_utility.study import StudyConfig
 from pyterrier_utility.study.config_json import to_dict
-from pyterrier_utility.vocabulary import TRANSFER_FILES
 
 READERS = ('gemma3-270m', 'smollm2-135m')
 

@@ -1,11 +1,12 @@
-"""The study's vocabulary is written once: no module but ``vocabulary`` spells out one of its lists."""
+"""The study's vocabulary and file schema are written once: no module but ``vocabulary`` and ``schema``
+spells out one of their lists."""
 import ast
 import sys
 from pathlib import Path
 
 import pytest
 
-from pyterrier_utility import vocabulary
+from pyterrier_utility import schema, vocabulary
 
 PACKAGE = Path(vocabulary.__file__).parent
 #: Literals that equal a vocabulary list and stay where they are, each with its reason:
@@ -27,8 +28,10 @@ def _words(value):
 
 
 def _vocabulary():
-    """name -> words of every list the vocabulary holds (a column list's runs of 3 or more too)."""
-    lists = {name: _words(value) for name, value in vars(vocabulary).items() if not name.startswith('_')}
+    """name -> words of every list the vocabulary and the schema hold (a column list's runs of 3 or more
+    too)."""
+    lists = {name: _words(value) for module in (vocabulary, schema) for name, value in vars(module).items()
+             if not name.startswith('_')}
     lists = {name: words for name, words in lists.items() if words}
     runs = {}
     for name, words in lists.items():
@@ -63,7 +66,7 @@ def repeated():
     found = {}
     for path in sorted(PACKAGE.rglob('*.py')):
         module = path.relative_to(PACKAGE).as_posix()
-        if module == 'vocabulary.py':
+        if module in ('vocabulary.py', 'schema.py'):
             continue
         for line, words in _literals(ast.parse(path.read_text(), str(path))):
             name = by_set.get(frozenset(words)) or by_run.get(words)
@@ -80,6 +83,7 @@ def test_the_check_sees_a_list_written_again(tmp_path, monkeypatch):
     copy = tmp_path / 'pyterrier_utility'
     copy.mkdir()
     (copy / 'vocabulary.py').write_text(Path(vocabulary.__file__).read_text())
+    (copy / 'schema.py').write_text(Path(schema.__file__).read_text())
     (copy / 'cli.py').write_text("choices = ['completions', 'chat']\nkeys = ('labels', 'system', 'k')\n"
                                  "named = {'dense': 1, 'monot5': 2}\nother = ('a', 'b')\n")
     monkeypatch.setattr(sys.modules[__name__], 'PACKAGE', copy)

@@ -29,20 +29,20 @@ from ..methods.attribution.games import SAMPLED, TOLERANCE, check_method
 from ..methods.attribution.qrels import check_trec_ids
 from ..methods.attribution.quality import held_out, quality_table
 from ..report.html import write_report
-from ..study.config import StudyConfig
-from ..study.output import lock_folder
-from ..study.preparation import prepare
-from ..study.sweep import study_contexts
-from ..vocabulary import (
+from ..schema import (
     ATTRIBUTION_COLUMNS,
     ATTRIBUTION_FILES,
     CELL,
     COALITION_COLUMNS,
     FRAME_FILES,
-    MAX_REFERENCE_K,
     REPORT_FILE,
     SETTINGS_FILE,
 )
+from ..study.config import StudyConfig
+from ..study.output import lock_folder
+from ..study.preparation import prepare
+from ..study.sweep import study_contexts
+from ..vocabulary import MAX_REFERENCE_K
 
 #: How ``utility.qrels`` grades a document, as ``settings.json`` records it.
 QRELS_RULE = (f'first label set, first method; per (qid, docno) the mean phi_utility over the systems and ks it was '
@@ -56,14 +56,14 @@ class Attribution:
 
     Attributes:
         coalitions: the value of every coalition evaluated, the methods that read it and whether it
-            is held out (:data:`~pyterrier_utility.vocabulary.COALITION_COLUMNS`).
+            is held out (:data:`~pyterrier_utility.schema.COALITION_COLUMNS`).
         attribution: each context document's share, per method
-            (:data:`~pyterrier_utility.vocabulary.ATTRIBUTION_COLUMNS`).
+            (:data:`~pyterrier_utility.schema.ATTRIBUTION_COLUMNS`).
         qrels: ``qid``, ``docno``, ``label`` graded by :data:`QRELS_RULE`.
         settings: ``settings.json``'s record, with the attribution's methods, budget, seed, tolerance and
             held-out coalitions, and the answers generated.
         quality: with ``evaluate``, each method's quality per context
-            (:data:`~pyterrier_utility.vocabulary.QUALITY_COLUMNS`), else ``None``.
+            (:data:`~pyterrier_utility.schema.QUALITY_COLUMNS`), else ``None``.
     """
     coalitions: pd.DataFrame
     attribution: pd.DataFrame

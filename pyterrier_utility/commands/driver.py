@@ -22,6 +22,7 @@ from ..methods.cosmix import COSMix
 from ..report import figures
 from ..report.html import TITLE, write_report
 from ..report.tables import write_study
+from ..schema import REPORT_FILE, SETTINGS_FILE
 from ..settings import Placement
 from ..study.config import StudyConfig, figure4_k
 from ..study.config_json import to_dict
@@ -31,7 +32,6 @@ from ..study.results import StudyResults
 from ..study.stats import fold_readers
 from ..study.sweep import run_study
 from ..study.systems import ranked_systems
-from ..vocabulary import REPORT_FILE, SETTINGS_FILE
 
 
 def run(config: StudyConfig, argv: Optional[list] = None,

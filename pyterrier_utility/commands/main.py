@@ -28,6 +28,7 @@ from ..prediction.parameters import PredictionParameters
 from ..report import figures
 from ..report.html import write_report
 from ..report.tables import write_tables
+from ..schema import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
 from ..scoring.utility import UtilityEvaluator
 from ..settings import Placement
 from ..study import health, stats
@@ -40,7 +41,7 @@ from ..study.stats import fold_readers
 from ..study.sweep import variants, window
 from ..study.systems import ranked_systems
 from ..study.validate import read_per_query
-from ..vocabulary import HEALTH_FILE, POOL_CAP, REPORT_FILE, SETTINGS_FILE
+from ..vocabulary import POOL_CAP
 from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
 

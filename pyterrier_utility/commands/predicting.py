@@ -50,6 +50,7 @@ from ..prediction.udcg import UDCG
 from ..report.figures import pyplot
 from ..report.html import write_report
 from ..report.prediction_report import HEATMAP, prediction_heatmap
+from ..schema import FRAME_FILES, PREDICTION_COLUMNS, PREDICTION_FILES, REPORT_FILE, SETTINGS_FILE, SIGNALS_COLUMNS
 from ..settings import LabelSet
 from ..study.config import StudyConfig
 from ..study.config_json import from_dict
@@ -58,18 +59,7 @@ from ..study.meta_evaluation import LABELLED_CELL, combinations, grouped, meta_e
 from ..study.output import lock_folder
 from ..study.sweep import in_rank_order, variants
 from ..study.systems import default_systems
-from ..vocabulary import (
-    FRAME_FILES,
-    ORACLES,
-    PREDICTION_COLUMNS,
-    PREDICTION_FILES,
-    PREDICTION_TARGETS,
-    REPORT_FILE,
-    REVERSED_SYSTEMS,
-    SETTINGS_FILE,
-    SIGNALS_COLUMNS,
-    ZERO_SHOT,
-)
+from ..vocabulary import ORACLES, PREDICTION_TARGETS, REVERSED_SYSTEMS, ZERO_SHOT
 
 CELL = LABELLED_CELL[1:]
 
@@ -80,9 +70,9 @@ class Prediction:
 
     Attributes:
         signals: one row per label set, system, k and query: the targets and every signal
-            (:data:`~pyterrier_utility.vocabulary.SIGNALS_COLUMNS`, then a column per signal).
+            (:data:`~pyterrier_utility.schema.SIGNALS_COLUMNS`, then a column per signal).
         prediction: one row per label set, level, system, k, signal and target
-            (:data:`~pyterrier_utility.vocabulary.PREDICTION_COLUMNS`).
+            (:data:`~pyterrier_utility.schema.PREDICTION_COLUMNS`).
         definitions: signal -> what it is and where it comes from (recorded in settings.json).
         settings: the parameters.
         left_out: system -> signal -> why the signal does not apply to the system (an oracle has no

@@ -28,6 +28,7 @@ from ..methods.llm_utility import DocumentUtility, UtilityOracle, utility_pool
 from ..report.figures import pyplot
 from ..report.html import write_report
 from ..report.transfer_report import agreement_heatmap, gain_scatter
+from ..schema import FRAME_FILES, REPORT_FILE, SETTINGS_FILE, TRANSFER_FILES
 from ..settings import LabelSet
 from ..study.config import StudyConfig
 from ..study.config_json import from_dict
@@ -37,7 +38,7 @@ from ..study.results import StudyResults
 from ..study.stats import BASELINE_MARK, MIN_N, paired_ttest
 from ..study.sweep import run_study, study_contexts
 from ..study.transfer import ORACLE_PREFIX, cell_order_tau, label_auc, reader_agreement
-from ..vocabulary import FRAME_FILES, POOL_CAP, REPORT_FILE, SETTINGS_FILE, TRANSFER_FILES
+from ..vocabulary import POOL_CAP
 
 #: Marks a reader's mean U on another reader's oracle that differs from its mean U on its own.
 OWN_MARK = '*'
@@ -208,7 +209,7 @@ def record_oracles(contexts: pd.DataFrame, path: Union[str, Path]) -> None:
 
 def save_transfer(found: Transfer, out: Union[str, Path]) -> List[str]:
     """Writes ``document_utility.csv``, ``transfer.csv``, ``transfer_table.csv`` and ``.md`` and the two
-    figures (:data:`~pyterrier_utility.vocabulary.TRANSFER_FILES`) into ``out``, adds the documents every
+    figures (:data:`~pyterrier_utility.schema.TRANSFER_FILES`) into ``out``, adds the documents every
     reader's oracle gave each reader to its ``contexts.csv`` (:func:`record_oracles`), records the
     transfer's settings in its ``settings.json`` and writes the study's ``report.html`` again with its
     "Across readers" section; returns the file names."""

@@ -6,8 +6,9 @@ from typing import Dict, Optional
 
 import pandas as pd
 
+from ..schema import PER_QUERY_VALUES
 from ..study.folder import StudyFolder
-from ..vocabulary import PER_QUERY_VALUES, ZERO_SHOT
+from ..vocabulary import ZERO_SHOT
 
 
 def _json_value(value, whole: bool = False):

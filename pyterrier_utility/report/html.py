@@ -19,10 +19,11 @@ import pandas as pd
 
 from .._messages import count
 from ..methods.attribution.summary import attribution_table
+from ..schema import REPORT_FILE, SETTINGS_FILE
 from ..scoring.correlation import MIN_PAIRS
 from ..study import health as answer_health, stats
 from ..study.folder import StudyFolder, read_study
-from ..vocabulary import MIN_N, REPORT_FILE, SETTINGS_FILE
+from ..vocabulary import MIN_N
 from .explorer import report_data
 from .markup import cell_number, figure_html, html_table, markdown_html
 from .prediction_report import prediction_section

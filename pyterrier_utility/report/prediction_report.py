@@ -9,8 +9,9 @@ from typing import Union
 import numpy as np
 import pandas as pd
 
+from ..schema import PREDICTION_FILES, SETTINGS_FILE
 from ..study.meta_evaluation import notes
-from ..vocabulary import COMBINED, PREDICTION_FILES, PREDICTION_LEVELS, PREDICTION_TARGETS, SETTINGS_FILE
+from ..vocabulary import COMBINED, PREDICTION_LEVELS, PREDICTION_TARGETS
 from .figures import panel_grid, pyplot, save_figure
 
 #: The heatmap's file name (a ``fig*.png``: the report shows it among the study's figures).

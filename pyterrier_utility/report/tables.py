@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..schema import FRAME_FILES, TABLE_FILES
 from ..study import health as answer_health, stats
 from ..study.health import HEALTH_MARK
 from ..study.results import StudyResults
 from ..study.stats import BASELINE_MARK, REVERSAL_MARK, block_heading, fold_readers
-from ..vocabulary import CORRELATION_METHODS, FRAME_FILES, MIN_N, ORACLES, TABLE_FILES, ZERO_SHOT
+from ..vocabulary import CORRELATION_METHODS, MIN_N, ORACLES, ZERO_SHOT
 
 
 def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:

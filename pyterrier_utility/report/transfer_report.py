@@ -1,7 +1,7 @@
 """Across readers, shown: the readers' agreement as a heatmap, one reader's per-document utility against
 another's, and the report's section (the transfer table with its marks, the agreement with its
 intervals, the figures), all read from the files the ``transfer`` command writes
-(:data:`~pyterrier_utility.vocabulary.TRANSFER_FILES`)."""
+(:data:`~pyterrier_utility.schema.TRANSFER_FILES`)."""
 import html
 import json
 from itertools import combinations
@@ -11,8 +11,8 @@ from typing import Optional, Union
 import numpy as np
 import pandas as pd
 
+from ..schema import FRAME_FILES, SETTINGS_FILE, TRANSFER_FILES
 from ..study.transfer import ORACLE_PREFIX
-from ..vocabulary import FRAME_FILES, SETTINGS_FILE, TRANSFER_FILES
 from .figures import panel_grid, pyplot, save_figure
 from .markup import cell_number, figure_html, html_table, markdown_html
 

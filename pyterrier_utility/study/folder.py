@@ -28,7 +28,7 @@ from typing import Dict, Mapping, Optional, Union
 import pandas as pd
 
 from ..errors import FrameError, SettingError
-from ..vocabulary import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
+from ..schema import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
 from .stats import block_heading
 from .validate import read_per_query
 
@@ -78,7 +78,7 @@ def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:
 
     Args:
         path: the file; its name selects the columns expected (see
-            :data:`~pyterrier_utility.vocabulary.CSV_COLUMNS`); ``per_query.csv`` is read by
+            :data:`~pyterrier_utility.schema.CSV_COLUMNS`); ``per_query.csv`` is read by
             :func:`~.validate.read_per_query`, every line checked.
         has_dataset: whether the file must have (``True``) or must not have (``False``) a ``dataset``
             column, as ``per_query.csv`` does; ``None``: either.

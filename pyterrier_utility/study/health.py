@@ -34,7 +34,8 @@ import pandas as pd
 
 from .._messages import count
 from .._text import visible
-from ..vocabulary import CELL, HEALTH_COLUMNS, MIN_N, ORACLES, ZERO_SHOT
+from ..schema import CELL, HEALTH_COLUMNS
+from ..vocabulary import MIN_N, ORACLES, ZERO_SHOT
 
 #: The fewest consecutive words shared with a document that count as copied.
 COPY_RUN = 8

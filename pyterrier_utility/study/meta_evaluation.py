@@ -16,15 +16,9 @@ from .._messages import count, warn
 from ..errors import SettingError
 from ..prediction.evaluation import correlate, out_of_fold, system_tau
 from ..prediction.parameters import PredictionParameters
+from ..schema import PREDICTION_COLUMNS, SIGNALS_COLUMNS
 from ..scoring.correlation import MIN_PAIRS
-from ..vocabulary import (
-    COMBINED,
-    PREDICTION_COLUMNS,
-    PREDICTION_COMBINATION,
-    PREDICTION_LEVELS,
-    PREDICTION_TARGETS,
-    SIGNALS_COLUMNS,
-)
+from ..vocabulary import COMBINED, PREDICTION_COMBINATION, PREDICTION_LEVELS, PREDICTION_TARGETS
 
 #: A row of ``signals.csv``: a label set and a study's cell.
 LABELLED_CELL = list(SIGNALS_COLUMNS[:4])
@@ -120,7 +114,7 @@ def meta_evaluate(signals: pd.DataFrame, names: Sequence[str], settings: Predict
     set with too few cells) for a coefficient.
 
     Args:
-        signals: ``signals.csv``'s rows (:data:`~pyterrier_utility.vocabulary.SIGNALS_COLUMNS` and a column
+        signals: ``signals.csv``'s rows (:data:`~pyterrier_utility.schema.SIGNALS_COLUMNS` and a column
             per signal).
         names: the signals.
         settings: the folds, seed and resamples.

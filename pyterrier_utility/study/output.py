@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import SettingError
-from ..vocabulary import OUTPUTS
+from ..schema import OUTPUTS
 
 LOCK = '.pyterrier-utility.lock'
 #: A run's staging folder is this and its process id.

@@ -22,9 +22,9 @@ import pyterrier as pt
 
 from ..protocols import AnswerScorer
 from ..reader import Reader
+from ..schema import GENERATIONS_FILE
 from ..scoring.bertscore import BertScore
 from ..settings import LabelSet, Placement
-from ..vocabulary import GENERATIONS_FILE
 from .collection import Collection, load_collection
 from .config import StudyConfig
 from .output import check_out

@@ -10,7 +10,8 @@ import pandas as pd
 
 from .._checks import check
 from ..reader import Reader
-from ..vocabulary import CELL, CORRELATION_METHODS, FRAME_FILES, HEALTH_FILE, ZERO_SHOT
+from ..schema import CELL, FRAME_FILES, HEALTH_FILE
+from ..vocabulary import CORRELATION_METHODS, ZERO_SHOT
 from . import health as answer_health, stats
 from .stats import fold_readers
 

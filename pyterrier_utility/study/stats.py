@@ -7,8 +7,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import SettingError
+from ..schema import CELL, CORRELATION_FIELDS
 from ..scoring.correlation import METHODS, correlation
-from ..vocabulary import CELL, CORRELATION_FIELDS, MIN_N, ZERO_SHOT
+from ..vocabulary import MIN_N, ZERO_SHOT
 
 #: Marks: differs from the baseline (Rel) / differs from the unreversed ordering.
 BASELINE_MARK = '\u2020'

@@ -7,7 +7,7 @@ import ir_measures
 import pandas as pd
 import pyterrier as pt
 
-from .. import vocabulary
+from .. import schema
 from .._checks import check, check_int, check_k, check_window
 from .._frames import normalise_frame, validate_columns
 from .._messages import either, inform, warn, warn_qids
@@ -15,19 +15,12 @@ from ..contexts.order import GridWindow, LostInTheMiddle, ReverseOrder, Window
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer, changes_contexts_with_cutoff
 from ..reader import Reader
+from ..schema import ANSWER_INFO, CSV_COLUMNS, PER_QUERY_COLUMNS
 from ..scoring.bertscore import BertScore
 from ..scoring.fbert import FBertScorer
 from ..scoring.utility import UtilityEvaluator
 from ..settings import LabelSet, LabelsLike
-from ..vocabulary import (
-    ANSWER_INFO,
-    CSV_COLUMNS,
-    DEFAULT_ORDERINGS,
-    NDCG_ORDERS,
-    ORDERING_NAMES,
-    PER_QUERY_COLUMNS,
-    ZERO_SHOT,
-)
+from ..vocabulary import DEFAULT_ORDERINGS, NDCG_ORDERS, ORDERING_NAMES, ZERO_SHOT
 from .results import StudyResults
 
 #: The suffix of a reversed system's name.
@@ -67,7 +60,7 @@ def system_names(systems: Sequence[str], reverse: Sequence[str], orderings: Sequ
 
 
 #: The columns that identify one context of a study: a system's contexts for a query at one k.
-CELL = list(vocabulary.CELL)
+CELL = list(schema.CELL)
 
 
 def in_rank_order(frame: pd.DataFrame) -> pd.DataFrame:

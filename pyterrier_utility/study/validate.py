@@ -7,7 +7,7 @@ from typing import Union
 import pandas as pd
 
 from ..errors import FrameError, SettingError
-from ..vocabulary import (
+from ..schema import (
     MISSING,
     PER_QUERY_COLUMNS,
     PER_QUERY_INTEGERS,

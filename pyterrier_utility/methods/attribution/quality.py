@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from ..._checks import check_int
-from ...vocabulary import CELL, QUALITY_COLUMNS
+from ...schema import CELL, QUALITY_COLUMNS
 from . import games
 
 

@@ -5,7 +5,7 @@ from typing import List
 import pandas as pd
 
 from ..._frames import validate_columns
-from ...vocabulary import CELL
+from ...schema import CELL
 
 
 def attribution_table(attribution: pd.DataFrame) -> pd.DataFrame:

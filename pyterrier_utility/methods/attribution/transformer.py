@@ -11,8 +11,8 @@ from ..._frames import normalise_frame, validate_columns
 from ..._messages import warn_qids
 from ...protocols import AnswerScorer
 from ...reader import Reader
+from ...schema import ATTRIBUTION_VALUES, PER_QUERY_MAY_BE_EMPTY
 from ...scoring.utility import UtilityEvaluator, utility
-from ...vocabulary import ATTRIBUTION_VALUES, PER_QUERY_MAY_BE_EMPTY
 from . import games
 
 
