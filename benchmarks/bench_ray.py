@@ -26,7 +26,7 @@ import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import pyterrier_utility as pu  # noqa: E402
-from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
+from pyterrier_utility.prompt_formats import PROMPT_FORMATS  # noqa: E402
 
 SERVER = Path(__file__).resolve().parent.parent / 'tests' / 'support' / 'simulated_server.py'
 

@@ -20,16 +20,16 @@ _NAMES = {
     'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'scoring.fbert',
     'GenerationCache': 'cache', 'GoldAnswerScorer': 'scoring.gold', 'GridWindow': 'contexts.order',
     'LLMRetEval': 'methods.reteval', 'LabelSet': 'settings', 'LostInTheMiddle': 'contexts.order',
-    'OracleSampler': 'contexts.oracle', 'Ordering': 'contexts.order', 'PROMPT_FORMATS': 'prompts',
-    'Permutation': 'contexts.order', 'PromptFormat': 'prompts', 'Prompter': 'prompter', 'Reader': 'reader',
+    'OracleSampler': 'contexts.oracle', 'Ordering': 'contexts.order', 'PROMPT_FORMATS': 'prompt_formats',
+    'Permutation': 'contexts.order', 'PromptFormat': 'prompt_formats', 'Prompter': 'prompter', 'Reader': 'reader',
     'RetEval': 'measures', 'ReverseOrder': 'contexts.order', 'RunFile': 'contexts.runs', 'Utility': 'measures',
     'UtilityEvaluator': 'scoring.utility', 'Window': 'contexts.order', 'erag_measure': 'measures',
     'permutations': 'contexts.order', 'rank_correlation': 'scoring.correlation',
     'quality_table': 'methods.attribution', 'utility_qrels': 'methods.attribution',
 }
 _MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'generation',
-            'interop', 'measures', 'methods', 'prediction', 'prompter', 'prompts', 'protocols', 'reader', 'report',
-            'rerankers', 'schema', 'scoring', 'settings', 'study', 'vocabulary')
+            'interop', 'measures', 'methods', 'prediction', 'prompt_formats', 'prompter', 'protocols', 'reader',
+            'report', 'rerankers', 'schema', 'scoring', 'settings', 'study', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -158,7 +158,7 @@ class Engine:
         decoding: how its models decode unless told otherwise: a backend built without a decoding
             takes it, and so does a study's reader of this kind (:meth:`kind_decoding`).
         prompt_format: the prompt format its models need (a name of
-            :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`), which :class:`~pyterrier_utility.Reader`
+            :data:`~pyterrier_utility.prompt_formats.PROMPT_FORMATS`), which :class:`~pyterrier_utility.Reader`
             takes unless given another.
         readers: the reader names it answers to alone (the offline models); none: ``ENGINE:MODEL``.
         on_cpu: computed by this package's decode loop on this machine's CPU, so that a study runs it as
@@ -227,8 +227,8 @@ class Engine:
 #: the likelier an empty answer) and the answer ended at its line's end, as the worked example of their
 #: prompt format shows (they repeat themselves and ignore "STOP").
 OFFLINE_DECODING = Decoding(max_new_tokens=96, repetition_penalty=1.2, repeat_last_n=64, stop=ONE_LINE_STOP)
-#: The prompt format the offline base models need (a name of :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): a
-#: worked example before the contexts.
+#: The prompt format the offline base models need (a name of
+#: :data:`~pyterrier_utility.prompt_formats.PROMPT_FORMATS`): a worked example before the contexts.
 OFFLINE_PROMPT_FORMAT = 'example'
 #: What SmolLM2-135M-Instruct, the second offline reader, needs changed in :data:`OFFLINE_DECODING`:
 #: room to end its one-line answers itself (measured on the issue's study; see the docs' Getting started).

@@ -12,7 +12,7 @@ from ._checks import check_int
 from ._frames import check_encodable, normalise_frame
 from ._messages import warn_qids
 from .errors import BackendError, FrameError
-from .prompts import PromptFormat, prompt_format as as_prompt_format
+from .prompt_formats import PromptFormat, prompt_format as as_prompt_format
 
 
 def checked_input(name: str, inp: pd.DataFrame) -> pd.DataFrame:
@@ -45,8 +45,8 @@ class Prompter(pt.Transformer):
     a missing or empty text gives an empty context line: each warned, naming the qids.
 
     Args:
-        prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
-            :class:`~pyterrier_utility.prompts.PromptFormat`.
+        prompt_format: a name in :data:`~pyterrier_utility.prompt_formats.PROMPT_FORMATS` or a
+            :class:`~pyterrier_utility.prompt_formats.PromptFormat`.
         tokenizer: what measures prompts (a Hugging Face tokenizer); ``None``: prompts are not measured.
         max_prompt_tokens: the most prompt tokens (``None``: no limit).
         name: how warnings and errors name the prompter (a :class:`~pyterrier_utility.Reader` gives its own).

@@ -12,8 +12,8 @@ from .backends import Answer, get_backend, reader_names
 from .cache import GenerationCache
 from .errors import BackendError, SettingError
 from .generation import warn_unseeded
+from .prompt_formats import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .prompter import Prompter, checked_input
-from .prompts import PROMPT_FORMATS, PromptFormat, prompt_format as as_prompt_format
 from .protocols import DecodingBackend, TokenizingBackend
 from .schema import ANSWER_INFO
 from .settings import BASE_MODEL_STOP, Decoding
@@ -32,7 +32,7 @@ class Reader(pt.Transformer):
 
     Given a result frame (``qid``, ``query``, ``docno``, ``text``, with ``rank`` or in rank order),
     the documents of each query become ``Context 1 .. Context k`` in rank order, never re-sorted by
-    score, laid out by a :class:`~pyterrier_utility.prompts.PromptFormat` (``'plain'``, this
+    score, laid out by a :class:`~pyterrier_utility.prompt_formats.PromptFormat` (``'plain'``, this
     project's; ``'authors'``, the exact layout of the paper's authors' code; ``'authors-short'``).
     Given a query frame (no ``docno``), the query is answered 0-shot. Given a
     :class:`~pyterrier_utility.Prompter`'s output (a ``prompt`` column), each prompt is answered as
@@ -71,13 +71,13 @@ class Reader(pt.Transformer):
             and for pyterrier-rag's their ``max_new_tokens``, passed on every call).
         stop: stop sequences, removed from the answer (``None``: those the prompt format's text asks
             for, then the backend's decoding's where the format takes them (a base model's
-            ``'\\nQuestion:'``); see :meth:`~pyterrier_utility.prompts.PromptFormat.stops`).
+            ``'\\nQuestion:'``); see :meth:`~pyterrier_utility.prompt_formats.PromptFormat.stops`).
             For the backends of this package, the length and the stops become the backend's decoding
             once, when the reader is built: the reader's ``cache`` is then the generation cache over
             its ``with_settings`` copy (``backend``: the backend as given), and the answers' keys hold
             them; pyterrier-rag's backends are given them with each call.
-        prompt_format: a name in :data:`~pyterrier_utility.prompts.PROMPT_FORMATS` or a
-            :class:`~pyterrier_utility.prompts.PromptFormat` (``None``: the one the backend's model
+        prompt_format: a name in :data:`~pyterrier_utility.prompt_formats.PROMPT_FORMATS` or a
+            :class:`~pyterrier_utility.prompt_formats.PromptFormat` (``None``: the one the backend's model
             needs, ``'example'`` for the offline readers, else ``'plain'``).
         prompt: the k-shot template, with ``{contexts}`` and ``{query}`` (``None``: the format's).
         zero_shot_prompt: the 0-shot template, with ``{query}`` (``None``: the format's).

@@ -39,7 +39,7 @@ ORACLES = ('Rel', 'NRel')
 RERANKERS = ('dense', 'monot5')
 #: BM25's engines: PISA (offline) or Terrier (Java, the paper's).
 BM25_ENGINES = ('pisa', 'terrier')
-#: The prompt layouts (:data:`~pyterrier_utility.prompts.PROMPT_FORMATS`): this project's, the authors'
+#: The prompt layouts (:data:`~pyterrier_utility.prompt_formats.PROMPT_FORMATS`): this project's, the authors'
 #: exact one, their short-answer one, and this project's with a worked example first (base models).
 PROMPT_FORMAT_NAMES = ('plain', 'authors', 'authors-short', 'example')
 #: How the Rel and NRel oracles choose documents: a random sample (the paper's text) or every judged

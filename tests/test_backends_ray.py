@@ -21,7 +21,7 @@ import pyterrier_utility as pu  # noqa: E402
 from pyterrier_utility import cli  # noqa: E402
 from pyterrier_utility.backends.hf.invariant import one_thread  # noqa: E402  (as each actor runs)
 from pyterrier_utility.errors import BackendError, SettingError  # noqa: E402
-from pyterrier_utility.prompts import PROMPT_FORMATS  # noqa: E402
+from pyterrier_utility.prompt_formats import PROMPT_FORMATS  # noqa: E402
 from pyterrier_utility.settings import Placement  # noqa: E402
 from pyterrier_utility.vocabulary import RAY_CONNECT_TIMEOUT  # noqa: E402
 

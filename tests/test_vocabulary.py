@@ -99,7 +99,7 @@ def test_the_lists_hold_distinct_names(name):
 
 
 def test_the_named_values_follow_the_vocabulary():
-    from pyterrier_utility.prompts import PROMPT_FORMATS
+    from pyterrier_utility.prompt_formats import PROMPT_FORMATS
     from pyterrier_utility.rerankers import RERANKERS
     from pyterrier_utility.study import sweep
     assert tuple(PROMPT_FORMATS) == vocabulary.PROMPT_FORMAT_NAMES

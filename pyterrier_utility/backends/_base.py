@@ -67,7 +67,7 @@ class DecodingBackendBase(Backend):
     DECODING_FIELDS = frozenset(FIELDS)
     DECODING_OWN_WAY: Dict[str, str] = {}
     ENGINE_FIELDS: Tuple[str, ...] = ()
-    #: The prompt format the model needs (a name of :data:`~pyterrier_utility.prompts.PROMPT_FORMATS`),
+    #: The prompt format the model needs (a name of :data:`~pyterrier_utility.prompt_formats.PROMPT_FORMATS`),
     #: which :class:`~pyterrier_utility.Reader` takes unless given another; ``None``: the Reader's own
     #: (``'plain'``). The offline base models need ``'example'``.
     prompt_format: Optional[str] = None

@@ -29,7 +29,7 @@ class CountingBackend(Backend):
         self.calls.extend(inps)
         self.stops.append(tuple(stop_sequences or ()))
         outs = []
-        from pyterrier_utility.prompts import EXAMPLE
+        from pyterrier_utility.prompt_formats import EXAMPLE
         for p, s in zip(inps, seeds):
             p = p.split(f'{EXAMPLE["answer"]} STOP\n\n')[-1]
             contexts = p.count('Context ')

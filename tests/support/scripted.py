@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from pyterrier_utility.backends._base import Answer, DecodingBackendBase, query_of, split_decoding
-from pyterrier_utility.prompts import PROMPT_FORMATS
+from pyterrier_utility.prompt_formats import PROMPT_FORMATS
 from pyterrier_utility.settings import Decoding
 
 
