@@ -10,7 +10,7 @@ from ._checks import check_k, check_system, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
 from .prediction.parameters import PredictionParameters
-from .settings import FIELDS, LabelSet, Placement
+from .settings import FIELDS, Decoding, LabelSet, Placement
 from .study.presets import PRESETS
 from .vocabulary import (
     AGGREGATIONS,
@@ -94,6 +94,13 @@ def checked(rule):
         except SettingError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
     return parse
+
+
+def decoding_field(name: str):
+    """The decoding setting ``name`` read from its text (as :func:`checked` reads it) and checked by
+    :class:`~pyterrier_utility.settings.Decoding` itself, so the command line refuses what ``Decoding(...)``
+    refuses, with the same message."""
+    return checked(lambda _, value: getattr(Decoding(**{name: value}), name))
 
 
 def or_none(parse):
@@ -192,7 +199,8 @@ OPTIONS: Dict[str, List[Option]] = {
          "nucleus sampling, in (0, 1]; 'none': off"),
         (('--min-p',), 'min_p', dict(type=or_none(number(float, 0, maximum=1)), metavar='P'),
          "keep the tokens at least P times as likely as the most likely, in [0, 1]; 'none': off"),
-        (('--max-new-tokens',), 'max_new_tokens', dict(type=number(int, 1), metavar='N'), 'tokens per answer'),
+        (('--max-new-tokens',), 'max_new_tokens', dict(type=decoding_field('max_new_tokens'), metavar='N'),
+         'tokens per answer'),
         (('--repetition-penalty',), 'repetition_penalty', dict(type=number(float, 0, exclusive=True), metavar='X'),
          'the repetition penalty: the score of every token already in the prompt or answer is lowered by a factor '
          'X (1: off); a model named with --reader gets none unless given'),

@@ -8,7 +8,7 @@ import pytest
 from pyterrier_utility import _options, cli
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.prediction.parameters import PredictionParameters
-from pyterrier_utility.settings import Placement
+from pyterrier_utility.settings import Decoding, Placement
 from pyterrier_utility.study import config as cfg
 from pyterrier_utility.study.config_json import from_dict
 from pyterrier_utility.study.presets import PRESETS, REPORT
@@ -125,6 +125,18 @@ def test_a_bad_window_is_refused_by_one_rule_with_one_message_by_the_cli_the_con
     assert _api_error(lambda: _run_study(windows=[start])) == said
     if start is not True:
         assert _cli_error(capsys, '--windows', '6', str(start)) == said
+
+
+@pytest.mark.parametrize('value, text', [(0, '0'), (2.5, '2.5'), ('many', 'many')])
+def test_a_bad_max_new_tokens_is_refused_by_decoding_with_one_message_on_the_cli_and_in_python(capsys, value, text):
+    said = f'Decoding: max_new_tokens must be an integer >= 1, got {value!r}'
+    with pytest.raises(SettingError) as caught:
+        Decoding(max_new_tokens=value)
+    assert str(caught.value) == said
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(['study', '--max-new-tokens', text])
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f'argument --max-new-tokens: {said}')
+    assert cli.parser().parse_args(['study', '--max-new-tokens', '7']).max_new_tokens == 7
 
 
 @pytest.mark.parametrize('system', ['Dense', 'bm25', 'COSMIX'])
