@@ -203,3 +203,7 @@ def test_the_engine_options_check_themselves_with_the_rule_a_backend_given_them_
         from pyterrier_utility.backends import OpenAICompatibleBackend
         with pytest.raises(SettingError, match=re.escape(f"OpenAICompatibleBackend('m'): {said}")):
             OpenAICompatibleBackend('m', **{option: value})
+    if option == 'tensor_parallel_size':  # refused before vllm is imported
+        from pyterrier_utility.backends import VLLMBackend
+        with pytest.raises(SettingError, match=re.escape(f"VLLMBackend('m'): {said}")):
+            VLLMBackend('m', **{option: value})

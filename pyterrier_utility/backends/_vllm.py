@@ -3,7 +3,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._checks import check_int
-from ..engines import VLLM
+from ..engines import VLLM, check_engine_options
 from ..errors import BackendError, SettingError
 from ..settings import Decoding
 from ._base import Answer, DecodingBackendBase, cut_at_stop, sampling_fields, split_decoding
@@ -73,7 +73,7 @@ class VLLMBackend(DecodingBackendBase):
                  verbose: bool = False, **llm_kwargs):
         owner = f'VLLMBackend({model!r})'
         decoding = split_decoding(owner, decoding, VLLM.decoding, llm_kwargs)
-        check_int(owner, 'tensor_parallel_size', tensor_parallel_size, 1)
+        check_engine_options(owner, tensor_parallel_size=tensor_parallel_size)
         check_int(owner, 'batch_size', batch_size, 1)
         if max_input_length is not None:
             check_int(owner, 'max_input_length', max_input_length, 1)
