@@ -1,7 +1,7 @@
 """ProcessBackend: a backend as replica processes of one thread each on this machine, forked from one
 process that built it and sharing its memory. The offline reader's answers equal those in replica threads
-and in process, bit for bit; a replica raising or killed with SIGKILL ends the run with every answer already returned kept, and
-a re-run generates exactly the rest."""
+and in process, bit for bit; a replica raising or killed with SIGKILL ends the run with every answer
+already returned kept, and a re-run generates exactly the rest."""
 import functools
 import os
 import threading

@@ -131,7 +131,7 @@ class ThreadBackend(ReplicatedBackend):
         check(bool(self._replicas), repr(self), 'closed; build a new pool')
         schedule = Schedule(len(self._replicas), len(batches))
         lock = threading.Lock()
-        results: 'queue.Queue[tuple]' = queue.Queue()
+        results: 'queue.Queue[Optional[tuple]]' = queue.Queue()
         stop = threading.Event()
 
         def work(replica: int) -> None:
