@@ -127,3 +127,12 @@ def test_the_study_command_runs_a_reader_in_replica_threads_and_records_them(tmp
     engine = json.loads((tmp_path / 'replicas' / 'settings.json').read_text())['engines']['gemma3-270m']
     assert engine['placement']['runner'] == 'threads' and engine['placement']['replicas'] == 2
     assert all(a['device'].endswith('1 torch thread') for a in engine['placement']['actors'])
+
+
+def test_a_closed_pool_answers_nothing_nor_do_its_copies():
+    backend = pu.backends.ThreadBackend(Shareable, replicas=2)
+    greedy = backend.with_settings(temperature=0)
+    backend.close()
+    for pool in (backend, greedy):
+        with pytest.raises(SettingError, match=r'ThreadBackend\(.*\): closed; build a new pool'):
+            pool.generate(PROMPTS[:2])

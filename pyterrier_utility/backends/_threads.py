@@ -187,7 +187,7 @@ class ThreadBackend(ReplicatedBackend):
     def close(self) -> None:
         """Drops the replicas (copies made by :meth:`with_settings` share them); the model is freed with the
         last reference to it."""
-        self._replicas = []
+        self._replicas.clear()
 
     def __repr__(self):
         name = self.profile.name if hasattr(self, 'profile') else self._name
