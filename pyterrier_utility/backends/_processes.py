@@ -32,20 +32,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from pyterrier_rag.backend import Backend
 
-from .._checks import check_int
 from .._messages import warn
 from ..errors import BackendError
-from ._replica import (
-    QUIET,
-    Profile,
-    Replica,
-    ReplicatedBackend,
-    Schedule,
-    backend_factory,
-    cpu_device,
-    cpu_replicas,
-    queries_of,
-)
+from ._replica import QUIET, Profile, Replica, ReplicatedBackend, Schedule, cpu_device, local_pool, queries_of
 
 #: The environment the pool's processes start with: one thread for every library that would start more
 #: (and :data:`~._replica.QUIET` unless the pool is verbose).
@@ -241,9 +230,7 @@ class ProcessBackend(ReplicatedBackend):
 
     def __init__(self, backend: Union[str, Callable[..., Backend]], replicas: Optional[int] = None, *,
                  verbose: bool = False, **backend_kwargs):
-        replicas = cpu_replicas() if replicas is None else check_int('ProcessBackend', 'replicas', replicas, 1)
-        factory = backend_factory('ProcessBackend', backend, 'in each replica')
-        self._name = backend if isinstance(backend, str) else getattr(backend, '__name__', repr(backend))
+        replicas, factory, self._name = local_pool('ProcessBackend', backend, replicas, 'in each replica')
         environ = dict(os.environ, **ONE_THREAD, **({} if verbose else QUIET))
         pairs = [socket.socketpair() for _ in range(replicas + 1)]
         theirs = [pair[1].fileno() for pair in pairs]

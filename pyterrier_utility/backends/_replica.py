@@ -15,7 +15,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequenc
 
 from pyterrier_rag.backend import Backend
 
-from .._checks import check
+from .._checks import check, check_int
 from ..errors import BackendError, SettingError
 from ..protocols import BatchedBackend, DecodingBackend, OrderedBackend
 from ..settings import Decoding
@@ -70,6 +70,15 @@ def cpu_device() -> str:
     except (OSError, StopIteration):
         cpu = platform.processor() or platform.machine()
     return f'CPU {cpu}, {torch.get_num_threads()} torch threads'
+
+
+def local_pool(pool: str, backend: Any, replicas: Optional[int], where: str) -> Tuple[int, Callable[..., Backend], str]:
+    """What a pool on this machine starts from: its number of replicas (checked; default
+    :func:`cpu_replicas`), what builds the backend on each (:func:`backend_factory`) and the backend's name
+    for messages."""
+    count = cpu_replicas() if replicas is None else check_int(pool, 'replicas', replicas, 1)
+    name = backend if isinstance(backend, str) else getattr(backend, '__name__', repr(backend))
+    return count, backend_factory(pool, backend, where), name
 
 
 def cpu_replicas() -> int:

@@ -19,9 +19,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from pyterrier_rag.backend import Backend
 
-from .._checks import check, check_int
+from .._checks import check
 from ..errors import BackendError
-from ._replica import Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, cpu_replicas
+from ._replica import Profile, Replica, ReplicatedBackend, Schedule, cpu_device, local_pool
 
 
 class SerialTokenizer:
@@ -83,9 +83,7 @@ class ThreadBackend(ReplicatedBackend):
 
     def __init__(self, backend: Union[str, Callable[..., Backend]], replicas: Optional[int] = None, *,
                  verbose: bool = False, **backend_kwargs):
-        replicas = cpu_replicas() if replicas is None else check_int('ThreadBackend', 'replicas', replicas, 1)
-        factory = backend_factory('ThreadBackend', backend, 'in this process')
-        self._name = backend if isinstance(backend, str) else getattr(backend, '__name__', repr(backend))
+        replicas, factory, self._name = local_pool('ThreadBackend', backend, replicas, 'in this process')
         first = Replica(factory, backend_kwargs, _located(0))
         if first.failure is not None:
             raise BackendError(f'ThreadBackend({self._name!r}): {first.failure}')
