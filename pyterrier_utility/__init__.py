@@ -8,6 +8,7 @@ PyTerrier and torch; ``import pyterrier_utility as pu; pu.Reader`` works as usua
 own warnings print as one plain line (:class:`~pyterrier_utility.errors.UtilityWarning`).
 """
 from ._lazy import lazy_module
+from ._onednn import bound_primitive_cache
 from ._version import __version__ as __version__
 from .errors import plain_warnings
 
@@ -34,3 +35,4 @@ _MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
 plain_warnings()
+bound_primitive_cache()

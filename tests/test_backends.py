@@ -252,6 +252,86 @@ def test_buffered_kv_layers_return_what_hugging_faces_layers_return(sliding):
         assert ours.get_seq_length() == theirs.get_seq_length()
 
 
+@pytest.mark.parametrize('sliding', [False, True])
+def test_shared_kv_layers_give_each_row_the_keys_and_values_of_its_own_cache(sliding):
+    """A shared layer holds each prompt's keys once; what a row attends to (its prompt's visible keys, then
+    its own decoded ones) is what Hugging Face's layer holds for that row decoded alone, step by step,
+    across rows leaving the batch, past the window, past the room; the masks keep the padded batch's sizes."""
+    import torch
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    from pyterrier_utility.backends.hf.kv import shared as _shared
+    make = (lambda: DynamicSlidingWindowLayer(sliding_window=6)) if sliding else DynamicLayer
+    prompts, counts = [torch.randn(1, 2, 7, 3), torch.randn(1, 2, 3, 3)], [2, 1]
+    alone = []
+    for keys, n in zip(prompts, counts):
+        for _ in range(n):
+            layer = make()
+            layer.update(keys, -keys)
+            alone.append(layer)
+    prefilled = [make() for _ in prompts]
+    for layer, keys in zip(prefilled, prompts):
+        layer.update(keys, -keys)
+    ours = _shared(prefilled[0], [(p.keys, p.values) for p in prefilled], counts, room=2, longest=7)
+    assert type(ours).__name__.startswith('_Shared') and ours.prompts[0][0].untyped_storage() is not None
+    rows = [0, 1, 2]
+    for step in range(8):
+        if step == 3:  # the first prompt's second sample leaves the batch
+            ours.batch_select_indices(torch.tensor([0, 2]))
+            rows = [0, 2]
+        new = torch.randn(len(rows), 2, 1, 3)
+        keys, values = ours.update(new, 2 * new)
+        assert keys.shared_kv is ours
+        expected = [alone[row].update(new[i:i + 1], 2 * new[i:i + 1]) for i, row in enumerate(rows)]
+        seen = {}
+        for first, end, prompt_keys, prompt_values in ours.prompt_spans():
+            for i in range(first, end):
+                own_keys, own_values = ours.decoded()
+                seen[i] = (torch.cat([prompt_keys[0], own_keys[i]], dim=-2),
+                           torch.cat([prompt_values[0], own_values[i]], dim=-2))
+        for i, (k, v) in enumerate(expected):
+            # Hugging Face's sliding layer returns the window's keys, plus the new token once the window is full
+            window = k.shape[-2] if not sliding else min(k.shape[-2], 6)
+            assert torch.equal(seen[i][0], k[0, :, -window:]) and torch.equal(seen[i][1], v[0, :, -window:])
+        assert ours.get_seq_length() == 7 + step + 1
+        padded = make()
+        padded.update(torch.zeros(1, 2, 8 + step, 3), torch.zeros(1, 2, 8 + step, 3))
+        assert ours.get_mask_sizes(1) == padded.get_mask_sizes(1)
+    assert ours.prompts[1] is not None and ours.prompts[0] is not None
+
+
+def test_shared_attention_gives_a_row_the_same_values_alone_or_beside_its_samples_and_other_prompts():
+    """The attention over a shared layer: a row's output alone (one prompt, one sample) is bit for bit its
+    output among three samples of its prompt and another prompt's, in float32 and bfloat16, and close to
+    attention over its keys in one piece."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from pyterrier_utility.backends.hf import invariant
+    from pyterrier_utility.backends.hf.kv import shared as _shared
+    generator = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        prompts = [torch.randn(1, 1, length, 256, generator=generator).to(dtype) for length in (700, 1200)]
+
+        def layer_for(chosen, counts):
+            first = DynamicLayer()
+            first.update(chosen[0], chosen[0])
+            return _shared(first, [(p, -p) for p in chosen], counts, 8, max(p.shape[-2] for p in chosen))
+        new = torch.randn(6, 1, 1, 256, generator=generator).to(dtype)
+        query = torch.randn(6, 4, 1, 256, generator=generator).to(dtype)
+        together = layer_for(prompts, [3, 3])
+        together.update(new, new)
+        out = invariant._attended_shared(2, query, together, 0.06, None)
+        for row, prompt in ((0, 0), (4, 1)):
+            alone = layer_for(prompts[prompt:prompt + 1], [1])
+            alone.update(new[row:row + 1], new[row:row + 1])
+            assert torch.equal(invariant._attended_shared(2, query[row:row + 1], alone, 0.06, None)[0], out[row])
+            keys = torch.cat([prompts[prompt], new[row:row + 1]], dim=-2)
+            values = torch.cat([-prompts[prompt], new[row:row + 1]], dim=-2)
+            whole = invariant._attended(2, query[row:row + 1], keys, values, 0.06, None, None)
+            torch.testing.assert_close(out[row].float(), whole[0].float(), rtol=0.02, atol=0.02)
+
+
 def test_repetition_penalty_gives_hugging_faces_scores():
     """The penalty equals ``RepetitionPenaltyLogitsProcessor`` bit for bit: positive and negative
     scores, tokens repeated in a history, and a history with ids past the vocabulary (which Hugging

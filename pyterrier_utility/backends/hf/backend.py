@@ -18,7 +18,7 @@ from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
 from .dtype import resolve_dtype
 from .invariant import batch_invariant, row_logsumexp, threads_text, tiled
-from .kv import buffer_kind, buffered
+from .kv import buffer_kind, buffered, shared
 from .layers import float_rows
 from .loop import decode
 from .prefix import PrefixCache, line_chunks
@@ -32,7 +32,8 @@ def _final(model, logits: torch.Tensor) -> torch.Tensor:
 
 
 #: How an invariant backend batches: part of the generation cache key.
-INVARIANT_BATCHING = 'batch-invariant (each row attends over its own keys; products in whole row tiles)'
+INVARIANT_BATCHING = ('batch-invariant (each row attends over its prompt\'s keys, held once, and its own; '
+                      'products in whole row tiles)')
 #: How an invariant backend batches where no row tile holds on the CPU (see ``rows_alone``).
 ROWS_ALONE_BATCHING = 'batch-invariant (each answer decoded alone)'
 
@@ -311,10 +312,11 @@ class CausalLMBackend(DecodingBackendBase):
         return cache, float_rows(out.logits)
 
     def _merge(self, prefills, room: int):
-        """One batch from the prefills of several prompts, each repeated for its rows: caches padded
-        on the left (into buffers with ``room`` tokens to decode into, where the layers allow), with
-        the attention mask, positions and repetition-penalty history that go with them (a prompt
-        alone gets no padding)."""
+        """One batch from the prefills of several prompts, each decoded by its rows: batch-invariant, each
+        prompt's cache held once for its rows (:func:`~.kv.shared`, where every layer allows); else caches
+        repeated for their rows and padded on the left (into buffers with ``room`` tokens to decode into,
+        where the layers allow); with the attention mask, positions and repetition-penalty history of the
+        padded batch (a prompt alone gets no padding)."""
         longest = max(len(ids) for ids, _, _, _ in prefills)
         caches = [cache for _, cache, _, _ in prefills]
         counts = [n for _, _, _, n in prefills]
@@ -322,7 +324,10 @@ class CausalLMBackend(DecodingBackendBase):
         layers = []
         for parts in zip(*(c.layers for c in caches)):
             layer = parts[0]
-            if buffer_kind(layer) is not None:
+            held = shared(layer, [(p.keys, p.values) for p in parts], counts, room, longest) if self.invariant else None
+            if held is not None:
+                layer = held
+            elif buffer_kind(layer) is not None:
                 layer = buffered(layer, room, [(p.keys, p.values, n) for p, n in zip(parts, counts)])
             else:
                 for name in ('keys', 'values'):
@@ -330,7 +335,7 @@ class CausalLMBackend(DecodingBackendBase):
                     size = max(t.shape[-2] for t in tensors)
                     setattr(layer, name, torch.cat([torch.nn.functional.pad(t, (0, 0, size - t.shape[-2], 0))
                                                     for t in tensors]))
-            if hasattr(layer, 'cumulative_length'):
+            if hasattr(layer, 'cumulative_length') and held is None:
                 layer.cumulative_length = longest
             layers.append(layer)
         merged.layers = layers

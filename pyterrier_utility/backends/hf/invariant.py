@@ -6,10 +6,13 @@ Two things in a plain batched decode step make a row's values depend on its batc
 - **Attention over a padded cache.** Rows of different prompts are padded on the left to the longest,
   and a kernel's reductions over the keys (the softmax's sum, the weighted sum of values) group the
   row's terms differently when the padded length changes; torch's fused CPU kernel also splits the
-  keys between threads for a single query. Here each run of consecutive rows with the same keys'
-  span attends over its own keys only (no padding, no mask), by matrix products whose shapes are the
-  row's own, on one thread (a BLAS splits a long sum over the keys between threads for some shapes):
-  the same values alone or in any batch, on any number of threads.
+  keys between threads for a single query. Here each row attends over its own keys only (no padding,
+  no mask), by matrix products whose shapes are the row's own, on one thread (a BLAS splits a long sum
+  over the keys between threads for some shapes): the same values alone or in any batch, on any number
+  of threads. A batch-invariant decode holds each prompt's keys once, whatever its number of samples
+  (:func:`~.kv.shared`): a row's products are over its prompt's keys and over its own decoded ones,
+  apart (:func:`_attend_shared`); a padded batch's rows (layers that cannot be shared) attend in runs
+  of rows over the same span of keys.
 - **Matrix products whose kernel changes with the number of rows.** A CPU's BLAS picks another kernel
   (another order of summing) for a few rows than for many: in float32 on AVX2 CPUs one, two and three
   rows each differ from four or more; on others the change comes at 2 and 16 rows. Decode-step linear
@@ -95,6 +98,38 @@ def _attended(tile: int, query: torch.Tensor, key: torch.Tensor, value: torch.Te
     return out.transpose(1, 2).contiguous()
 
 
+def _attend_shared(tile: int, query: torch.Tensor, layer, scaling: float, softcap: Optional[float]) -> torch.Tensor:
+    """A decode step's attention over a shared layer (:func:`~.kv.shared`): each row over its prompt's
+    keys, held once, and its own decoded keys; ``query`` (B, H, 1, D); returns (B, 1, H, D). Each row's
+    products are its own, of the shapes it has alone (a BLAS sums a product of more rows in another
+    order); the softmax is over both parts at once, and the two parts' weighted values are summed in
+    float32. On a CPU on one thread, as :func:`_attend`."""
+    if query.device.type == 'cpu':
+        with one_thread():
+            return _attended_shared(tile, query, layer, scaling, softcap)
+    return _attended_shared(tile, query, layer, scaling, softcap)
+
+
+def _attended_shared(tile: int, query: torch.Tensor, layer, scaling: float, softcap: Optional[float]) -> torch.Tensor:
+    rows, heads, _, dim = query.shape
+    own_keys, own_values = layer.decoded()  # (rows, KV, own, D)
+    kv = own_keys.shape[1]
+    q = query.reshape(rows, kv, heads // kv, dim)
+    outs = []
+    for first, end, keys, values in layer.prompt_spans():
+        length, keys_t, values = keys.shape[-2], keys[0].transpose(1, 2), values[0]
+        scores = torch.stack([torch.cat([tiled_matmul(q[row], keys_t, tile),
+                                         tiled_matmul(q[row], own_keys[row].transpose(1, 2), tile)], dim=-1)
+                              for row in range(first, end)]).float() * scaling
+        if softcap:
+            scores = torch.tanh(scores / softcap) * softcap
+        weights = torch.softmax(scores, dim=-1).to(values.dtype)  # (rows, KV, group, prompt + own)
+        outs += [(tiled_matmul(w[..., :length], values, tile).float()
+                  + tiled_matmul(w[..., length:], own_values[row], tile).float()).reshape(1, 1, heads, dim)
+                 for row, w in zip(range(first, end), weights)]
+    return torch.cat(outs).to(query.dtype)
+
+
 def _spans(mask: Optional[torch.Tensor], rows: int, length: int) -> List[Tuple[int, int, int]]:
     """``(first row, end row, first key)``: runs of consecutive decode rows attending to the same
     contiguous span of keys (a left-padded row starts after its padding; a sliding window cuts it)."""
@@ -132,6 +167,9 @@ def batch_invariant_attention(module, query: torch.Tensor, key: torch.Tensor, va
             mask = torch.ones(query.shape[2], key.shape[-2], dtype=torch.bool, device=query.device).tril(
                 key.shape[-2] - query.shape[2])[None, None]
         return _attend(tile, query, key, value, scale, mask, softcap), None
+    shared = getattr(key, 'shared_kv', None)
+    if shared is not None:
+        return _attend_shared(tile, query, shared, scale, softcap), None
     length = key.shape[-2]
     mask = None if attention_mask is None else attention_mask[..., -length:]
     parts = [_attend(tile, query[a:b], key[a:b, :, start:], value[a:b, :, start:], scale, None, softcap)

@@ -1,7 +1,14 @@
 """KV cache layers that decode into buffers allocated once per batch, where Hugging Face's dynamic
 layers concatenate (a copy of the whole cache per step and layer). Written against the layer classes
-of the transformers versions the project pins (``DynamicLayer``, ``DynamicSlidingWindowLayer``)."""
-from typing import Optional, Sequence
+of the transformers versions the project pins (``DynamicLayer``, ``DynamicSlidingWindowLayer``).
+
+- buffered layers (:func:`buffered`) hold a padded batch: each prompt's keys and values repeated for
+  each of its rows, left-padded to the longest, as Hugging Face's attention reads them;
+- shared layers (:func:`shared`) hold each prompt's keys and values once, however many rows (samples)
+  decode from it, and each row's decoded tokens apart: read by the batch-invariant attention
+  (:func:`~.invariant.batch_invariant_attention`), which attends over the two parts.
+"""
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
@@ -68,6 +75,115 @@ class _BufferedSlidingLayer(_Buffered, DynamicSlidingWindowLayer):
         keys, values = keys[..., -seen:, :], values[..., -seen:, :]
         self.keys, self.values = keys[..., -self.sliding_window + 1:, :], values[..., -self.sliding_window + 1:, :]
         return keys, values
+
+
+def _compact(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` alone: a sliding-window layer's keys are a view of the whole prefill chunk's, which the
+    view would otherwise keep."""
+    whole = tensor.untyped_storage().nbytes()
+    return tensor if whole == tensor.numel() * tensor.element_size() else tensor.clone()
+
+
+class _Shared:
+    """A KV cache layer whose rows decode from prompts held once: each prompt's keys and values (one
+    row, as its prefill left them) and, apart, each row's decoded tokens, in a buffer with room for
+    them. Rows of a prompt are consecutive. The keys :meth:`update` returns are the rows' decoded
+    ones, marked with the layer (``shared_kv``) for the attention to find the prompts'. The masks
+    Hugging Face builds keep the padded batch's sizes (the prompts padded to the longest); the
+    attention reads the layer instead."""
+    keys: Optional[torch.Tensor]
+    values: Optional[torch.Tensor]
+
+    def start_shared(self, prompts: Sequence[Tuple[torch.Tensor, torch.Tensor]], counts: Sequence[int],
+                     room: int, longest: int) -> None:
+        self.prompts: List[Optional[Tuple[torch.Tensor, torch.Tensor]]] = [
+            (_compact(k), _compact(v)) for k, v in prompts]
+        self.owner = [i for i, n in enumerate(counts) for _ in range(n)]
+        keys = prompts[0][0]
+        shape = (len(self.owner), keys.shape[1], room, keys.shape[-1])
+        self._k, self._v = keys.new_empty(shape), keys.new_empty(shape)
+        self._n = 0
+        self.padded = longest
+        self.keys, self.values = self._k[..., :0, :], self._v[..., :0, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        n, t = self._n, key_states.shape[-2]
+        if n + t > self._k.shape[-2]:  # past the room asked for: grow
+            more = (*self._k.shape[:2], max(n, t), self._k.shape[-1])
+            self._k = torch.cat([self._k[..., :n, :], self._k.new_empty(more)], dim=-2)
+            self._v = torch.cat([self._v[..., :n, :], self._v.new_empty(more)], dim=-2)
+        self._k[..., n:n + t, :] = key_states
+        self._v[..., n:n + t, :] = value_states
+        self._n = n + t
+        if hasattr(self, 'cumulative_length'):
+            self.cumulative_length += t
+        self.keys, self.values = self._k[..., :self._n, :], self._v[..., :self._n, :]
+        keys, values = self.decoded()
+        keys.shared_kv = self  # type: ignore[attr-defined]  # read by the batch-invariant attention
+        return keys, values
+
+    def _visible(self) -> Tuple[Optional[int], int]:
+        """How many of each prompt's tokens and of the decoded ones the last token attends to
+        (``None``: all of the prompt's): a sliding window's last tokens only."""
+        window = getattr(self, 'sliding_window', None)
+        if window is None:
+            return None, self._n
+        return max(0, window - self._n), min(self._n, window)
+
+    def decoded(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The rows' decoded keys and values the last token attends to, (rows, heads, tokens, dim)."""
+        own = self._visible()[1]
+        return self._k[..., self._n - own:self._n, :], self._v[..., self._n - own:self._n, :]
+
+    def prompt_spans(self) -> Iterator[Tuple[int, int, torch.Tensor, torch.Tensor]]:
+        """``(first row, end row, keys, values)``: each run of rows decoding from one prompt, with the
+        prompt's keys and values the last token attends to, (1, heads, tokens, dim)."""
+        limit = self._visible()[0]
+        first = 0
+        for row in range(1, len(self.owner) + 1):
+            if row == len(self.owner) or self.owner[row] != self.owner[first]:
+                keys, values = self.prompts[self.owner[first]]  # type: ignore[misc]  # an owner's prompt is kept
+                if limit is not None:
+                    start = max(0, keys.shape[-2] - limit)
+                    keys, values = keys[..., start:, :], values[..., start:, :]
+                yield first, row, keys, values
+                first = row
+
+    def get_seq_length(self) -> int:
+        return self.padded + self._n
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._k, self._v = self._k[indices], self._v[indices]
+        self.owner = [self.owner[i] for i in indices.tolist()]
+        kept = set(self.owner)
+        self.prompts = [p if i in kept else None for i, p in enumerate(self.prompts)]
+        self.keys, self.values = self._k[..., :self._n, :], self._v[..., :self._n, :]
+
+
+class _SharedLayer(_Shared, DynamicLayer):
+    pass
+
+
+class _SharedSlidingLayer(_Shared, DynamicSlidingWindowLayer):
+    def get_seq_length(self) -> int:
+        return self.cumulative_length
+
+
+def shared(layer, prompts: Sequence[Tuple[torch.Tensor, torch.Tensor]], counts: Sequence[int], room: int,
+           longest: int):
+    """A dynamic layer as a shared one (:class:`_Shared`): ``prompts``' keys and values (each of its
+    own prefill, one row) decoded from by ``counts`` rows each, with ``room`` tokens for each row to
+    decode into; ``longest``: the longest prompt's length, the padded batch's that Hugging Face's masks
+    are built for. ``None`` for another kind of layer."""
+    kind: Any = {_BufferedLayer: _SharedLayer, _BufferedSlidingLayer: _SharedSlidingLayer}.get(buffer_kind(layer))
+    if kind is None:
+        return None
+    layer_shared = kind.__new__(kind)
+    layer_shared.__dict__.update(layer.__dict__)
+    layer_shared.start_shared(prompts, counts, room, longest)
+    if hasattr(layer_shared, 'cumulative_length'):
+        layer_shared.cumulative_length = longest
+    return layer_shared
 
 
 def buffer_kind(layer):
