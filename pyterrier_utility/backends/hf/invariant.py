@@ -113,21 +113,31 @@ def _attend_shared(tile: int, query: torch.Tensor, layer, scaling: float, softca
 def _attended_shared(tile: int, query: torch.Tensor, layer, scaling: float, softcap: Optional[float]) -> torch.Tensor:
     rows, heads, _, dim = query.shape
     own_keys, own_values = layer.decoded()  # (rows, KV, own, D)
-    kv = own_keys.shape[1]
-    q = query.reshape(rows, kv, heads // kv, dim)
-    outs = []
+    kv, own = own_keys.shape[1], own_keys.shape[-2]
+    group = heads // kv
+    q = query.reshape(rows, kv, group, dim)
+    flat = q.reshape(rows * kv, group, dim)
+    # The rows' own keys, one product for all (each row its own batch entry): with one key, a second (zero)
+    # one, as a lone row's product with one key is summed otherwise (float32, AMD EPYC).
+    keys_t = own_keys.reshape(rows * kv, own, dim).transpose(1, 2)
+    if own == 1:
+        keys_t = torch.cat([keys_t, torch.zeros_like(keys_t)], dim=-1)
+    own_scores = tiled_bmm(flat, keys_t, tile)[..., :own].view(rows, kv, group, own)
+    prompt_outs, own_weights = [], []
     for first, end, keys, values in layer.prompt_spans():
-        length, keys_t, values = keys.shape[-2], keys[0].transpose(1, 2), values[0]
-        scores = torch.stack([torch.cat([tiled_matmul(q[row], keys_t, tile),
-                                         tiled_matmul(q[row], own_keys[row].transpose(1, 2), tile)], dim=-1)
-                              for row in range(first, end)]).float() * scaling
+        # The prompt's keys, held once: a product per row (a batch of them would copy the keys for each).
+        length, prompt_t, values = keys.shape[-2], keys[0].transpose(1, 2), values[0]
+        scores = torch.cat([torch.stack([tiled_bmm(q[row], prompt_t, tile) for row in range(first, end)]),
+                            own_scores[first:end]], dim=-1).float() * scaling
         if softcap:
             scores = torch.tanh(scores / softcap) * softcap
         weights = torch.softmax(scores, dim=-1).to(values.dtype)  # (rows, KV, group, prompt + own)
-        outs += [(tiled_matmul(w[..., :length], values, tile).float()
-                  + tiled_matmul(w[..., length:], own_values[row], tile).float()).reshape(1, 1, heads, dim)
-                 for row, w in zip(range(first, end), weights)]
-    return torch.cat(outs).to(query.dtype)
+        prompt_outs += [tiled_bmm(w[..., :length], values, tile) for w in weights]
+        own_weights.append(weights[..., length:])
+    mine = tiled_bmm(torch.cat(own_weights).reshape(rows * kv, group, own),
+                     own_values.reshape(rows * kv, own, dim), tile)
+    out = torch.stack(prompt_outs).float() + mine.view(rows, kv, group, dim).float()
+    return out.reshape(rows, 1, heads, dim).to(query.dtype)
 
 
 def _spans(mask: Optional[torch.Tensor], rows: int, length: int) -> List[Tuple[int, int, int]]:
@@ -234,6 +244,13 @@ def tiled_matmul(a: torch.Tensor, b: torch.Tensor, tile: int) -> torch.Tensor:
     """``a @ b`` with ``a``'s rows padded to a multiple of ``tile`` (see :class:`TiledLinear`)."""
     rows = a.shape[-2]
     return torch.matmul(_padded(a, tile), b)[..., :rows, :]
+
+
+def tiled_bmm(a: torch.Tensor, b: torch.Tensor, tile: int) -> torch.Tensor:
+    """:func:`tiled_matmul` of two batches of matrices (3-D) by ``torch.bmm``: ``matmul`` computes a batch of
+    one as a single product, which for a transposed ``b`` in bfloat16 copies it first (ten times slower)."""
+    rows = a.shape[-2]
+    return torch.bmm(_padded(a, tile), b)[:, :rows, :]
 
 
 def _product(weight: torch.Tensor, bias: Optional[torch.Tensor], x: torch.Tensor, tile: int,
