@@ -349,6 +349,12 @@ def test_repetition_penalty_gives_hugging_faces_scores():
             expected = RepetitionPenaltyLogitsProcessor(penalty)(history, scores)
             got = _Penalty(penalty)(history, scores)
             assert torch.equal(got, expected) and not torch.equal(got, scores)
+            # In place (the decode loop's way): the same scores, then the model's own put back exactly
+            copy = scores.clone()
+            penalised, restore = _Penalty(penalty).in_place(history, copy)
+            assert penalised is copy and torch.equal(penalised, expected)
+            restore()
+            assert torch.equal(copy, scores)
         history[-1, -1] = vocabulary + 3
         assert torch.equal(_Penalty(1.2)(history, scores), RepetitionPenaltyLogitsProcessor(1.2)(history, scores))
 

@@ -192,18 +192,27 @@ def batch_invariant_attention(module, query: torch.Tensor, key: torch.Tensor, va
 SUM_BLOCK = 4096
 
 
+#: Columns :func:`row_logsumexp` exponentiates at a time (a multiple of :data:`SUM_BLOCK`): a whole row of
+#: a large vocabulary's terms is never held at once.
+SUM_CHUNK = 16 * SUM_BLOCK
+
+
 def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
     """The log-sum-exp of each row of a 2-D float tensor, batch-invariant: the same bits for a row alone
     or among any others, on any number of threads. torch sums a lone row of a large vocabulary on
     several threads (another order than a row among others); here each row is summed in blocks of
-    :data:`SUM_BLOCK`, then the blocks' sums, each small enough for one thread."""
+    :data:`SUM_BLOCK`, then the blocks' sums, each small enough for one thread. The terms are computed
+    :data:`SUM_CHUNK` columns at a time (each block's sum is the same either way)."""
     rows, width = x.shape
     top = x.amax(dim=-1, keepdim=True)  # exact in any order
-    terms = torch.exp(x - top)
-    pad = -width % SUM_BLOCK
-    if pad:
-        terms = torch.cat([terms, terms.new_zeros(rows, pad)], dim=1)
-    return top[:, 0] + torch.log(terms.view(rows, -1, SUM_BLOCK).sum(-1).sum(-1))
+    sums = []
+    for start in range(0, width, SUM_CHUNK):
+        terms = (x[:, start:start + SUM_CHUNK] - top).exp_()
+        pad = -terms.shape[1] % SUM_BLOCK
+        if pad:
+            terms = torch.cat([terms, terms.new_zeros(rows, pad)], dim=1)
+        sums.append(terms.view(rows, -1, SUM_BLOCK).sum(-1))
+    return top[:, 0] + torch.log(torch.cat(sums, dim=1).sum(-1))
 
 
 def _register() -> None:

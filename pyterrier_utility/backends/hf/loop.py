@@ -30,15 +30,19 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
     each: List[List[float]] = [[] for _ in row_seeds]
     active = list(range(len(row_seeds)))  # the row of each position of the batch
     live = [True] * len(active)  # finished rows stay in the batch until dropping them pays
+    buffer = None  # each step's float32 logits, written over (a new (rows, vocabulary) tensor a step otherwise)
     for step in range(max_new_tokens):
-        # The model's own logits: the penalty, temperature and top-k give new tensors.
-        raw = scores
+        # The model's own logits: their normaliser first; the penalty changes them in place and puts them back
+        # once the token is drawn (temperature and top-k read them).
+        raw, normaliser, restore = scores, row_logsumexp(scores), None
         if penalty is not None:
-            scores = penalty(history, scores)
+            scores, restore = penalty.in_place(history, scores)
         chosen = scores.argmax(-1).cpu() if sampler is None else sampler.next_tokens(scores, active)
+        if restore is not None:
+            restore()
         keep = []
         # log-softmax at the chosen tokens only: a whole (rows, vocabulary) one allocates.
-        chosen_logprob = (raw.gather(1, chosen.to(raw.device)[:, None])[:, 0] - row_logsumexp(raw)).tolist()
+        chosen_logprob = (raw.gather(1, chosen.to(raw.device)[:, None])[:, 0] - normaliser).tolist()
         for j, (row, token) in enumerate(zip(active, chosen.tolist())):
             if not live[j]:
                 continue
@@ -71,5 +75,8 @@ def decode(model, tokenizer, eos_token_ids: Set[int], decoding: Decoding, row_se
         out = model(input_ids=chosen, attention_mask=mask, position_ids=positions[:, None],
                          past_key_values=cache, use_cache=True)
         positions = positions + 1
-        cache, scores = out.past_key_values, float_rows(out.logits)
+        if buffer is None and out.logits.device.type == 'cpu':
+            buffer = torch.empty(len(active), out.logits.shape[-1], dtype=torch.float32)
+        cache, scores = out.past_key_values, float_rows(out.logits, buffer)
+        del out
     return tokens, cut, logprob, counted, each

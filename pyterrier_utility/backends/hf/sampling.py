@@ -149,6 +149,18 @@ class Penalty:
         self.last_n = last_n
         self.hf = RepetitionPenaltyLogitsProcessor(penalty)
 
+    def in_place(self, history: torch.Tensor, scores: torch.Tensor):
+        """``scores`` penalised, in place where it can (the same values as calling the penalty), and a
+        function putting back the scores it changed, exactly: ``(penalised, restore)``. A history with ids
+        past the vocabulary gives Hugging Face's copy, and ``scores`` are left as they were."""
+        if self.last_n is not None:
+            history = history[:, -self.last_n:]
+        if int(history.max()) >= scores.shape[-1]:
+            return self.hf(history, scores), lambda: None
+        score = scores.gather(1, history)
+        scores.scatter_(1, history, torch.where(score < 0, score * self.penalty, score / self.penalty))
+        return scores, lambda: scores.scatter_(1, history, score)
+
     def __call__(self, history: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if self.last_n is not None:
             history = history[:, -self.last_n:]
