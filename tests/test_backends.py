@@ -483,3 +483,18 @@ def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens
     assert answers == expected
     whole = window.with_settings(repeat_last_n=None)
     assert [o.text for o in whole.with_settings(stop=[]).generate(PROMPTS)] != answers
+
+
+def test_the_kernel_cache_bound_is_set_unless_given_and_left_out_of_other_engines_environments(monkeypatch):
+    from pyterrier_utility import _onednn
+    monkeypatch.delenv(_onednn.VARIABLE, raising=False)
+    monkeypatch.setattr(_onednn, '_set_here', False)
+    _onednn.bound_primitive_cache()
+    import os
+    assert os.environ[_onednn.VARIABLE] == str(_onednn.PRIMITIVE_CACHE_CAPACITY)
+    assert _onednn.VARIABLE not in _onednn.engine_environment(dict(os.environ))
+    monkeypatch.setenv(_onednn.VARIABLE, '512')  # the user's own: kept, here and for other engines
+    monkeypatch.setattr(_onednn, '_set_here', False)
+    _onednn.bound_primitive_cache()
+    assert os.environ[_onednn.VARIABLE] == '512'
+    assert _onednn.engine_environment(dict(os.environ))[_onednn.VARIABLE] == '512'

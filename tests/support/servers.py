@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from pyterrier_utility._onednn import engine_environment
 from pyterrier_utility.backends._vllm import cpu_dtype
 
 
@@ -34,7 +35,7 @@ class ServedModel:
 
     def start(self) -> 'ServedModel':
         cli = Path(sys.executable).with_name('transformers')
-        env = dict(os.environ, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
+        env = engine_environment(dict(os.environ, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1'))
         with open(self.log, 'a') as log:
             self.process = subprocess.Popen([str(cli), 'serve', self.model, '--port', str(self.port),
                                              '--device', 'cpu', '--host', '127.0.0.1'],
@@ -121,7 +122,8 @@ class VLLMServer(ServedModel):
         self.flags = tuple(flags)
 
     def start(self) -> 'VLLMServer':
-        env = dict(os.environ, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1', VLLM_CPU_KVCACHE_SPACE='2')
+        env = engine_environment(dict(os.environ, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1',
+                                      VLLM_CPU_KVCACHE_SPACE='2'))
         with open(self.log, 'a') as log:
             self.process = subprocess.Popen(
                 [str(vllm_python()), '-m', 'vllm.entrypoints.openai.api_server', '--model', self.model,
