@@ -98,7 +98,7 @@ class _Shared:
                      room: int, longest: int) -> None:
         self.prompts: List[Optional[Tuple[torch.Tensor, torch.Tensor]]] = [
             (_compact(k), _compact(v)) for k, v in prompts]
-        self.owner = [i for i, n in enumerate(counts) for _ in range(n)]
+        self._set_owner([i for i, n in enumerate(counts) for _ in range(n)])
         keys = prompts[0][0]
         shape = (len(self.owner), keys.shape[1], room, keys.shape[-1])
         self._k, self._v = keys.new_empty(shape), keys.new_empty(shape)
@@ -139,14 +139,20 @@ class _Shared:
         """``(first row, end row, keys, values)``: each run of rows decoding from one prompt, with the
         prompt's keys and values the last token attends to, (1, heads, tokens, dim)."""
         limit = self._visible()[0]
-        first = 0
-        for row in range(1, len(self.owner) + 1):
-            if row == len(self.owner) or self.owner[row] != self.owner[first]:
-                keys, values = self.prompts[self.owner[first]]  # type: ignore[misc]  # an owner's prompt is kept
-                if limit is not None:
-                    start = max(0, keys.shape[-2] - limit)
-                    keys, values = keys[..., start:, :], values[..., start:, :]
-                yield first, row, keys, values
+        for first, end in self._runs:
+            keys, values = self.prompts[self.owner[first]]  # type: ignore[misc]  # an owner's prompt is kept
+            if limit is not None:
+                start = max(0, keys.shape[-2] - limit)
+                keys, values = keys[..., start:, :], values[..., start:, :]
+            yield first, end, keys, values
+
+    def _set_owner(self, owner: List[int]) -> None:
+        """Each row's prompt, and the runs of rows of one prompt (``(first, end)``), found once per batch
+        and after rows leave it, not at each step and layer."""
+        self.owner, self._runs, first = owner, [], 0
+        for row in range(1, len(owner) + 1):
+            if row == len(owner) or owner[row] != owner[first]:
+                self._runs.append((first, row))
                 first = row
 
     def get_seq_length(self) -> int:
@@ -154,7 +160,7 @@ class _Shared:
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         self._k, self._v = self._k[indices], self._v[indices]
-        self.owner = [self.owner[i] for i in indices.tolist()]
+        self._set_owner([self.owner[i] for i in indices.tolist()])
         kept = set(self.owner)
         self.prompts = [p if i in kept else None for i, p in enumerate(self.prompts)]
         self.keys, self.values = self._k[..., :self._n, :], self._v[..., :self._n, :]
