@@ -2,7 +2,13 @@
 import os
 import tempfile
 
-_TMP = tempfile.mkdtemp(prefix='pu-tests-')
+# One folder for the whole run, removed when it ends by the process that made it: under pytest-xdist the
+# controller makes it and its workers inherit it (each worker's homes in a folder of its own).
+_OWNER = None if os.environ.get('PU_TESTS_DIR') else os.getpid()
+if _OWNER:
+    os.environ['PU_TESTS_DIR'] = tempfile.mkdtemp(prefix='pu-tests-')
+_RUN_DIR = os.environ['PU_TESTS_DIR']
+_TMP = os.path.join(_RUN_DIR, os.environ.get('PYTEST_XDIST_WORKER', 'main'))
 for var in ('PYTERRIER_HOME', 'IR_DATASETS_HOME', 'HF_HOME', 'MPLCONFIGDIR'):
     os.environ[var] = os.path.join(_TMP, var.lower())
 os.environ['HF_HUB_OFFLINE'] = '1'
@@ -10,8 +16,7 @@ os.environ['TRANSFORMERS_OFFLINE'] = '1'
 # Converting the offline reader takes a minute; a developer may keep the result between runs. The
 # workers of one pytest-xdist run (``make test`` runs two) share one cache: the converted models,
 # indices and score caches are built by one of them while the others wait, then read by all.
-_RUN = os.environ.get('PYTEST_XDIST_TESTRUNUID')
-_CACHE = os.path.join(tempfile.gettempdir(), f'pu-tests-{_RUN}', 'cache') if _RUN else os.path.join(_TMP, 'cache')
+_CACHE = os.path.join(_RUN_DIR, 'cache')
 os.environ['PYTERRIER_UTILITY_CACHE'] = os.environ.get('PYTERRIER_UTILITY_TEST_CACHE') or _CACHE
 # Each worker's torch (and the studies, servers and replicas it starts) runs its share of the cores: two
 # workers of two threads each on two cores wait on each other's OpenMP barriers, 3.5 times as long
@@ -68,6 +73,13 @@ def results():
         {'qid': 'q1', 'query': 'what is lift', 'docno': 'd3', 'text': 'third doc', 'score': 0.5, 'rank': 2},
         {'qid': 'q2', 'query': 'what is drag', 'docno': 'd4', 'text': 'drag doc', 'score': 2.0, 'rank': 0},
     ])
+
+
+def pytest_unconfigure(config):
+    """The run's folder goes when the run ends (its cache of converted models holds about 2 GB)."""
+    if _OWNER == os.getpid():
+        import shutil
+        shutil.rmtree(_RUN_DIR, ignore_errors=True)
 
 
 def pytest_configure(config):

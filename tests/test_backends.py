@@ -485,16 +485,22 @@ def test_a_windowed_penalty_decodes_as_a_plain_loop_penalising_the_last_n_tokens
     assert [o.text for o in whole.with_settings(stop=[]).generate(PROMPTS)] != answers
 
 
-def test_the_kernel_cache_bound_is_set_unless_given_and_left_out_of_other_engines_environments(monkeypatch):
-    from pyterrier_utility import _onednn
-    monkeypatch.delenv(_onednn.VARIABLE, raising=False)
-    monkeypatch.setattr(_onednn, '_set_here', False)
-    _onednn.bound_primitive_cache()
+def test_the_kernel_cache_bounds_are_set_unless_given_and_left_out_of_other_engines_environments(monkeypatch):
     import os
-    assert os.environ[_onednn.VARIABLE] == str(_onednn.PRIMITIVE_CACHE_CAPACITY)
-    assert _onednn.VARIABLE not in _onednn.engine_environment(dict(os.environ))
-    monkeypatch.setenv(_onednn.VARIABLE, '512')  # the user's own: kept, here and for other engines
-    monkeypatch.setattr(_onednn, '_set_here', False)
+
+    from pyterrier_utility import _onednn
+    onednn, ideep = _onednn.VARIABLES
+    monkeypatch.delenv(onednn, raising=False)
+    monkeypatch.delenv(ideep, raising=False)
+    monkeypatch.setattr(_onednn, '_set_here', set())
     _onednn.bound_primitive_cache()
-    assert os.environ[_onednn.VARIABLE] == '512'
-    assert _onednn.engine_environment(dict(os.environ))[_onednn.VARIABLE] == '512'
+    assert os.environ[onednn] == os.environ[ideep] == str(_onednn.PRIMITIVE_CACHE_CAPACITY)
+    given = _onednn.engine_environment(dict(os.environ))
+    assert onednn not in given and ideep not in given and given['PATH'] == os.environ['PATH']
+    monkeypatch.setenv(ideep, '512')  # the user's own: kept, here and for other engines
+    monkeypatch.setattr(_onednn, '_set_here', set())
+    monkeypatch.delenv(onednn)
+    _onednn.bound_primitive_cache()
+    assert os.environ[ideep] == '512' and os.environ[onednn] == str(_onednn.PRIMITIVE_CACHE_CAPACITY)
+    given = _onednn.engine_environment(dict(os.environ))
+    assert given[ideep] == '512' and onednn not in given

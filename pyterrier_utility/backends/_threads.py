@@ -4,9 +4,9 @@ A CPU's cores serve a small model better as replicas than as torch threads of on
 step of a few rows leaves most of a second torch thread idle, while a replica of its own keeps its core
 busy, and on one thread every product sums in one order, so an answer needs no care for the thread
 count. Replicas that are threads of one process hold one model: its weights, tokenizer and torch are
-in memory once, each replica adds only what its batches write (its prefix cache, a batch's KV cache and
-logits), and no process has to start. Python's lock is released inside every torch operation, which
-is where a decode step spends its time, so the replicas compute at once.
+in memory once, as is the prefix cache; each replica adds only what its batches write (a batch's KV
+cache and logits), and no process has to start. Python's lock is released inside every torch operation,
+which is where a decode step spends its time, so the replicas compute at once.
 
 The answers are those of one replica: the backend's batches are the ones it forms in process, each
 answered whole by one replica, and a batch-invariant backend gives each prompt the same answer
@@ -55,10 +55,10 @@ class ThreadBackend(ReplicatedBackend):
     each computing on one torch thread.
 
     The model is built once and shared: each replica is a copy of the backend holding the same model
-    and tokenizer, with its own prefix cache. The replicas share the backend's batches
+    and tokenizer and the same prefix cache. The replicas share the backend's batches
     (:class:`~pyterrier_utility.backends.work_batches`): the consecutive batches of a k-sweep go to the
-    same replica, whose prefix cache then serves them, and a replica done with its own takes the last
-    batches of the busiest. Each answer is computed on one thread, in the batch the backend forms in
+    same replica, so that the prefixes it cached serve them, and a replica done with its own takes the
+    last batches of the busiest. Each answer is computed on one thread, in the batch the backend forms in
     process, so a batch-invariant backend (:class:`~pyterrier_utility.backends.CausalLMBackend` on a
     CPU) gives the answers of one replica, bit for bit, whatever the number of replicas. Its
     ``generation_key`` is the backend's: one cache serves a run in process and on replicas alike.
