@@ -1,19 +1,23 @@
-"""Where the generation grid's time goes: a py-spy sampling profile, folded into the study's phases.
+"""Where the main job's time goes: a py-spy sampling profile of the study, folded into its parts.
 
-Runs the project's path over the grid of ``bench_generation.py`` (``--queries`` Cranfield queries x
-k = 1..10 x 6 systems + 0-shot, 5 samples, Gemma 3 270M) under ``py-spy record`` and reports the
-share of the answering time (the samples inside ``CausalLMBackend.generate``) spent in:
+Runs ``pyterrier-utility study`` (``--queries`` of the main job, every other default) in each of
+``--ways`` (those of ``bench_main_job.py``: ``replicas`` by default, ``padded`` the reference) under
+``py-spy record``, every thread sampled, waits left out, and prints each part's share of the samples:
 
-- prefill (forward passes over prompt chunks, prefix-cache lookups and copies, tokenizing);
-- decode matmuls (``Linear`` in the decode step's forward, the output layer included, as ``linear``
-  or ``w @ x.T``);
-- decode attention (scaled dot-product attention in the decode step);
-- the KV cache's upkeep (appending tokens, dropping finished rows, merging prompts into a batch);
-- sampling (top-k candidates and the Gumbel draw);
-- the rest of the decode loop (norms, activations, log-probabilities, stop checks, Python).
+- decode, attention (``batch_invariant_attention`` or transformers' SDPA in a decode step);
+- decode, linear layers (the output layer included);
+- decode, the rest of the step's model (norms, activations, rotary embeddings, the layers' Python);
+- decode, the sampler, the repetition penalty and the log-probabilities' normaliser;
+- decode, the KV cache's upkeep (merging a batch's prompts, appending, dropping finished rows);
+- prefill, linear layers; prefill, attention; prefill, the rest (the model's other work, the
+  prefix cache's lookups and copies, tokenizing);
+- the rest of generation (batches, the generation cache, the replicas' hand-offs);
+- scoring (BERTScore), and the rest (imports, retrieval, tables, figures, report).
 
-Needs py-spy (``pip install py-spy``); run as root or where ptrace is allowed.
-Usage: python benchmarks/bench_profile.py [--queries 1] [--rate 50]
+A thread's samples are its CPU time: with two replica threads on two cores, the shares are those of the
+two cores' time together. Needs py-spy (``pip install py-spy``), run as root or where ptrace is allowed.
+
+Usage: python benchmarks/bench_profile.py [--queries 5] [--rate 50] [--ways replicas padded]
 """
 import argparse
 import collections
@@ -22,68 +26,97 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
+from typing import Iterable, List
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_main_job import WAYS  # noqa: E402
 
-#: (phase, a frame that puts a sample in it), first match from the leaf's side wins.
-PHASES = [
-    ('sampling', '_SeededSampling.'),
-    ('prefill', 'CausalLMBackend._prefill'),
-    ('KV cache upkeep', 'batch_select_indices'),
-    ('KV cache upkeep', '_merge'),
-    ('KV cache upkeep', '_buffered'),
-    ('KV cache upkeep', 'Cache.update'),
-    ('decode attention', 'sdpa_attention_forward'),
-    ('decode matmuls', 'Linear.forward'),  # torch's Linear and this project's _WeightMajorLinear
-]
+#: The parts, in the order printed.
+PARTS = ('decode: attention', 'decode: linear layers', 'decode: the rest of the model',
+         'decode: sampler, penalty, normaliser', 'decode: KV cache upkeep',
+         'prefill: linear layers', 'prefill: attention', 'prefill: the rest',
+         'generation: the rest', 'scoring (BERTScore)', 'imports, retrieval, tables, figures, report')
 
-RUN = '''
-import sys, time
-sys.path.insert(0, {here!r})
-from bench_generation import grid_prompts
-import pyterrier_utility as pu
-prompts = grid_prompts({queries}, range(1, 11), 20)
-backend = pu.backends.gemma3_270m(temperature=0.3, top_k=50, max_new_tokens=32, repetition_penalty=1.2)
-reader = pu.Reader(pu.GenerationCache(backend), n_samples=5, stop=list(pu.reader.BASE_MODEL_STOP))
-start = time.perf_counter()
-reader.answer(prompts)
-print(f'{{len(prompts)}} prompts x 5 samples answered in {{time.perf_counter() - start:.1f}} s')
-'''
+ATTENTION = ('batch_invariant_attention', 'sdpa_attention_forward')
+STEP_WORK = ('SeededSampling', 'Penalty.', 'row_logsumexp', 'float_rows', '_top_k', '_softmax')
+UPKEEP = ('_merge', 'start_shared', 'start_buffer', 'start_merged', 'batch_select_indices', '_Shared.update',
+          '_Buffered', '_set_owner', '_compact')
 
 
-def phase_of(frames):
-    for phase, marker in PHASES:
-        if any(marker in f for f in frames):
-            return phase
-    return 'rest of the decode loop'
+def _any(frames: Iterable[str], markers: Iterable[str]) -> bool:
+    return any(m in f for f in frames for m in markers)
+
+
+def part_of(frames: List[str]) -> str:
+    """The part a sample's stack (root first) belongs to."""
+    if _any(frames, ('BertScore', 'bertscore', 'FBERT')):
+        return 'scoring (BERTScore)'
+    if not _any(frames, ('CausalLMBackend._generate',)):
+        return 'imports, retrieval, tables, figures, report'
+    if _any(frames, ('CausalLMBackend._prefill',)):
+        if _any(frames, ATTENTION):
+            return 'prefill: attention'
+        if _any(frames, ('TiledLinear.forward', 'Linear.forward')):
+            return 'prefill: linear layers'
+        return 'prefill: the rest'
+    if _any(frames, ('backends/hf/loop.py',)):
+        if _any(frames, ATTENTION):
+            return 'decode: attention'
+        if _any(frames, ('TiledLinear.forward', 'Linear.forward')):
+            return 'decode: linear layers'
+        if _any(frames, UPKEEP):
+            return 'decode: KV cache upkeep'
+        if _any(frames, STEP_WORK):
+            return 'decode: sampler, penalty, normaliser'
+        if _any(frames, ('forward (',)):
+            return 'decode: the rest of the model'
+    if _any(frames, UPKEEP):
+        return 'decode: KV cache upkeep'
+    return 'generation: the rest'
+
+
+def profile(way: str, args, tmp: Path) -> collections.Counter:
+    """The samples of the study run ``way``, counted by part."""
+    options, preamble = WAYS[way]
+    env = dict(os.environ)
+    if preamble:
+        site = tmp / f'site-{way}'
+        site.mkdir()
+        (site / 'sitecustomize.py').write_text(textwrap.dedent(preamble))
+        env['PYTHONPATH'] = os.pathsep.join([str(site)] + [p for p in [env.get('PYTHONPATH')] if p])
+    raw = tmp / f'{way}.txt'
+    command = [args.spy, 'record', '-r', str(args.rate), '-f', 'raw', '--threads', '--subprocesses', '-o', str(raw),
+               '--', sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', str(tmp / way),
+               '--queries', str(args.queries), *options]
+    print(f'{way}:', ' '.join(command[command.index('--') + 1:]), flush=True)
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    counts: collections.Counter = collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, n = line.rsplit(' ', 1)
+        counts[part_of(stack.split(';'))] += int(n)
+    return counts
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--queries', type=int, default=1)
+    parser.add_argument('--queries', type=int, default=5)
     parser.add_argument('--rate', type=int, default=50, help='samples per second')
+    parser.add_argument('--ways', nargs='+', choices=list(WAYS), default=['replicas', 'padded'])
     args = parser.parse_args()
-    spy = shutil.which('py-spy') or shutil.which('py-spy', path=str(Path(sys.executable).parent))
-    if spy is None:
+    args.spy = shutil.which('py-spy') or shutil.which('py-spy', path=str(Path(sys.executable).parent))
+    if args.spy is None:
         sys.exit('bench_profile.py needs py-spy: pip install py-spy')
-    with tempfile.TemporaryDirectory() as tmp:
-        script, raw = Path(tmp) / 'grid.py', Path(tmp) / 'profile.txt'
-        script.write_text(RUN.format(here=str(HERE), queries=args.queries))
-        subprocess.run([spy, 'record', '-r', str(args.rate), '-f', 'raw', '-o', str(raw), '--',
-                        sys.executable, str(script)], check=True, env=dict(os.environ))
-        counts, total = collections.Counter(), 0
-        for line in raw.read_text().splitlines():
-            stack, n = line.rsplit(' ', 1)
-            frames = stack.split(';')
-            if not any('CausalLMBackend.generate' in f for f in frames):
-                continue
-            counts[phase_of(frames)] += int(n)
-            total += int(n)
-    print(f'\n{total / args.rate:.1f} s of samples inside CausalLMBackend.generate')
-    print('| phase | share |\n|---|---:|')
-    for phase, n in counts.most_common():
-        print(f'| {phase} | {100 * n / total:.1f}% |')
+    with tempfile.TemporaryDirectory(prefix='pu-profile-') as tmp:
+        found = {way: profile(way, args, Path(tmp)) for way in args.ways}
+    totals = {way: sum(counts.values()) for way, counts in found.items()}
+    print('\n| part | ' + ' | '.join(args.ways) + ' |')
+    print('|---|' + '---:|' * len(args.ways))
+    for part in PARTS:
+        print(f'| {part} | ' + ' | '.join(f'{100 * found[w][part] / totals[w]:.1f}%' for w in args.ways) + ' |')
+    print('| samples (CPU seconds) | ' + ' | '.join(f'{totals[w] / args.rate:.1f}' for w in args.ways) + ' |')
 
 
 if __name__ == '__main__':
