@@ -6,8 +6,8 @@ bindings (ideep) keep of the products they built, with their descriptions and wo
 meets a new shape at nearly every step (attention over one more key; rows leaving the batch), so both
 fill with kernels used once: for the offline reader's two replica threads, about 0.4 GiB in oneDNN's
 cache and 0.6 GiB more in torch's. A few dozen hold every shape a step reuses; see the docs'
-Performance page. oneDNN reads its variable at the process's first bfloat16 product, so a process that
-computed with torch before importing this package keeps oneDNN's default.
+Performance page. Both variables are read at the process's first bfloat16 product, so a process that
+computed with torch before importing this package keeps both defaults.
 """
 import os
 
