@@ -135,8 +135,9 @@ def main():
           f'top-k {args.top_k}, <= {args.max_new_tokens} new tokens, {torch.get_num_threads()} threads')
 
     def project(**options):
+        # The references' decoding: the penalty over every token, the base model's stops.
         backend = pu.backends.gemma3_270m(temperature=args.temperature, top_k=args.top_k,
-                                          max_new_tokens=args.max_new_tokens,
+                                          max_new_tokens=args.max_new_tokens, repeat_last_n=None, stop=stop,
                                           repetition_penalty=args.repetition_penalty, **options)
         return backend, pu.Reader(pu.GenerationCache(backend), n_samples=args.samples, stop=stop)
 
@@ -148,10 +149,11 @@ def main():
     passes.detach()
     floor = passes.floor(shape, rate, bandwidth)
     by_row = {(p, s): a.text for p, row in zip(prompts, answers) for s, a in zip(seeds, row)}
-    print(f'project ({str(backend.dtype).replace("torch.", "")}, whole grid): {ours:8.1f} s; prompt tokens '
-          f'{backend.prompt_tokens} asked, {backend.prefilled_tokens} prefilled '
-          f'({backend.prompt_tokens / backend.prefilled_tokens:.1f}x fewer); prefix KV kept at the end '
-          f'{backend.prefixes.bytes / 2**20:.0f} MiB in {len(backend.prefixes)} prefixes')
+    used = reader.cache.backend  # the copy holding the reader's length and stops, which did the work
+    print(f'project ({str(backend.dtype).replace("torch.", "")}, in this process, whole grid): {ours:8.1f} s; '
+          f'prompt tokens {used.prompt_tokens} asked, {used.prefilled_tokens} prefilled '
+          f'({used.prompt_tokens / max(used.prefilled_tokens, 1):.1f}x fewer); prefix KV kept at the end '
+          f'{used.prefixes.bytes / 2**20:.0f} MiB in {len(used.prefixes)} prefixes')
     print(f'roofline: {rate / 1e12:.2f} TFLOP/s best matmul, {bandwidth / 1e9:.1f} GB/s read; '
           f'{floor["passes"]} forward passes, {floor["flops"] / 1e12:.1f} TFLOP, {floor["bytes"] / 1e9:.0f} GB -> '
           f'floor {floor["seconds"]:.1f} s ({floor["compute_bound_s"]:.1f} s compute-bound, '
