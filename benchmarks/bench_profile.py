@@ -50,29 +50,26 @@ def _any(frames: Iterable[str], markers: Iterable[str]) -> bool:
     return any(m in f for f in frames for m in markers)
 
 
+LINEAR = ('TiledLinear.forward', 'Linear.forward')
+#: A step's work, by the frame that marks it; the first found wins: (markers, part).
+PREFILL = ((ATTENTION, 'prefill: attention'), (LINEAR, 'prefill: linear layers'))
+DECODE = ((ATTENTION, 'decode: attention'), (LINEAR, 'decode: linear layers'), (UPKEEP, 'decode: KV cache upkeep'),
+          (STEP_WORK, 'decode: sampler, penalty, normaliser'), (('forward (',), 'decode: the rest of the model'))
+
+
 def part_of(frames: List[str]) -> str:
     """The part a sample's stack (root first) belongs to."""
     if _any(frames, ('BertScore', 'bertscore', 'FBERT')):
         return 'scoring (BERTScore)'
     if not _any(frames, ('CausalLMBackend._generate',)):
         return 'imports, retrieval, tables, figures, report'
-    if _any(frames, ('CausalLMBackend._prefill',)):
-        if _any(frames, ATTENTION):
-            return 'prefill: attention'
-        if _any(frames, ('TiledLinear.forward', 'Linear.forward')):
-            return 'prefill: linear layers'
-        return 'prefill: the rest'
-    if _any(frames, ('backends/hf/loop.py',)):
-        if _any(frames, ATTENTION):
-            return 'decode: attention'
-        if _any(frames, ('TiledLinear.forward', 'Linear.forward')):
-            return 'decode: linear layers'
-        if _any(frames, UPKEEP):
-            return 'decode: KV cache upkeep'
-        if _any(frames, STEP_WORK):
-            return 'decode: sampler, penalty, normaliser'
-        if _any(frames, ('forward (',)):
-            return 'decode: the rest of the model'
+    for step, parts, rest in ((('CausalLMBackend._prefill',), PREFILL, 'prefill: the rest'),
+                              (('backends/hf/loop.py',), DECODE, None)):
+        if _any(frames, step):
+            found = next((part for markers, part in parts if _any(frames, markers)), rest)
+            if found:
+                return found
+            break
     if _any(frames, UPKEEP):
         return 'decode: KV cache upkeep'
     return 'generation: the rest'
