@@ -31,6 +31,7 @@ from .vocabulary import (
     RERANKERS,
     SUBMEASURES,
     SYSTEMS,
+    UTILITY_GAINS,
 )
 
 
@@ -254,6 +255,9 @@ OPTIONS: Dict[str, List[Option]] = {
          "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=SUBMEASURES), "BERTScore's precision, recall or F1"),
         (('--agg',), 'agg', dict(choices=AGGREGATIONS), 'BERTScore over the references: the best or the mean'),
+        (('--utility',), 'utility', dict(choices=UTILITY_GAINS),
+         'utility U: the relative gain (P_k - P_0) / P_0 (the paper\'s) or the absolute gain P_k - P_0, in Table 1 and '
+         "its t-tests, the figures and the report (default: relative; report: the gain the study was run with)"),
         (('--ndcg-order',), 'ndcg_order', dict(choices=NDCG_ORDERS),
          'nDCG@k of a reversed system: the contexts as the reader sees them, or the retrieval order'),
         (('--correction',), 'correction', dict(choices=CORRECTIONS),
@@ -348,7 +352,7 @@ LEFT_OUT = {'study': (),
             'experiment': ('runs', 'cosmix_threshold', 'fig4_k', 'figure_ks', 'ndcg_order', 'correction', 'min_n',
                            'title') + PLACEMENT,
             'attribute': ('figure_ks', 'orderings', 'no_reverse', 'windows', 'window_grid', 'fig4_k', 'ndcg_order',
-                          'correction', 'min_n', 'title') + PLACEMENT}
+                          'correction', 'min_n', 'title', 'utility') + PLACEMENT}
 
 
 #: A command's options: (heading, group of :data:`OPTIONS`, the fields taken from it), in --help's order.
@@ -370,7 +374,8 @@ COMMANDS: Dict[str, Layout] = {
     'study': _running('study', ('prediction', ('predict',)), ('transfer', ('transfer', 'max_docs'))),
     'experiment': _running('experiment'),
     'attribute': _running('attribute', ('attribution', ('method', 'budget', 'evaluate'))),
-    'report': [(None, 'report', ('folders',)), (None, 'scoring and output', ('out', 'correction', 'fig4_k', 'min_n')),
+    'report': [(None, 'report', ('folders',)),
+               (None, 'scoring and output', ('out', 'utility', 'correction', 'fig4_k', 'min_n')),
                (None, 'report', ('html',)), (None, 'scoring and output', ('ndcg_order',))],
     'transfer': [(None, 'transfer', ('out', 'max_docs'))],
     'predict': [(None, 'prediction', ('out', 'folds', 'seed', 'n_resamples', 'apair_k', 'perplexity', 'udcg',

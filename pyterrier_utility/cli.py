@@ -95,9 +95,10 @@ def config_of(args: argparse.Namespace, base: StudyConfig) -> StudyConfig:
 def report(args) -> int:
     """Tables and figures again from saved per_query.csv files: nothing is generated."""
     from .commands import main as commands  # after parsing: --help needs no PyTerrier nor torch
-    config = presets.REPORT.replace(**explicit_settings(args))
+    given = explicit_settings(args)
+    config = presets.REPORT.replace(**given)
     commands.report(args.folders, Path(config.out), correction=config.correction, fig4_k=config.fig4_k,
-                    ndcg_order=config.ndcg_order, html=args.html, min_n=config.min_n)
+                    ndcg_order=config.ndcg_order, html=args.html, min_n=config.min_n, gain=given.get('utility'))
     return 0
 
 

@@ -39,8 +39,10 @@ FBERT = _column_measure('fbert', 'FBERT', 'Answer quality P_k: max BERTScore F1 
 #: ``-`` and ``p-value`` columns compare a value with itself (0, 0, NaN) and are not a test.
 FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0 (shared by the systems of one reader: '
                          'not significance-tested)')
-#: Context utility U = (P_k - P_0) / P_0 (column ``utility``).
-Utility = _column_measure('utility', 'Utility', 'Context utility U = (P_k - P_0) / P_0')
+#: Context utility U (column ``utility``): (P_k - P_0) / P_0, or P_k - P_0 from a
+#: :class:`~pyterrier_utility.UtilityEvaluator` with ``gain='absolute'``.
+Utility = _column_measure('utility', 'Utility', "Context utility U = (P_k - P_0) / P_0, or P_k - P_0 (the evaluator's "
+                          "gain='absolute')")
 #: LLM-retEval (column ``reteval`` of :class:`~pyterrier_utility.LLMRetEval`): the share of queries whose
 #: retrieved-context answer matches the gold-context answer.
 RetEval = _column_measure('reteval', 'RetEval',

@@ -65,6 +65,9 @@ GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
 #: The qualities computed from an answer's words alone: no BERTScore model is loaded for them.
 WORD_QUALITIES = GOLD_QUALITIES[:2]
+#: What utility U measures: the relative gain (P_k - P_0) / P_0 (the paper's) or the absolute gain P_k - P_0
+#: (the authors' later work; :func:`~pyterrier_utility.scoring.utility.utility`).
+UTILITY_GAINS = ('relative', 'absolute')
 #: The multiple-testing corrections offered (statsmodels' ``multipletests`` methods).
 CORRECTIONS = ('bonferroni', 'sidak', 'holm-sidak', 'holm', 'simes-hochberg', 'hommel', 'fdr_bh', 'fdr_by',
                'fdr_tsbh', 'fdr_tsbky')
@@ -84,7 +87,7 @@ ATTRIBUTION_METHODS = ('shapley', 'permutation', 'kernelshap', 'tmc', 'contextci
 MAX_REFERENCE_K = 8
 
 # What predicts utility (the predict command, :mod:`~pyterrier_utility.commands.predicting`).
-#: What the signals are correlated with: U (per_query.csv's ``utility``, the relative gain), the absolute
+#: What the signals are correlated with: U (per_query.csv's ``utility``, under the study's gain), the absolute
 #: gain P_k - P_0 (the authors' utility) and P_k (``fbert``).
 PREDICTION_TARGETS = ('utility', 'gain', 'fbert')
 #: The levels of ``prediction.csv``'s rows: over the queries of one (labels, system, k) cell, or over the

@@ -416,6 +416,63 @@ def test_figures_sweep_their_own_ks_over_answers_shared_with_table_1(tmp_path, m
     assert drawn['utility_vs_k'][-1] == drawn['correlation_vs_k'][-1] == [1, 2, 3]
 
 
+@pytest.mark.slow
+def test_an_absolute_study_tests_p_k_minus_p_0_and_report_redraws_a_relative_study_as_that_study(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    """--utility absolute: Table 1's means and marks are scipy's paired t-tests on per_query.csv's P_k - P_0;
+    the report command redraws a relative study absolute, generating nothing, into the absolute study's files."""
+    import json
+
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    common = ['study', '--queries', '5', '--systems', 'BM25', 'Rel', 'NRel', '--labels', '2', '--samples', '1',
+              '-k', '1', '3', '--min-n', '2', '--fig4-k', '3']
+    absolute, relative = tmp_path / 'absolute', tmp_path / 'relative'
+    assert cli.main(common + ['--utility', 'absolute', '--out', str(absolute)]) == 0
+    assert cli.main(common + ['--out', str(relative)]) == 0
+    assert json.loads((absolute / 'settings.json').read_text())['utility'] == 'absolute'
+    assert json.loads((relative / 'settings.json').read_text())['utility'] == 'relative'
+    per_query = pd.read_csv(absolute / 'per_query.csv', dtype={'qid': str})
+    gain = per_query['fbert'] - per_query['fbert_0shot']
+    assert (per_query['utility'] == gain).all()
+    table = pd.read_csv(absolute / 'table1.csv').fillna({'mark': ''})
+    assert len(table) == 2 * 4  # k x systems (BM25, BM25-r, Rel, NRel)
+    marked = 0
+    for row in table.itertuples():
+        d = per_query[per_query['k'] == row.k].assign(d=gain).pivot(index='qid', columns='system', values='d')
+        assert row.utility == pytest.approx(d[row.system].mean(), rel=1e-12) and row.n == 5
+        p_base = sps.ttest_rel(d[row.system], d['Rel']).pvalue if row.system != 'Rel' else float('nan')
+        p_rev = sps.ttest_rel(d['BM25-r'], d['BM25']).pvalue if row.system == 'BM25-r' else float('nan')
+        for got, want in ((row.p_baseline, p_base), (row.p_reversal, p_rev)):
+            assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-9)
+        mark = ('\u2020' if p_base < 0.05 else '') + ('\u2021' if p_rev < 0.05 else '')
+        assert row.mark.rstrip('\u00a7') == mark  # a health mark may follow
+        marked += bool(mark)
+    assert marked  # the marks are not all empty (NRel lies below Rel)
+    legend = (absolute / 'table1_paper.md').read_text()
+    assert legend.startswith('Mean absolute utility, n = 5 queries; ')
+    assert (relative / 'table1_paper.md').read_text().startswith('Mean utility, n = 5 queries; ')
+    # The same answers, P_k and P_0 in both studies; only U differs.
+    other = pd.read_csv(relative / 'per_query.csv', dtype={'qid': str})
+    assert_frame_equal(other.drop(columns='utility'), per_query.drop(columns='utility'))
+
+    capsys.readouterr()
+    again = tmp_path / 'again'
+    assert cli.main(['report', str(relative), '--utility', 'absolute', '--min-n', '2', '--fig4-k', '3',
+                     '--out', str(again)]) == 0
+    assert 'nothing generated' in capsys.readouterr().out
+    for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex', 'correlations.csv',
+                 'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k3.png', 'fig5_pearson_vs_k.png'):
+        assert (again / name).read_bytes() == (absolute / name).read_bytes(), name
+    # Without --utility, the gain each study was run with; two studies run differently need one given.
+    assert cli.main(['report', str(absolute), '--min-n', '2', '--out', str(tmp_path / 'same')]) == 0
+    assert (tmp_path / 'same' / 'table1_paper.md').read_text() == legend
+    with pytest.raises(SystemExit):
+        cli.main(['report', str(absolute), str(relative), '--out', str(tmp_path / 'both')])
+    assert 'different utility gains' in capsys.readouterr().err
+
+
 class TokenCountingBackend(CountingBackend):
     """CountingBackend(logprobs=True) reporting each word's log-probability (the sum it reports)."""
 

@@ -93,3 +93,43 @@ def test_pyterrier_rag_answer_measures_read_the_evaluators_output(counting_backe
     values = {(str(m.measure), m.query_id): m.value for m in ir_measures.iter_calc([EM, F1], gold, run)}
     assert values[('EM', 'q1')] == 1.0 and values[('EM', 'q2')] == 0.0  # sample 0's answer, as a string
     assert values[('F1', 'q2')] == 0.0
+
+
+def test_absolute_gain_is_p_k_minus_p_0_even_where_p_0_is_zero(counting_backend):
+    np.testing.assert_allclose(utility([0.6, 0.4, 0.3], [0.4, 0.5, 0.0], gain='absolute'), [0.2, -0.1, 0.3])
+    assert np.isnan(utility([np.nan, 0.5], [0.5, np.nan], gain='absolute')).all()
+    from pyterrier_utility.errors import SettingError
+    with pytest.raises(SettingError, match="gain must be 'relative' or 'absolute', got 'ratio'"):
+        utility([0.5], [0.4], gain='ratio')
+    with pytest.raises(SettingError, match="UtilityEvaluator: gain must be"):
+        UtilityEvaluator(Reader(counting_backend), TableScorer({}), gain='ratio')
+
+
+def test_the_evaluators_absolute_gain_reaches_the_utility_measure_of_pt_experiment(counting_backend, results):
+    import warnings
+
+    import pandas as pd
+    import pyterrier as pt
+
+    from pyterrier_utility import measures
+    reader = Reader(counting_backend, n_samples=2)
+    table = {'first doc (seed 0, 3 contexts)': 0.6, 'first doc (seed 1, 3 contexts)': 0.8,
+             'drag doc (seed 0, 1 contexts)': 0.3, 'drag doc (seed 1, 1 contexts)': 0.3,
+             'no context (seed 0, 0 contexts)': 0.0, 'no context (seed 1, 0 contexts)': 0.2}
+    evaluator = UtilityEvaluator(reader, TableScorer(table), gain='absolute')
+    assert repr(evaluator).endswith(", gain='absolute')")
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # P_0 of 0 on one sample is no NaN for the absolute gain
+        out = evaluator(reader(results))
+    by_qid = out.drop_duplicates('qid').set_index('qid')
+    # q1: P_k = (0.6 + 0.8) / 2, P_0 = (0.0 + 0.2) / 2; q2: P_k = 0.3, P_0 = 0.1.
+    assert by_qid.loc['q1', 'utility'] == pytest.approx(0.7 - 0.1)
+    assert by_qid.loc['q2', 'utility'] == pytest.approx(0.3 - 0.1)
+    topics = results[['qid', 'query']].drop_duplicates()
+    qrels = pd.DataFrame({'qid': ['q1', 'q2'], 'docno': ['d1', 'd4'], 'label': [1, 1]})
+    system = pt.Transformer.from_df(results)
+    experiment = pt.Experiment([system >> reader >> evaluator], topics, qrels, [measures.Utility, measures.FBERT],
+                               names=['A'], perquery=True)
+    got = experiment.pivot(index='qid', columns='measure', values='value')
+    assert got['Utility'].to_dict() == pytest.approx({'q1': 0.6, 'q2': 0.2})
+    assert (got['Utility'] == got['FBERT'] - by_qid['fbert_0shot']).all()

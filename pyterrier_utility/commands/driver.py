@@ -53,7 +53,7 @@ def run(config: StudyConfig, argv: Optional[list] = None,
                                      ks=config.all_ks, label_sets=collection.config.label_sets,
                                      reverse=ranked_systems(config, systems), orderings=config.orderings,
                                      windows=config.study_windows, window_step=config.window_step,
-                                     scorer_for=prepared.scorer_for(collection),
+                                     scorer_for=prepared.scorer_for(collection), gain=config.utility,
                                      baseline='Rel' if 'Rel' in systems else None,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
                                      reader_name=reader_name if len(readers) > 1 else None))
@@ -72,13 +72,14 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
     with stage_outputs(Path(config.out)) as stage:
         settings = results.settings or dict(to_dict(config), version=__version__)
         (stage / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
-        paths = write_study(results, stage, correction=config.correction, min_n=config.min_n, ks=config.ks)
+        paths = write_study(results, stage, correction=config.correction, min_n=config.min_n, ks=config.ks,
+                            gain=config.utility)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)
         fig4_k = figure4_k(config.fig4_k, config.all_ks, config.ks)
         drawn = figures.draw_figures(fold_readers(results.per_query), stage, fig4_k, ndcg_order=config.ndcg_order,
-                                     ks=config.figure_ks or config.ks)
+                                     ks=config.figure_ks or config.ks, gain=config.utility)
         # The page is written in the staging folder; its title names the folder it is moved into.
         write_report(stage, title=config.title or TITLE.format(Path(config.out).resolve().name))
         return sorted(list(paths) + drawn + [SETTINGS_FILE, REPORT_FILE])

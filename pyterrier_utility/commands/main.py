@@ -29,7 +29,7 @@ from ..report import figures
 from ..report.html import write_report
 from ..report.tables import write_tables
 from ..schema import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
-from ..scoring.utility import UtilityEvaluator
+from ..scoring.utility import UtilityEvaluator, check_gain, with_gain
 from ..settings import Placement
 from ..study import health, stats
 from ..study.config import StudyConfig, figure4_k
@@ -41,7 +41,7 @@ from ..study.stats import fold_readers
 from ..study.sweep import variants, window
 from ..study.systems import ranked_systems
 from ..study.validate import read_per_query
-from ..vocabulary import POOL_CAP
+from ..vocabulary import POOL_CAP, UTILITY_GAINS
 from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
 
@@ -107,7 +107,7 @@ def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame
     collection, reader = prepared.collections[config.datasets[0]], prepared.readers[config.readers[0]]
     name, k, topics, qrels = collection.name, config.ks[0], collection.topics, collection.qrels
     config = collection.config
-    evaluate = UtilityEvaluator(reader, prepared.scorer_for(collection)(config.label_sets[0]))
+    evaluate = UtilityEvaluator(reader, prepared.scorer_for(collection)(config.label_sets[0]), config.utility)
     systems = prepared.systems(collection, reader)
     pipelines = {}
     for s, system in systems.items():
@@ -169,29 +169,47 @@ def transfer(out: Union[str, Path], max_docs: Optional[int] = None, argv: Option
     return found
 
 
-def _recorded_ks(folder: Path) -> Optional[Tuple[List[int], List[int]]]:
-    """The ks of Table 1 and of Figures 3 and 5 a study folder's ``settings.json`` records (``None``:
-    no such file, or one without ``ks``)."""
+def _recorded(folder: Path) -> dict:
+    """What a study folder's ``settings.json`` records (nothing where it has none)."""
     path = folder / SETTINGS_FILE
-    if not path.is_file():
-        return None
-    settings = json.loads(path.read_text())
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _recorded_ks(settings: dict) -> Optional[Tuple[List[int], List[int]]]:
+    """The ks of Table 1 and of Figures 3 and 5 a study's ``settings`` record (``None``: no ``ks``)."""
     if 'ks' not in settings:
         return None
     return settings['ks'], settings.get('figure_ks') or settings['ks']
 
 
+def _report_gain(folders, recorded: List[dict], gain: Optional[str]) -> str:
+    """The gain a report shows: ``gain`` where given, else the one the studies were run with (relative for a
+    folder whose settings.json does not say); a :class:`SettingError` for studies run with different ones."""
+    if gain is not None:
+        return check_gain('report', gain)
+    found = {str(folder): settings.get('utility', UTILITY_GAINS[0]) for folder, settings in zip(folders, recorded)}
+    if len(set(found.values())) > 1:
+        raise SettingError(f'the studies were run with different utility gains ({found}): give --utility '
+                           f'{" or ".join(UTILITY_GAINS)} to show them all one way')
+    return next(iter(found.values()))
+
+
 def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = StudyConfig.fig4_k,
-           ndcg_order: str = StudyConfig.ndcg_order, html: bool = False, min_n: int = StudyConfig.min_n) -> List[str]:
+           ndcg_order: str = StudyConfig.ndcg_order, html: bool = False, min_n: int = StudyConfig.min_n,
+           gain: Optional[str] = None) -> List[str]:
     """Table 1 and Figures 3-5 again from the ``per_query.csv`` of saved study folders (several,
     e.g. one per dataset, make one table); nothing is generated. Table 1 is over the ``ks`` and
     Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has
-    none). With ``html``, also each folder's browsable page (``report.html`` in ``out``, or
-    ``NAME-report.html`` for several folders). Returns the file names."""
+    none). U is under ``gain`` (``'relative'`` or ``'absolute'``, computed again from each query's P_k
+    and P_0; default: the gain the studies were run with). With ``html``, also each folder's browsable
+    page as the study was run (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
+    Returns the file names."""
     frames, healths, table_ks, figure_ks = [], [], set(), set()
-    for folder in folders:
+    recorded = [_recorded(study_folder(folder)) for folder in folders]
+    gain = _report_gain(folders, recorded, gain)
+    for folder, settings in zip(folders, recorded):
         path = study_folder(folder) / 'per_query.csv'
-        frame = read_per_query(path)
+        frame = with_gain(read_per_query(path), gain)
         if 'dataset' not in frame.columns:
             frame.insert(0, 'dataset', Path(folder).name)
         frames.append(frame)
@@ -200,9 +218,9 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
             if 'dataset' not in found.columns:
                 found.insert(0, 'dataset', Path(folder).name)
             healths.append(found)
-        recorded = _recorded_ks(Path(folder))
-        table_ks |= set(recorded[0] if recorded else frame['k'])
-        figure_ks |= set(recorded[1] if recorded else frame['k'])
+        ks = _recorded_ks(settings)
+        table_ks |= set(ks[0] if ks else frame['k'])
+        figure_ks |= set(ks[1] if ks else frame['k'])
     per_query = pd.concat(frames, ignore_index=True)
     if per_query['dataset'].nunique() == 1 and len(folders) == 1:
         per_query = per_query.drop(columns=['dataset'])
@@ -213,9 +231,9 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     if found is not None and 'dataset' not in per_query.columns:
         found = found.drop(columns='dataset')
     paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks),
-                         health=found)
+                         health=found, gain=gain)
     drawn = figures.draw_figures(fold_readers(per_query), out, figure4_k(fig4_k, per_query['k'], table_ks),
-                                 ndcg_order=ndcg_order, ks=sorted(figure_ks))
+                                 ndcg_order=ndcg_order, ks=sorted(figure_ks), gain=gain)
     print(paths['table1_paper.md'].read_text())
     written = sorted(list(paths) + drawn)
     if html:

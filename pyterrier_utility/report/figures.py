@@ -12,6 +12,7 @@ import pandas as pd
 
 from .._messages import count
 from ..errors import SettingError
+from ..scoring.utility import gain_name
 from ..study import stats
 from ..vocabulary import ORACLES
 
@@ -89,11 +90,11 @@ def _legend_outside(ax):
 
 @_legible
 def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = None, labels: Optional[str] = None,
-                 exclude: Sequence[str] = ('NRel',), resamples: int = 1000):
+                 exclude: Sequence[str] = ('NRel',), resamples: int = 1000, gain: str = 'relative'):
     """Figure 3: mean utility against k, a line per system with its 95% bootstrap interval over
     queries (error bars, :func:`stats.utility_ci`), a panel per dataset and label set (``labels``:
     one of them only). NRel is left out by default, as in the paper (its utilities lie far below the
-    others); the panel's title says so."""
+    others); the panel's title says so. ``gain``: what ``utility`` holds, named on the axis."""
     plt = pyplot()
     part = _labels(per_query, labels)
     part = part[~part['system'].isin(exclude)]
@@ -108,7 +109,7 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
                         marker='o', capsize=3, label=system)
         ax.axhline(0, color='grey', lw=0.8, ls=':')
         ax.set_xlabel('k (documents in the context)')
-        ax.set_ylabel('mean utility U')
+        ax.set_ylabel(f'mean {gain_name(gain)} U')
         n = int(cell['n'].max()) if len(cell) else 0
         ax.set_title(_wrapped(_title('Utility vs k', dataset, label_set, 'n = ' + count(n, 'query')),
                               f'(95% bootstrap intervals; not drawn: {", ".join(left_out)})' if left_out
@@ -122,11 +123,12 @@ def utility_vs_k(per_query: pd.DataFrame, path: Optional[Union[str, Path]] = Non
 @_legible
 def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = None,
                     path: Optional[Union[str, Path]] = None, systems: Optional[Sequence[str]] = None,
-                    ndcg_order: str = 'context'):
+                    ndcg_order: str = 'context', gain: str = 'relative'):
     """Figure 4: per-query nDCG@k against utility at one k, with the least-squares line: a row per
     dataset and label set (``labels``: one only), a panel per system (default: the retrieval systems
     and their reversals, as the paper), axes shared. Each panel gives n, Pearson r and its p; no line
-    where r is undefined (fewer than 3 queries or a constant side), and the panel says so."""
+    where r is undefined (fewer than 3 queries or a constant side), and the panel says so. ``gain``:
+    what ``utility`` holds, named on the axis."""
     plt = pyplot()
     part = _labels(per_query, labels)
     part = part[part['k'] == k]
@@ -161,7 +163,7 @@ def ndcg_vs_utility(per_query: pd.DataFrame, k: int, labels: Optional[str] = Non
     for ax in grid[-1]:
         ax.set_xlabel(f'nDCG@{k} ({ndcg_order} order)')
     for ax in grid[:, 0]:
-        ax.set_ylabel('utility U')
+        ax.set_ylabel(f'{gain_name(gain)} U')
     fig.suptitle(f'Per-query nDCG@{k} vs utility, with least-squares lines')
     fig.tight_layout()
     return save_figure(fig, path)
@@ -206,16 +208,16 @@ def correlation_vs_k(per_query: pd.DataFrame, method: str = 'pearson', labels: O
 
 def draw_figures(per_query: pd.DataFrame, folder: Union[str, Path], fig4_k: int, labels: Optional[str] = None,
                  ndcg_order: str = 'context', formats: Sequence[str] = ('png', 'pdf'),
-                 ks: Optional[Sequence[int]] = None) -> list:
+                 ks: Optional[Sequence[int]] = None, gain: str = 'relative') -> list:
     """Figures 3-5 of a study into ``folder``, each as PNG and PDF, each with a panel per dataset and
     label set (``labels``: one only), Figures 3 and 5 over ``ks`` (default: every k of
-    ``per_query``); returns the file names."""
+    ``per_query``), U under ``gain`` (what ``per_query``'s ``utility`` holds); returns the file names."""
     plt = pyplot()
     folder = Path(folder)
     swept = per_query if ks is None else per_query[per_query['k'].isin(ks)]
-    figures = {'fig3_utility_vs_k': lambda: utility_vs_k(swept, labels=labels),
+    figures = {'fig3_utility_vs_k': lambda: utility_vs_k(swept, labels=labels, gain=gain),
                f'fig4_ndcg_vs_utility_k{fig4_k}': lambda: ndcg_vs_utility(per_query, fig4_k, labels=labels,
-                                                                          ndcg_order=ndcg_order),
+                                                                          ndcg_order=ndcg_order, gain=gain),
                'fig5_pearson_vs_k': lambda: correlation_vs_k(swept, 'pearson', labels=labels)}
     names = []
     for name, draw in figures.items():

@@ -21,6 +21,7 @@ from .._messages import count
 from ..methods.attribution.summary import attribution_table
 from ..schema import REPORT_FILE, SETTINGS_FILE
 from ..scoring.correlation import MIN_PAIRS
+from ..scoring.utility import gain_name
 from ..study import health as answer_health, stats
 from ..study.folder import StudyFolder, read_study
 from ..vocabulary import MIN_N
@@ -262,16 +263,17 @@ def _overview_html(study: StudyFolder) -> str:
     def section(title, body, anchor):
         return f'<h2 id="{anchor}">{title}</h2>\n{body}'
     figures = ''.join(figure_html(name, png) for name, png in study.figures.items())
+    utility = gain_name((study.settings or {}).get('utility', 'relative'))
     settings = (_settings_html(study.settings) if study.settings is not None else missing(SETTINGS_FILE))
     predicted = prediction_section(study.path)
     across = transfer_section(study.path)
     return '\n'.join([
         _verdict_html(study),
         _summary_html(study),
-        section('Table 1: mean context utility U per system and k',
+        section(f'Table 1: mean context {utility} U per system and k',
                 markdown_html(study.table1) if study.table1 is not None else missing('table1_paper.md'), 'table1'),
         section('Answer health', _health_html(study), 'health'),
-        section('Mean utility with a 95% bootstrap interval over queries', _ci_html(study), 'intervals'),
+        section(f'Mean {utility} with a 95% bootstrap interval over queries', _ci_html(study), 'intervals'),
         section('Figures', f'<div class="figures">{figures}</div>' if figures else missing('fig*.png'), 'figures'),
         section('Correlation with U across queries', _correlations_html(study), 'correlations'),
         *([section('Which document carried the utility', _attribution_html(study), 'attribution')]

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..errors import SettingError
 from ..schema import FRAME_FILES, TABLE_FILES
+from ..scoring.utility import gain_name
 from ..study import health as answer_health, stats
 from ..study.health import HEALTH_MARK
 from ..study.results import StudyResults
@@ -51,17 +52,18 @@ def _with_notes(text: str, notes: Sequence[str]) -> str:
 
 def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                     digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
-                    notes: Sequence[str] = ()) -> str:
+                    notes: Sequence[str] = (), gain: str = 'relative') -> str:
     """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system;
-    each block says over how many queries its means are; ``notes`` (the health mark's legend, the
-    positive control) follow the blocks."""
+    each block says what its means are (U under ``gain``) and over how many queries; ``notes`` (the health
+    mark's legend, the positive control) follow the blocks."""
     blocks = []
     keys = [k for k in ('dataset', 'labels') if k in table.columns]
     for key, part in table.groupby(keys, sort=False):
         title = ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,)))
         systems = list(dict.fromkeys(part['system']))
         header = ['k', '0-shot FBERT'] + systems
-        lines = [f'**{title}**: mean utility, {_n_text(part)}; ' + _legend(baseline, alpha, correction, min_n),
+        lines = [f'**{title}**: mean {gain_name(gain)}, {_n_text(part)}; '
+                 + _legend(baseline, alpha, correction, min_n),
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
         for k, row in part.groupby('k', sort=False):
             cells = {s: f'{u:.{digits}f}{m}' for s, u, m in zip(row['system'], row['utility'], row['mark'])}
@@ -112,7 +114,7 @@ def _paper_layout(table: pd.DataFrame):
 
 def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                  digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
-                 notes: Sequence[str] = (), block: str = 'Dataset') -> str:
+                 notes: Sequence[str] = (), block: str = 'Dataset', gain: str = 'relative') -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
     ``block`` heads the column naming the stacked blocks (``'Reader'`` where they are a study's readers,
@@ -124,12 +126,12 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     column only for several datasets. LaTeX is a ``table`` with a caption (legend and n), booktabs
     rules (``\\usepackage{booktabs}``), minus signs, and the best retrieval system of each column in
     bold (the oracles Rel and NRel are not compared). ``notes`` (the health mark's legend, the
-    positive control) follow the legend (the caption in LaTeX).
+    positive control) follow the legend (the caption in LaTeX), which names U's ``gain``.
     """
     if fmt not in ('markdown', 'latex'):
         raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
     label_sets, ks, rows = _paper_layout(table)
-    legend = f'Mean utility, {_n_legend(table)}; ' + _legend(baseline, alpha, correction, min_n)
+    legend = f'Mean {gain_name(gain)}, {_n_legend(table)}; ' + _legend(baseline, alpha, correction, min_n)
     if fmt == 'markdown':
         def number(x):
             if isinstance(x, tuple):
@@ -210,14 +212,16 @@ def _latex(text: str) -> str:
 
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
                  alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
-                 ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None) -> Dict[str, Path]:
+                 ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None,
+                 gain: str = 'relative') -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
     Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
     is over ``ks`` (default: every k of ``per_query``, which, like correlations.csv, holds them all).
     With the answers' ``health`` (``health.csv``), Table 1 marks its unhealthy cells (and says what
     the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
-    every k, :func:`~pyterrier_utility.study.health.control_notes`)."""
+    every k, :func:`~pyterrier_utility.study.health.control_notes`). ``gain``: what ``per_query``'s
+    ``utility`` holds (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`), named in the legends."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     block = block_heading(per_query)
@@ -229,7 +233,8 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
         table = answer_health.mark_table(table, fold_readers(health))
     paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
     table.to_csv(paths['table1.csv'], index=False)
-    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes)
+    options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes,
+                                   gain=gain)
     paths['table1.md'].write_text(table1_markdown(table, **options))
     paths['table1_paper.md'].write_text(table1_paper(table, 'markdown', block=block, **options))
     paths['table1.tex'].write_text(table1_paper(table, 'latex', block=block, **options))
@@ -252,10 +257,10 @@ def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: floa
 
 def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float = 0.05,
                 correction: Optional[str] = None, min_n: int = MIN_N,
-                ks: Optional[Sequence[int]] = None) -> Dict[str, Path]:
+                ks: Optional[Sequence[int]] = None, gain: str = 'relative') -> Dict[str, Path]:
     """Writes a study's data (:meth:`~pyterrier_utility.study.StudyResults.save`) and its tables
-    (:func:`write_tables`: Table 1 over ``ks``, default every k, its unhealthy cells marked) into
-    ``folder``; returns the paths by file name.
+    (:func:`write_tables`: Table 1 over ``ks``, default every k, its unhealthy cells marked, U named by
+    ``gain``, the study's) into ``folder``; returns the paths by file name.
 
     Example::
 
@@ -266,5 +271,5 @@ def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float
     health = results.health()
     paths = results.save(folder, health=health)
     paths.update(write_tables(results.per_query, folder, baseline=results.baseline, alpha=alpha,
-                              correction=correction, min_n=min_n, ks=ks, health=health))
+                              correction=correction, min_n=min_n, ks=ks, health=health, gain=gain))
     return paths

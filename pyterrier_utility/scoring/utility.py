@@ -1,24 +1,65 @@
-"""Context utility: the relative gain in answer quality that a context brings over no context."""
-from typing import List, Sequence, Tuple
+"""Context utility: the gain in answer quality that a context brings over no context, relative (the paper's)
+or absolute."""
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 import pyterrier as pt
 
 from .._frames import validate_columns
-from .._messages import warn_qids
+from .._messages import either, warn_qids
 from ..errors import FrameError, SettingError
 from ..protocols import AnswerScorer
 from ..reader import Reader
-from ..vocabulary import ZERO_SHOT
+from ..schema import PER_QUERY_MAY_BE_EMPTY
+from ..vocabulary import UTILITY_GAINS, ZERO_SHOT
+
+#: How the tables, figures and report name U under each gain.
+GAIN_NAMES: Dict[str, str] = dict(zip(UTILITY_GAINS, ('utility', 'absolute utility')))
 
 
-def utility(p_k, p_0):
-    """U = (P_k - P_0) / P_0, elementwise; NaN where P_0 is 0 or either value is NaN."""
+def check_gain(name: str, gain: str) -> str:
+    """``gain`` where it is one of :data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`, else a :class:`SettingError`."""
+    if gain not in UTILITY_GAINS:
+        raise SettingError(f'{name}: gain must be {either(UTILITY_GAINS)}, got {gain!r}')
+    return gain
+
+
+def gain_name(gain: str) -> str:
+    """What the tables, figures and report call U under ``gain``: 'utility' (the paper's) or 'absolute utility'."""
+    return GAIN_NAMES[check_gain('gain_name', gain)]
+
+
+def utility(p_k, p_0, gain: str = 'relative'):
+    """U, elementwise: the relative gain (P_k - P_0) / P_0 of Tian et al. (ECIR 2025), NaN where P_0 is 0;
+    or, with ``gain='absolute'``, the absolute gain P_k - P_0 of the authors' later work. NaN where
+    either value is NaN.
+
+    Example::
+
+        utility([0.6, 0.3], [0.4, 0.0])                   # [0.5, nan]
+        utility([0.6, 0.3], [0.4, 0.0], gain='absolute')  # [0.2, 0.3]
+    """
+    check_gain('utility', gain)
     p_k = np.asarray(p_k, dtype=float)
     p_0 = np.asarray(p_0, dtype=float)
+    if gain == 'absolute':
+        return p_k - p_0
     with np.errstate(divide='ignore', invalid='ignore'):
         return np.where(p_0 == 0, np.nan, (p_k - p_0) / p_0)
+
+
+def with_gain(per_query: pd.DataFrame, gain: str) -> pd.DataFrame:
+    """``per_query`` with its ``utility`` computed again under ``gain`` from its ``fbert`` (P_k) and
+    ``fbert_0shot`` (P_0): a finished study read either way, nothing generated or scored again (both gains
+    of a query are functions of its mean P_k and P_0 over samples).
+
+    Example::
+
+        table1(with_gain(pd.read_csv('results/study/per_query.csv'), 'absolute'))
+    """
+    validate_columns('with_gain', per_query, list(PER_QUERY_MAY_BE_EMPTY))
+    return per_query.assign(utility=utility(per_query['fbert'], per_query['fbert_0shot'], gain))
 
 
 class UtilityEvaluator(pt.Transformer):
@@ -26,8 +67,9 @@ class UtilityEvaluator(pt.Transformer):
 
     P_k is the mean FBERT of the query's k-shot answers over samples; P_0 the mean FBERT of the same
     reader's 0-shot answers for the same samples (seeds). 0-shot answers come from the reader's
-    memo, so every pipeline of an experiment sharing the reader reuses them. U = (P_k - P_0) / P_0;
-    P_0 = 0 gives NaN and a warning naming the queries.
+    memo, so every pipeline of an experiment sharing the reader reuses them. U = (P_k - P_0) / P_0
+    (``gain='relative'``, the paper's); P_0 = 0 gives NaN and a warning naming the queries. With
+    ``gain='absolute'``, U = P_k - P_0 (:func:`utility`).
 
     Output: one row per context document (``sample`` dropped), with the three columns repeated on
     each row of a query; ``qanswer`` holds the first sample's answer (a string, as pyterrier-rag's
@@ -42,6 +84,8 @@ class UtilityEvaluator(pt.Transformer):
             FBERT against relevant documents) or a :class:`~pyterrier_utility.GoldAnswerScorer`
             (EM, token F1 or BERTScore against gold answers); any
             :class:`~pyterrier_utility.protocols.AnswerScorer`. Its P fills ``fbert``.
+        gain: ``'relative'`` or ``'absolute'`` (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`): what
+            ``utility`` holds, and so what the :data:`~pyterrier_utility.Utility` measure reads.
 
     Example::
 
@@ -53,7 +97,7 @@ class UtilityEvaluator(pt.Transformer):
     measures would find no ``fbert`` or ``utility`` column (a ``KeyError``) when reading them back.
     """
 
-    def __init__(self, reader: Reader, scorer: AnswerScorer):
+    def __init__(self, reader: Reader, scorer: AnswerScorer, gain: str = 'relative'):
         if not isinstance(reader, Reader):
             raise SettingError(f'UtilityEvaluator: the reader must be a pyterrier_utility.Reader, got {reader!r}: P_0 '
                                'comes from its 0-shot answers for the same samples, which pyterrier-rag\'s Reader does '
@@ -64,6 +108,7 @@ class UtilityEvaluator(pt.Transformer):
                                f'measure, references, score_with_reference), got {scorer!r}')
         self.reader = reader
         self.scorer = scorer
+        self.gain = check_gain('UtilityEvaluator', gain)
 
     @staticmethod
     def _keys(frame: pd.DataFrame, by: List[str]) -> pd.DataFrame:
@@ -98,9 +143,10 @@ class UtilityEvaluator(pt.Transformer):
         p_0 = zero.groupby('qid', sort=False)['fbert'].mean()
         groups = k_shot.groupby(by, sort=False)['fbert'].mean().rename('fbert').reset_index()
         groups['fbert_0shot'] = groups['qid'].map(p_0).astype(float)
-        groups['utility'] = utility(groups['fbert'], groups['fbert_0shot'])
-        warn_qids(f'utility is NaN because the 0-shot {self.scorer.measure} is 0 ({self.scorer.references})',
-                  p_0.index[p_0 == 0])
+        groups['utility'] = utility(groups['fbert'], groups['fbert_0shot'], self.gain)
+        if self.gain == 'relative':
+            warn_qids(f'utility is NaN because the 0-shot {self.scorer.measure} is 0 ({self.scorer.references})',
+                      p_0.index[p_0 == 0])
         zero = zero.assign(**{c: v for c, v in (('system', ZERO_SHOT), ('k', 0)) if c in by})
         return groups, pd.concat([zero.reindex(columns=k_shot.columns), k_shot], ignore_index=True)
 
@@ -137,4 +183,5 @@ class UtilityEvaluator(pt.Transformer):
                             utility=first['qid'].map(groups['utility'])).reset_index(drop=True)
 
     def __repr__(self):
-        return f'UtilityEvaluator({self.reader!r}, {self.scorer!r})'
+        gain = '' if self.gain == 'relative' else f', gain={self.gain!r}'
+        return f'UtilityEvaluator({self.reader!r}, {self.scorer!r}{gain})'

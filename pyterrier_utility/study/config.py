@@ -30,6 +30,7 @@ from ..vocabulary import (
     RERANKERS,
     SUBMEASURES,
     SYSTEMS,
+    UTILITY_GAINS,
     WORD_QUALITIES,
 )
 
@@ -63,7 +64,8 @@ class StudyConfig:
     output: ``quality`` (what P is, :data:`QUALITIES`:
     FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
-    (BERTScore's P, R or F1, the max or mean over the references), ``ndcg_order``, ``correction``,
+    (BERTScore's P, R or F1, the max or mean over the references), ``utility`` (U's gain, :data:`UTILITY_GAINS`:
+    ``'relative'``, (P_k - P_0) / P_0 as the paper, or ``'absolute'``, P_k - P_0), ``ndcg_order``, ``correction``,
     ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
     ``decoding_given``: the decoding fields given explicitly (the command line's, by :func:`~.merge.resolve`),
     which hold for every reader; a field not given keeps a reader's own value where its engine has one
@@ -105,6 +107,7 @@ class StudyConfig:
     scorer: str = 'minilm'
     submeasure: str = 'F1'
     agg: str = 'max'
+    utility: str = 'relative'
     ndcg_order: str = 'context'
     correction: Optional[str] = None
     min_n: int = MIN_N
@@ -161,6 +164,7 @@ class StudyConfig:
                 f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
         require(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
         require(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
+        require(self.utility in UTILITY_GAINS, f'utility must be {either(UTILITY_GAINS)}, got {self.utility!r}')
         require(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
                 f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
                 f'got {self.submeasure!r}, {self.agg!r}')

@@ -18,7 +18,7 @@ from ..reader import Reader
 from ..schema import ANSWER_INFO, CSV_COLUMNS, PER_QUERY_COLUMNS
 from ..scoring.bertscore import BertScore
 from ..scoring.fbert import FBertScorer
-from ..scoring.utility import UtilityEvaluator
+from ..scoring.utility import UtilityEvaluator, check_gain
 from ..settings import LabelSet, LabelsLike
 from ..vocabulary import DEFAULT_ORDERINGS, NDCG_ORDERS, ORDERING_NAMES, ZERO_SHOT
 from .results import StudyResults
@@ -190,7 +190,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
               label_sets: Sequence[LabelsLike] = (2,), reverse: Sequence[str] = (),
               orderings: Sequence[str] = DEFAULT_ORDERINGS, windows: Sequence[int] = (), window_step: int = 1,
               bertscore: Union[str, BertScore] = 'minilm',
-              scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, baseline: Optional[str] = 'Rel',
+              scorer_for: Optional[Callable[[LabelSet], AnswerScorer]] = None, gain: str = 'relative',
+              baseline: Optional[str] = 'Rel',
               ndcg_order: str = 'context', dataset: Optional[str] = None, reader_name: Optional[str] = None,
               verbose: bool = True) -> StudyResults:
     """Runs the study: contexts from each system at each k, 0-shot and k-shot answers, P, U, nDCG@k.
@@ -216,7 +217,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
 
     A query a system returns nothing for is answered with the 0-shot prompt (``n_docs`` 0, nDCG 0)
     and warned about. Queries without a relevant document under a label set get NaN P and U and
-    are warned about by the scorer; P_0 = 0 gives NaN U, warned.
+    are warned about by the scorer; P_0 = 0 gives NaN U (relative gain), warned.
 
     Args:
         topics: ``qid``, ``query``.
@@ -238,6 +239,8 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             against that label set's documents with ``bertscore``, the paper's FBERT); e.g.
             ``lambda labels: GoldAnswerScorer(answers, 'em')`` for P against gold answers, whatever
             the label set (which then drives only Rel and nDCG). P fills the ``fbert`` columns.
+        gain: what U is: ``'relative'``, (P_k - P_0) / P_0 (the paper's), or ``'absolute'``, P_k - P_0
+            (:func:`~pyterrier_utility.scoring.utility.utility`).
         baseline: the system significance is tested against in :meth:`StudyResults.table`.
         ndcg_order: nDCG@k of a reversed system on the contexts as the reader sees them
             (``'context'``) or in the retrieval order of its unreversed system (``'retrieval'``); the
@@ -257,6 +260,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
     """
     topics, qrels, ks, label_sets = _checked(topics, qrels, systems, ks, label_sets, reverse, ndcg_order,
                                              orderings, windows, window_step)
+    check_gain('run_study', gain)
     clock = _Phases(verbose)
     contexts, ndcg = _all_contexts(topics, systems, ks, reverse, qrels, ndcg_order, verbose, orderings, windows,
                                    window_step)
@@ -278,7 +282,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         scorer_for = lambda labels: FBertScorer(qrels, texts, labels=labels, model_type=bertscore)  # noqa: E731
     frames, scores = [], []
     for labels in label_sets:
-        evaluator = UtilityEvaluator(reader, scorer_for(labels))
+        evaluator = UtilityEvaluator(reader, scorer_for(labels), gain)
         groups, per_answer = evaluator.evaluate(answered, by=CELL)
         rows = cells.merge(groups, on=CELL, how='left')
         rows.insert(3, 'n_docs', _ordered(contexts[contexts['docno'].notna()], cells).groupby(CELL, sort=False)[
