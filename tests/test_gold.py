@@ -1,5 +1,7 @@
 """GoldAnswerScorer: EM and token F1 equal pyterrier-rag's, BERTScore against gold answers equals
 bert_score's, and gold answers read from every shape they come in."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -126,6 +128,60 @@ def qa_collection(tmp_path_factory):
     return 'irds:pu-test/qa'
 
 
+@pytest.fixture(scope='module')
+def qa_folder(tmp_path_factory):
+    """The same QA collection as a folder of files (--dataset FOLDER), its gold answers in answers.tsv: a
+    header, a line per answer, one query's answers on lines apart, one line repeated, a blank line, CR LF."""
+    folder = tmp_path_factory.mktemp('qa-folder')
+    (folder / 'docs.tsv').write_text(''.join(f'{d}\t{t}\n' for d, t in QA_DOCS.items()))
+    (folder / 'topics.tsv').write_text(''.join(f'{q}\t{text}\n' for q, text, _ in QA_QUERIES))
+    (folder / 'qrels').write_text(''.join(f'{q} 0 {d} {label}\n' for q, d, label in QA_QRELS))
+    lines = [(q, a) for q, _, answers in QA_QUERIES for a in answers]
+    lines = lines[1:] + lines[:1] + [lines[2]]
+    (folder / 'answers.tsv').write_bytes(('qid\tanswer\r\n\n' + ''.join(f'{q}\t{a}\r\n' for q, a in lines)).encode())
+    return str(folder)
+
+
+def test_a_folders_gold_answers_are_read_from_its_answers_file(qa_folder, tmp_path):
+    import pyterrier_utility as pu
+    d = pu.datasets.get_dataset(qa_folder)
+    # In file order, each once: q1's first answer stands on the last line but one.
+    assert d.gold_answers() == {'q1': ('pressure differences', 'pressure'), 'q2': ('No context.', 'mach one'),
+                                'q3': ('no context (seed 0, 0 contexts)', 'flaps')}
+    bare = tmp_path / 'bare'
+    bare.mkdir()
+    for name in ('docs.tsv', 'topics.tsv', 'qrels'):
+        (bare / name).write_bytes((Path(qa_folder) / name).read_bytes())
+    with pytest.raises(SettingError) as e:
+        pu.datasets.get_dataset(str(bare)).gold_answers()
+    assert str(e.value).startswith(f'{bare} has no gold answers: answer quality against gold answers reads them from '
+                                   'answers.tsv in the collection folder')
+
+
+@pytest.mark.parametrize('raw, message', [
+    ('q1\tpressure\nq2 mach one\n', 'line 2: 1 field, expected 2 (qid<TAB>answer)'),
+    ('q1\tpressure\nq2\tmach\tone\n', 'line 2: 3 fields, expected 2 (qid<TAB>answer)'),
+    ('q1\tpressure\n\tmach one\n', 'line 2: empty qid'),
+    ('q1\tpressure\nq2\t  \n', 'line 2, qid q2: an empty answer'),
+    ('q1\tpressure\nq9\tmach one\n', 'line 2: qid q9 is not in {topics}'),
+    ('Q 1\tpressure\n', "line 1: qid 'Q 1' holds white space, where TREC runs and qrels cut it; give qids without "
+                          'white space'),
+    (b'q1\tpressure\nq2\tMach \xb9\n', 'line 2, qid q2: bytes that are not UTF-8 (0xb9 at byte 9); save the file '
+                                         'as UTF-8'),
+    ('qid\tanswer\n\n', 'holds no answers (qid<TAB>answer per line)'),
+])
+def test_a_faulty_answers_line_is_refused_naming_file_and_line(qa_folder, tmp_path, raw, message):
+    import shutil
+
+    import pyterrier_utility as pu
+    folder = tmp_path / 'qa'
+    shutil.copytree(qa_folder, folder)
+    (folder / 'answers.tsv').write_bytes(raw if isinstance(raw, bytes) else raw.encode())
+    with pytest.raises(SettingError) as e:
+        pu.datasets.get_dataset(str(folder)).gold_answers()
+    assert str(e.value) == f'{folder / "answers.tsv"} ' + message.format(topics=folder / 'topics.tsv')
+
+
 def test_a_qa_collections_gold_answers_are_read_from_its_topics(qa_collection):
     import pyterrier_utility as pu
     d = pu.datasets.get_dataset(qa_collection)
@@ -135,8 +191,9 @@ def test_a_qa_collections_gold_answers_are_read_from_its_topics(qa_collection):
         pu.datasets.cranfield().gold_answers()
 
 
+@pytest.mark.parametrize('collection', ['qa_collection', 'qa_folder'])
 @pytest.mark.parametrize('quality', ['em', 'f1'])
-def test_cli_study_scores_p_against_the_gold_answers(qa_collection, quality, tmp_path, monkeypatch):
+def test_cli_study_scores_p_against_the_gold_answers(collection, quality, tmp_path, monkeypatch, request):
     import json
 
     from support.backends import CountingBackend
@@ -145,7 +202,8 @@ def test_cli_study_scores_p_against_the_gold_answers(qa_collection, quality, tmp
     from pyterrier_utility import cli
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     out = tmp_path / quality
-    assert cli.main(['study', '--dataset', qa_collection, '--quality', quality, '--queries', '0', '-k', '1',
+    assert cli.main(['study', '--dataset', request.getfixturevalue(collection), '--quality', quality, '--queries', '0',
+                     '-k', '1',
                      '--systems', 'Rel', '--labels', '2', '--samples', '1', '--out', str(out)]) == 0
     settings = json.loads((out / 'settings.json').read_text())
     assert (settings['quality'], settings['submeasure'], settings['agg']) == (quality, 'F1', 'max')

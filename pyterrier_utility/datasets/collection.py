@@ -35,7 +35,8 @@ class Dataset(pt.datasets.Dataset):
         """qid -> the gold answers of a QA collection (a :class:`SettingError` for the others)."""
         raise SettingError(f'{self.name} has no gold answers: answer quality against gold answers needs a QA '
                            "collection with qrels (an ir_datasets id whose queries have answers, such as "
-                           'dpr-w100/natural-questions/dev, or topics with a gold_answer or answers column)')
+                           'dpr-w100/natural-questions/dev, topics with a gold_answer or answers column, or a '
+                           'collection folder holding answers.tsv)')
 
     @cached_property
     def texts(self) -> Mapping[str, str]:

@@ -1,7 +1,7 @@
 """A test collection from files in a folder."""
 import os
 from functools import cached_property
-from typing import Dict, Iterable, Iterator, Optional, Union
+from typing import Dict, Iterable, Iterator, Optional, Tuple, Union
 
 import pandas as pd
 
@@ -18,7 +18,9 @@ class LocalDataset(Dataset):
     - ``docs.tsv`` (``docno<TAB>text`` per line) or ``docs.jsonl`` (``{"docno": ..., "text": ...}``
       per line);
     - ``topics.tsv`` (``qid<TAB>query`` per line);
-    - ``qrels`` or ``qrels.txt`` in TREC format (``qid 0 docno label``, larger is more relevant).
+    - ``qrels`` or ``qrels.txt`` in TREC format (``qid 0 docno label``, larger is more relevant);
+    - optionally ``answers.tsv``, the gold answers (``qid<TAB>answer`` per line, a line per answer, several
+      per query allowed), which answer quality against gold answers reads (:meth:`gold_answers`).
 
     The files are UTF-8 (a byte order mark is allowed); ``.tsv`` lines end in LF or CR LF, have no
     quoting, and the first may be a header (``docno  text``, ``qid  query``). Texts are read whole,
@@ -35,6 +37,8 @@ class LocalDataset(Dataset):
       a label that is not an integer, a comment line (``#``: TREC qrels have none); blank lines, in
       any file, are skipped;
     - topics whose query is empty or blank are skipped, named in a warning;
+    - in ``answers.tsv``, refused naming the file, the line and the qid: an empty or blank answer, a qid
+      that ``topics.tsv`` does not hold;
     - judgements of documents not in the collection are dropped from the qrels, named in a warning
       (TREC qrels often judge documents a distributed subset lacks), so no oracle gives them and no
       FBERT reference is missing; qrels that judge none of the documents are refused.
@@ -54,6 +58,7 @@ class LocalDataset(Dataset):
     DOCS = ('docs.tsv', 'docs.jsonl')
     TOPICS = ('topics.tsv',)
     QRELS = ('qrels', 'qrels.txt')
+    ANSWERS = 'answers.tsv'
 
     def __init__(self, folder: Union[str, os.PathLike]):
         self.folder = os.path.abspath(folder)
@@ -105,6 +110,31 @@ class LocalDataset(Dataset):
             warn(f'{self.qrels_path}: {len(pairs)} judgement{"s" * (len(pairs) != 1)} of documents not in '
                  f'{self.docs_path} dropped: {_some(pairs)}')
         return qrels[~absent].reset_index(drop=True)
+
+    def gold_answers(self) -> Dict[str, Tuple[str, ...]]:
+        """qid -> its distinct gold answers, in file order, from the folder's ``answers.tsv``, every line
+        checked (see the class); a :class:`SettingError` where the folder has none."""
+        return dict(self._answers)
+
+    @cached_property
+    def _answers(self) -> Dict[str, Tuple[str, ...]]:
+        path = os.path.join(self.folder, self.ANSWERS)
+        if not os.path.isfile(path):
+            raise SettingError(f'{self.folder} has no gold answers: answer quality against gold answers reads them '
+                               f'from {self.ANSWERS} in the collection folder (qid<TAB>answer per line, a line per '
+                               'answer)')
+        asked = {r['qid'] for _, r in read_records(self.topics_path, ('qid', 'query'))}
+        answers: Dict[str, Dict[str, None]] = {}
+        for number, record in read_records(path, ('qid', 'answer')):
+            qid, answer = record['qid'], record['answer']
+            if not answer.strip():
+                raise SettingError(f'{path} line {number}, qid {qid}: an empty answer')
+            if qid not in asked:
+                raise SettingError(f'{path} line {number}: qid {qid} is not in {self.topics_path}')
+            answers.setdefault(qid, {})[answer] = None
+        if not answers:
+            raise SettingError(f'{path} holds no answers (qid<TAB>answer per line)')
+        return {qid: tuple(found) for qid, found in answers.items()}
 
     def get_topics(self, variant: Optional[str] = None) -> pd.DataFrame:
         return self._topics.copy()
