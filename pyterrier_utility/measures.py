@@ -1,4 +1,5 @@
-"""ir_measures measures over the columns the evaluators add: FBERT, FBERT0, Utility, RetEval and eRAG.
+"""ir_measures measures over the columns the evaluators add: FBERT, FBERT0 (or P named for another quality,
+:func:`quality_measures`), Utility, RetEval and eRAG.
 
 They make answer quality and context utility sit next to nDCG@k in ``pt.Experiment``. Each reads a
 per-query value already computed in the run frame. A query with no relevant document (or a 0-shot
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SettingError
+from .vocabulary import QUALITIES, QUALITY_NAMES
 
 
 def _column_measure(column: str, name: str, desc: str):
@@ -43,6 +45,28 @@ FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0 (sh
 #: :class:`~pyterrier_utility.UtilityEvaluator` with ``gain='absolute'``.
 Utility = _column_measure('utility', 'Utility', "Context utility U = (P_k - P_0) / P_0, or P_k - P_0 (the evaluator's "
                           "gain='absolute')")
+
+
+def quality_measures(quality: str = QUALITIES[0]):
+    """The measures of P_k (column ``fbert``) and P_0 (``fbert_0shot``) named for what ``quality``
+    computes: :data:`FBERT` and :data:`FBERT0` for the paper's FBERT, ``EM`` and ``EM_0shot``, ``F1`` and
+    ``F1_0shot``, ``BERTScore`` and ``BERTScore_0shot`` against gold answers.
+
+    Example::
+
+        p_k, p_0 = quality_measures('em')
+        pt.Experiment([pipeline], topics, qrels, [nDCG@5, p_k, p_0, Utility])   # columns EM, EM_0shot
+    """
+    if quality not in QUALITY_NAMES:
+        raise SettingError(f'quality_measures: quality must be one of {list(QUALITIES)}, got {quality!r}')
+    if quality == QUALITIES[0]:
+        return FBERT, FBERT0
+    name = QUALITY_NAMES[quality]
+    return (_column_measure('fbert', name, f'Answer quality P_k: {name} against the gold answers'),
+            _column_measure('fbert_0shot', f'{name}_0shot', f'0-shot answer quality P_0: {name} against the gold '
+                            'answers (shared by the systems of one reader: not significance-tested)'))
+
+
 #: LLM-retEval (column ``reteval`` of :class:`~pyterrier_utility.LLMRetEval`): the share of queries whose
 #: retrieved-context answer matches the gold-context answer.
 RetEval = _column_measure('reteval', 'RetEval',

@@ -63,6 +63,9 @@ GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
 #: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
 #: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
 QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
+#: What the tables, the report and ``pt.Experiment`` call P under each quality: the paper's FBERT names
+#: BERTScore against the relevant documents only.
+QUALITY_NAMES = dict(zip(QUALITIES, ('FBERT', 'EM', 'F1', 'BERTScore')))
 #: The qualities computed from an answer's words alone: no BERTScore model is loaded for them.
 WORD_QUALITIES = GOLD_QUALITIES[:2]
 #: What utility U measures: the relative gain (P_k - P_0) / P_0 (the paper's) or the absolute gain P_k - P_0

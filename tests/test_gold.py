@@ -232,6 +232,17 @@ def test_cli_study_scores_p_against_the_gold_answers(collection, quality, tmp_pa
         assert per_query['fbert_0shot'].tolist() == pytest.approx([0.0, 0.5, 1.0])
         assert per_query['fbert'].tolist() == pytest.approx([2 / 11, 1 / 3, 6 / 13])
         assert per_query['utility'].tolist()[1:] == pytest.approx([(1 / 3 - 1 / 2) / (1 / 2), 6 / 13 - 1])
+    # P is named for what it computes wherever it is headed: never FBERT, which is BERTScore against the
+    # relevant documents; the same in the tables the report command writes again.
+    name = {'em': 'EM', 'f1': 'F1'}[quality]
+    assert f'| k | 0-shot {name} | Rel |' in (out / 'table1.md').read_text()
+    assert f'0-shot: the mean {name} of the answers without context' in (out / 'table1.tex').read_text()
+    assert cli.main(['report', str(out), '--out', str(tmp_path / 'again'), '--html']) == 0
+    page = (tmp_path / 'again' / 'report.html').read_text()
+    assert f'"quality":"{name}"' in page
+    for text in [(folder / file).read_text() for folder in (out, tmp_path / 'again')
+                 for file in ('table1.md', 'table1_paper.md', 'table1.tex', 'report.html')] + [page]:
+        assert 'FBERT' not in text
 
 
 def test_gold_quality_settings_are_checked_once():
@@ -242,16 +253,19 @@ def test_gold_quality_settings_are_checked_once():
             StudyConfig(**bad)
 
 
-def test_cli_experiment_runs_a_gold_quality_in_pt_experiment(qa_collection, tmp_path, monkeypatch):
+@pytest.mark.parametrize('collection', ['qa_collection', 'qa_folder'])
+def test_cli_experiment_runs_a_gold_quality_in_pt_experiment(collection, tmp_path, monkeypatch, request):
     from support.backends import CountingBackend
 
     import pyterrier_utility as pu
     from pyterrier_utility import cli
     monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
     out = tmp_path / 'experiment'
-    assert cli.main(['experiment', '--dataset', qa_collection, '--quality', 'f1', '-k', '1', '--systems', 'Rel',
-                     '--labels', '2', '--out', str(out)]) == 0
+    assert cli.main(['experiment', '--dataset', request.getfixturevalue(collection), '--quality', 'f1', '-k', '1',
+                     '--systems', 'Rel', '--labels', '2', '--out', str(out)]) == 0
     table = pd.read_csv(out / 'experiment.csv').set_index('name')
     # The same P as the study's (see above): F1 of the Rel answers 2/11, 1/3, 6/13; 0-shot 0, 1/2, 1.
-    assert table.loc['Rel', 'FBERT'] == pytest.approx((2 / 11 + 1 / 3 + 6 / 13) / 3, abs=1e-4)
-    assert table.loc['Rel', 'FBERT0'] == pytest.approx(0.5, abs=1e-4)
+    # P named for what it computes: F1 and F1_0shot, no FBERT column.
+    assert not [c for c in table.columns if 'FBERT' in c]
+    assert table.loc['Rel', 'F1'] == pytest.approx((2 / 11 + 1 / 3 + 6 / 13) / 3, abs=1e-4)
+    assert table.loc['Rel', 'F1_0shot'] == pytest.approx(0.5, abs=1e-4)

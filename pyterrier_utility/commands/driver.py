@@ -73,7 +73,7 @@ def save(results: StudyResults, config: StudyConfig, cosmix_branches: Optional[p
         settings = results.settings or dict(to_dict(config), version=__version__)
         (stage / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True, default=str) + '\n')
         paths = write_study(results, stage, correction=config.correction, min_n=config.min_n, ks=config.ks,
-                            gain=config.utility)
+                            gain=config.utility, quality=config.quality)
         if cosmix_branches is not None:
             paths['cosmix_branches.csv'] = stage / 'cosmix_branches.csv'
             cosmix_branches.to_csv(paths['cosmix_branches.csv'], index=False)

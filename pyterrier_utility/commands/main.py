@@ -41,7 +41,7 @@ from ..study.stats import fold_readers
 from ..study.sweep import variants, window
 from ..study.systems import ranked_systems
 from ..study.validate import read_per_query
-from ..vocabulary import POOL_CAP, UTILITY_GAINS
+from ..vocabulary import POOL_CAP, QUALITIES, UTILITY_GAINS
 from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
 
@@ -94,7 +94,8 @@ def study(config: StudyConfig, argv: Optional[list] = None, prediction: Optional
 
 def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame:
     """The ``experiment`` command: the systems at one k as pipelines in ``pt.Experiment`` (nDCG@k,
-    FBERT, FBERT0, Utility, t-tests against Rel); one dataset, one k, one label set."""
+    FBERT, FBERT0, Utility, t-tests against Rel; P named for its quality, EM and EM_0shot for EM); one dataset,
+    one k, one label set."""
     for what, values in (('dataset', config.datasets), ('k', config.ks), ('label set', config.label_sets),
                          ('reader', config.readers)):
         if len(values) > 1:
@@ -118,7 +119,7 @@ def experiment(config: StudyConfig, argv: Optional[list] = None) -> pd.DataFrame
             pipelines[label] = cut if ordering is None else cut >> ordering
     # Each system runs once; both evaluations below read its stored output.
     outputs = [pt.Transformer.from_df((p >> reader >> evaluate)(topics)) for p in pipelines.values()]
-    metrics = [nDCG @ k, measures.FBERT, measures.FBERT0, measures.Utility]
+    metrics = [nDCG @ k, *measures.quality_measures(config.quality), measures.Utility]
     names = list(pipelines)
     table = pt.Experiment(outputs, topics, qrels, metrics, names=names,
                           baseline=names.index('Rel') if 'Rel' in names else None, round=4)
@@ -182,15 +183,12 @@ def _recorded_ks(settings: dict) -> Optional[Tuple[List[int], List[int]]]:
     return settings['ks'], settings.get('figure_ks') or settings['ks']
 
 
-def _report_gain(folders, recorded: List[dict], gain: Optional[str]) -> str:
-    """The gain a report shows: ``gain`` where given, else the one the studies were run with (relative for a
-    folder whose settings.json does not say); a :class:`SettingError` for studies run with different ones."""
-    if gain is not None:
-        return check_gain('report', gain)
-    found = {str(folder): settings.get('utility', UTILITY_GAINS[0]) for folder, settings in zip(folders, recorded)}
+def _common(folders, recorded: List[dict], name: str, default: str, what: str, remedy: str) -> str:
+    """The setting ``name`` the studies in ``folders`` were run with (``default`` for a folder whose
+    settings.json does not record it); a :class:`SettingError` naming each where they differ."""
+    found = {str(folder): settings.get(name, default) for folder, settings in zip(folders, recorded)}
     if len(set(found.values())) > 1:
-        raise SettingError(f'the studies were run with different utility gains ({found}): give --utility '
-                           f'{" or ".join(UTILITY_GAINS)} to show them all one way')
+        raise SettingError(f'the studies were run with different {what} ({found}): {remedy}')
     return next(iter(found.values()))
 
 
@@ -203,10 +201,13 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     none). U is under ``gain`` (``'relative'`` or ``'absolute'``, computed again from each query's P_k
     and P_0; default: the gain the studies were run with). With ``html``, also each folder's browsable
     page as the study was run (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
-    Returns the file names."""
+    Studies of different answer qualities are refused (one table holds one P). Returns the file names."""
     frames, healths, table_ks, figure_ks = [], [], set(), set()
     recorded = [_recorded(study_folder(folder)) for folder in folders]
-    gain = _report_gain(folders, recorded, gain)
+    gain = check_gain('report', gain) if gain is not None else _common(
+        folders, recorded, 'utility', UTILITY_GAINS[0], 'utility gains',
+        f'give --utility {" or ".join(UTILITY_GAINS)} to show them all one way')
+    quality = _common(folders, recorded, 'quality', QUALITIES[0], 'answer qualities', 'one table holds one P')
     for folder, settings in zip(folders, recorded):
         path = study_folder(folder) / 'per_query.csv'
         frame = with_gain(read_per_query(path), gain)
@@ -231,7 +232,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     if found is not None and 'dataset' not in per_query.columns:
         found = found.drop(columns='dataset')
     paths = write_tables(per_query, out, baseline=baseline, correction=correction, min_n=min_n, ks=sorted(table_ks),
-                         health=found, gain=gain)
+                         health=found, gain=gain, quality=quality)
     drawn = figures.draw_figures(fold_readers(per_query), out, figure4_k(fig4_k, per_query['k'], table_ks),
                                  ndcg_order=ndcg_order, ks=sorted(figure_ks), gain=gain)
     print(paths['table1_paper.md'].read_text())

@@ -58,7 +58,8 @@ def report_data(study: StudyFolder) -> dict:
 
     ``rows`` holds ``per_query.csv`` column by column (``dataset``, ``labels``, ``system`` and ``query``
     as indices into ``datasets``, ``labels``, ``systems`` and ``queries``; ``block`` is what heads
-    ``dataset``: Dataset, or Reader in a study of several readers); ``contexts``, ``answers`` and ``scores``
+    ``dataset``: Dataset, or Reader in a study of several readers; ``quality`` what heads an answer's P:
+    FBERT, EM, ...); ``contexts``, ``answers`` and ``scores``
     map ``'query|system|k'`` (``scores``: ``'query|labels|system|k'``) to the cell's contexts
     ``[doc, label]`` in position order, answers ``[sample, answer]`` and scores
     ``[sample, fbert, best_docno]``. NaN is null.
@@ -77,7 +78,8 @@ def report_data(study: StudyFolder) -> dict:
     query = {key: i for i, key in enumerate(keys)}
     text = {} if study.queries is None else dict(zip(zip(study.queries['dataset'], study.queries['qid']),
                                                      study.queries['query']))
-    data = {'named_datasets': study.named_datasets, 'block': study.block, 'datasets': datasets.values,
+    data = {'named_datasets': study.named_datasets, 'block': study.block, 'quality': study.quality_name,
+            'datasets': datasets.values,
             'labels': labels.values, 'relevance': [_relevance_rule(x) for x in labels.values],
             'queries': {'dataset': [datasets.code(d) for d, _ in keys], 'qid': [q for _, q in keys],
                         'text': [text.get(key) for key in keys]},

@@ -337,8 +337,8 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
     per_query.csv (sortable, filtered by dataset, label set, system and k, searched by query text) and
     opens a query's contexts (contexts.csv),
     answers (answers.csv: with their mean log-probability, and marked where cut at max_new_tokens,
-    when the engine said) and their FBERT (scores.csv), beside the same query under another system
-    or k. An optional file that is absent leaves its part out, with a note.
+    when the engine said) and their P, headed by its quality's name (scores.csv), beside the same query
+    under another system or k. An optional file that is absent leaves its part out, with a note.
 
     Args:
         folder: a study folder; it must hold per_query.csv.

@@ -14,7 +14,7 @@ from ..study import health as answer_health, stats
 from ..study.health import HEALTH_MARK
 from ..study.results import StudyResults
 from ..study.stats import BASELINE_MARK, REVERSAL_MARK, block_heading, fold_readers
-from ..vocabulary import CORRELATION_METHODS, MIN_N, ORACLES, ZERO_SHOT
+from ..vocabulary import CORRELATION_METHODS, MIN_N, ORACLES, QUALITIES, QUALITY_NAMES, ZERO_SHOT
 
 
 def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:
@@ -52,16 +52,16 @@ def _with_notes(text: str, notes: Sequence[str]) -> str:
 
 def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                     digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
-                    notes: Sequence[str] = (), gain: str = 'relative') -> str:
-    """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column per system;
-    each block says what its means are (U under ``gain``) and over how many queries; ``notes`` (the health
-    mark's legend, the positive control) follow the blocks."""
+                    notes: Sequence[str] = (), gain: str = 'relative', quality: str = QUALITIES[0]) -> str:
+    """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column of P_0 headed by
+    the ``quality``'s name and a column per system; each block says what its means are (U under ``gain``)
+    and over how many queries; ``notes`` (the health mark's legend, the positive control) follow the blocks."""
     blocks = []
     keys = [k for k in ('dataset', 'labels') if k in table.columns]
     for key, part in table.groupby(keys, sort=False):
         title = ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,)))
         systems = list(dict.fromkeys(part['system']))
-        header = ['k', '0-shot FBERT'] + systems
+        header = ['k', f'{ZERO_SHOT} {QUALITY_NAMES[quality]}'] + systems
         lines = [f'**{title}**: mean {gain_name(gain)}, {_n_text(part)}; '
                  + _legend(baseline, alpha, correction, min_n),
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
@@ -114,7 +114,8 @@ def _paper_layout(table: pd.DataFrame):
 
 def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                  digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
-                 notes: Sequence[str] = (), block: str = 'Dataset', gain: str = 'relative') -> str:
+                 notes: Sequence[str] = (), block: str = 'Dataset', gain: str = 'relative',
+                 quality: str = QUALITIES[0]) -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
     ``block`` heads the column naming the stacked blocks (``'Reader'`` where they are a study's readers,
@@ -126,7 +127,8 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
     column only for several datasets. LaTeX is a ``table`` with a caption (legend and n), booktabs
     rules (``\\usepackage{booktabs}``), minus signs, and the best retrieval system of each column in
     bold (the oracles Rel and NRel are not compared). ``notes`` (the health mark's legend, the
-    positive control) follow the legend (the caption in LaTeX), which names U's ``gain``.
+    positive control) follow the legend (the caption in LaTeX), which names U's ``gain``; the caption
+    names P_0 by its ``quality``.
     """
     if fmt not in ('markdown', 'latex'):
         raise SettingError(f"table1_paper: fmt must be 'markdown' or 'latex', got {fmt!r}")
@@ -145,7 +147,7 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
                                    lambda u, m, best: number(u) + (m if number(u) else '')):
             lines.append('| ' + ' | '.join(out) + ' |')
         return legend + '\n\n' + '\n'.join(lines) + '\n'
-    return _latex_table(label_sets, ks, rows, ' '.join([legend + '.', *notes]), digits, block)
+    return _latex_table(label_sets, ks, rows, ' '.join([legend + '.', *notes]), digits, block, quality)
 
 
 def _lead_columns(rows, block: str = 'Dataset') -> List[str]:
@@ -169,7 +171,7 @@ def _latex_number(x: float, digits: int) -> str:
     return '' if not np.isfinite(x) else f'{x:.{digits}f}'.replace('-', '$-$')
 
 
-def _latex_table(label_sets, ks, rows, legend: str, digits: int, block: str) -> str:
+def _latex_table(label_sets, ks, rows, legend: str, digits: int, block: str, quality: str) -> str:
     marks = {BASELINE_MARK: '\\dagger', REVERSAL_MARK: '\\ddagger', HEALTH_MARK: '\\S'}
 
     def cell(u, m, best):
@@ -183,7 +185,7 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int, block: str) -> 
     caption = (_latex(legend).replace(BASELINE_MARK, '$\\dagger$').replace(REVERSAL_MARK, '$\\ddagger$')
                .replace(HEALTH_MARK, '\\S{}'))
     lines = ['\\begin{table}', '\\centering',
-             f'\\caption{{{caption} 0-shot: the mean $F_{{\\mathrm{{BERT}}}}$ of the answers without context; '
+             f'\\caption{{{caption} 0-shot: the mean {_latex_name(quality)} of the answers without context; '
              'in bold, the best retrieval system of each column.}', '\\label{tab:utility}',
              '\\begin{tabular}{' + 'l' * len(lead) + 'r' * n * len(label_sets) + '}', '\\toprule',
              ' & ' * (len(lead) - 1) + ' & ' + ' & '.join(f'\\multicolumn{{{n}}}{{c}}{{{_latex(lab)}}}'
@@ -204,6 +206,11 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int, block: str) -> 
     return '\n'.join(lines) + '\n'
 
 
+def _latex_name(quality: str) -> str:
+    """P's name in a caption: the paper's symbol for FBERT, the quality's own name otherwise."""
+    return '$F_{\\mathrm{BERT}}$' if quality == QUALITIES[0] else _latex(QUALITY_NAMES[quality])
+
+
 def _latex(text: str) -> str:
     special = {'\\': '\\textbackslash{}', '~': '\\textasciitilde{}', **{c: '\\' + c for c in '&%$#_{}'}}
     return (''.join(special.get(c, c) for c in str(text)).replace('>=', '$\\geq$').replace('<', '$<$')
@@ -213,7 +220,7 @@ def _latex(text: str) -> str:
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
                  alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
                  ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None,
-                 gain: str = 'relative') -> Dict[str, Path]:
+                 gain: str = 'relative', quality: str = QUALITIES[0]) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
     Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
@@ -221,7 +228,8 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     With the answers' ``health`` (``health.csv``), Table 1 marks its unhealthy cells (and says what
     the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
     every k, :func:`~pyterrier_utility.study.health.control_notes`). ``gain``: what ``per_query``'s
-    ``utility`` holds (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`), named in the legends."""
+    ``utility`` holds (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`), named in the legends; ``quality``:
+    what P is (:data:`~pyterrier_utility.vocabulary.QUALITIES`), its name heading P_0."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     block = block_heading(per_query)
@@ -234,7 +242,7 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     paths = {name: folder / name for name in (FRAME_FILES['per_query'],) + TABLE_FILES}
     table.to_csv(paths['table1.csv'], index=False)
     options: Dict[str, Any] = dict(baseline=baseline, alpha=alpha, correction=correction, min_n=min_n, notes=notes,
-                                   gain=gain)
+                                   gain=gain, quality=quality)
     paths['table1.md'].write_text(table1_markdown(table, **options))
     paths['table1_paper.md'].write_text(table1_paper(table, 'markdown', block=block, **options))
     paths['table1.tex'].write_text(table1_paper(table, 'latex', block=block, **options))
@@ -257,10 +265,11 @@ def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: floa
 
 def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float = 0.05,
                 correction: Optional[str] = None, min_n: int = MIN_N,
-                ks: Optional[Sequence[int]] = None, gain: str = 'relative') -> Dict[str, Path]:
+                ks: Optional[Sequence[int]] = None, gain: str = 'relative',
+                quality: str = QUALITIES[0]) -> Dict[str, Path]:
     """Writes a study's data (:meth:`~pyterrier_utility.study.StudyResults.save`) and its tables
     (:func:`write_tables`: Table 1 over ``ks``, default every k, its unhealthy cells marked, U named by
-    ``gain``, the study's) into ``folder``; returns the paths by file name.
+    ``gain`` and P by ``quality``, the study's) into ``folder``; returns the paths by file name.
 
     Example::
 
@@ -271,5 +280,6 @@ def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float
     health = results.health()
     paths = results.save(folder, health=health)
     paths.update(write_tables(results.per_query, folder, baseline=results.baseline, alpha=alpha,
-                              correction=correction, min_n=min_n, ks=ks, health=health, gain=gain))
+                              correction=correction, min_n=min_n, ks=ks, health=health, gain=gain,
+                              quality=quality))
     return paths

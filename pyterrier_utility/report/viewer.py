@@ -16,7 +16,7 @@ from .markup import CUT_MARK, cell_number, html_table
 
 class QueryView:
     """One query of a study, shown inline by Jupyter: its 0-shot answers, then per system and k the
-    contexts in the reader's order (docno, label, text) and the answers with their FBERT (and,
+    contexts in the reader's order (docno, label, text) and the answers with their P (FBERT, EM, ...; and,
     where the engine said, their mean log-probability, and a mark where cut at max_new_tokens).
 
     Attributes:
@@ -54,7 +54,7 @@ class QueryView:
         rows = [[f'{sample:g}', html.escape(answer) + (CUT_MARK if was_cut else ''),
                  cell_number(scores.get(sample, (math.nan,))[0]), html.escape(str(scores.get(sample, ('', '–'))[1]))]
                 for sample, answer, was_cut in zip(cell['sample'], cell['qanswer'], cut)]
-        header = ['sample', 'answer', 'FBERT', 'best doc']
+        header = ['sample', 'answer', st.quality_name, 'best doc']
         if 'mean_logprob' in cell.columns and st.answers['mean_logprob'].notna().any():
             header.append('mean log-prob')
             for row, value in zip(rows, cell['mean_logprob']):

@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..errors import FrameError, SettingError
 from ..schema import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
+from ..vocabulary import QUALITIES, QUALITY_NAMES
 from .stats import block_heading
 from .validate import read_per_query
 
@@ -70,6 +71,11 @@ class StudyFolder:
     figures: Dict[str, bytes] = field(default_factory=dict)
     named_datasets: bool = False
     block: str = 'Dataset'
+
+    @property
+    def quality_name(self) -> str:
+        """What P is called: the name of the quality ``settings.json`` records (FBERT where it records none)."""
+        return QUALITY_NAMES[(self.settings or {}).get('quality', QUALITIES[0])]
 
 
 def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:

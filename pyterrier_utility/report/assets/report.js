@@ -136,9 +136,9 @@
     const scored = (map, s) => map.has(s) ? [el('td', {class: 'num'}, fmt(map.get(s)[1])), el('td', {}, map.get(s)[2])] :
       (D.scores ? [el('td', {}, '–'), el('td', {}, '–')] : []);
     const confidence = (cls, answer) => LOGPROBS ? el('td', {class: 'num ' + cls}, fmt(answer ? answer[2] : null)) : null;
-    const extra = (D.scores ? ['FBERT', 'best doc'] : []).concat(LOGPROBS ? ['mean log-prob'] : []);
+    const extra = (D.scores ? [D.quality, 'best doc'] : []).concat(LOGPROBS ? ['mean log-prob'] : []);
     const head = ['sample', '0-shot answer'].concat(extra, [`k=${R.k[i]} answer`], extra);
-    return el('div', {}, D.scores ? null : el('p', {class: 'note'}, 'scores.csv is not in the study folder: answers without their FBERT.'),
+    return el('div', {}, D.scores ? null : el('p', {class: 'note'}, `scores.csv is not in the study folder: answers without their ${D.quality}.`),
       el('table', {class: 'answers'}, el('thead', {}, el('tr', {}, head.map(h => el('th', {}, h)))),
         el('tbody', {}, samples.map(s => el('tr', {class: 'answer', 'data-sample': s}, el('td', {}, s),
           answerCell('zero', find(zero, s)), scored(zs, s), confidence('zero-logprob', find(zero, s)),
