@@ -29,6 +29,8 @@ from .study import presets
 from .study.config import StudyConfig
 from .study.merge import resolve
 
+#: The exit status of a command stopped by Ctrl-C, as a shell gives it (128 + SIGINT).
+INTERRUPTED = 130
 #: The first line of ``pyterrier-utility --help``.
 DESCRIPTION = 'Context utility for PyTerrier: does the relevance a retriever achieves reach a RAG reader\'s answers?'
 #: Read as reStructuredText by the documentation's page of the command (each line of a command at
@@ -162,6 +164,9 @@ def predict(args) -> int:
 
 
 def main(argv=None) -> int:
+    """Runs the command ``argv`` gives (default: the process's); its exit status: 0, 2 for a setting
+    refused (one line saying why), :data:`INTERRUPTED` for a run stopped by Ctrl-C (one line saying what
+    is kept)."""
     args = parser().parse_args(argv)
     from pyterrier.validate import InputValidationError  # after parsing: --help needs no PyTerrier nor torch
     try:
@@ -188,6 +193,10 @@ def main(argv=None) -> int:
         return 0
     except (UtilityError, InputValidationError) as e:
         parser().exit(2, f'pyterrier-utility {args.command}: error: {e}\n')
+    except KeyboardInterrupt:
+        from .commands.main import interrupted
+        print(interrupted(args.command, getattr(args, 'out', None)), file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == '__main__':

@@ -81,3 +81,23 @@ def test_build_reader_puts_the_backend_where_the_placement_says(monkeypatch):
                      ('threads', 'gemma3-270m', 3), ('ray', 'gemma3-270m', 2, 0.5, 'auto'), ('here', 'openai:m')]
     with pytest.raises(SettingError, match="replicas are for readers computed on this CPU.*'openai:m'"):
         readers.build_reader(config, 'openai:m', placement=Placement(replicas=2))
+
+
+def test_a_command_stopped_by_ctrl_c_says_in_one_line_what_is_kept_and_exits_130(tmp_path, monkeypatch, capsys):
+    path = tmp_path / 'generations.sqlite'
+    pu.GenerationCache(CountingBackend(), path).generate(['a', 'b', 'c'])
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    for name in ('study', 'attribute', 'report'):
+        monkeypatch.setattr(commands, name, interrupted)
+    assert cli.main(['study', '--out', str(tmp_path)]) == 130
+    assert capsys.readouterr().err == (f'pyterrier-utility study: interrupted; 3 answers are kept in {path}, and the '
+                                       'same command goes on from them\n')
+    assert cli.main(['attribute', '--out', str(tmp_path / 'new')]) == 130
+    assert capsys.readouterr().err == (f'pyterrier-utility attribute: interrupted; 0 answers are kept in '
+                                       f'{tmp_path / "new" / "generations.sqlite"}, and the same command goes on from '
+                                       'them\n')
+    assert cli.main(['report', str(tmp_path), '--out', str(tmp_path / 'report')]) == 130
+    assert capsys.readouterr().err == ('pyterrier-utility report: interrupted; it generates nothing, and the same '
+                                       'command writes its files again\n')

@@ -12,6 +12,12 @@ from ..errors import SettingError
 from ..protocols import BatchedBackend, OrderedBackend
 from ..settings import FIELDS, Decoding
 
+#: Seconds between the waits of a thread that collects answers from others (a pool's requests, replica
+#: threads or processes). Ctrl-C reaches that thread only while it runs: the kernel may deliver SIGINT
+#: to another thread, and a wait with no end is then never woken (seen under load: the interrupt took
+#: effect when the hung requests ended, 60 s later).
+SIGNAL_POLL = 0.1
+
 
 @dataclass
 class Answer(BackendOutput):

@@ -19,14 +19,10 @@ import httpx
 
 from .._messages import inform
 from ..errors import BackendError
-from ._base import Answer, DecodingBackendBase, cut_at_stop
+from ._base import SIGNAL_POLL, Answer, DecodingBackendBase, cut_at_stop
 
 #: HTTP statuses worth retrying: rate limits and server-side failures.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-#: Seconds between the waits of the thread that collects answers. Ctrl-C reaches that thread only
-#: while it runs: the kernel may deliver SIGINT to a request thread, and a wait with no end is then
-#: never woken (seen under load: the interrupt took effect when the hung requests ended, 60 s later).
-SIGNAL_POLL = 0.1
 
 logger = logging.getLogger(__name__)
 

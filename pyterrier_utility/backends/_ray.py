@@ -23,6 +23,7 @@ from pyterrier_rag.backend import Backend
 from .._checks import check, check_int, check_number
 from ..errors import BackendError
 from ..vocabulary import RAY_ADDRESSES, RAY_CONNECT_TIMEOUT
+from ._base import SIGNAL_POLL
 from ._replica import QUIET, Profile, Replica, ReplicatedBackend, Schedule, backend_factory, cpu_device, queries_of
 
 #: Set to ``'0'`` before Ray is imported, it keeps every node of a cluster started here on 127.0.0.1
@@ -216,7 +217,10 @@ class RayBackend(ReplicatedBackend):
             for actor in range(len(self._actors)):
                 send(actor)
             while pending:
-                [ref], _ = ray.wait(list(pending), num_returns=1)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=SIGNAL_POLL)
+                if not ready:
+                    continue
+                [ref] = ready
                 i = pending.pop(ref)
                 actor = schedule.done(i)
                 try:

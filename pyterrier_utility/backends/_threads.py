@@ -13,15 +13,22 @@ answered whole by one replica, and a batch-invariant backend gives each prompt t
 whatever batch it is in.
 """
 import copy
+import ctypes
 import queue
 import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from pyterrier_rag.backend import Backend
 
 from .._checks import check
 from ..errors import BackendError
+from ._base import SIGNAL_POLL
 from ._replica import Profile, Replica, ReplicatedBackend, Schedule, cpu_device, local_pool
+
+#: Seconds a call stopped early waits for the replicas it stopped to end: each ends at its next step,
+#: and one still inside a longer one (a long prompt's prefill) is waited for by the next call.
+STOP_S = 10.0
 
 
 class SerialTokenizer:
@@ -97,6 +104,8 @@ class ThreadBackend(ReplicatedBackend):
                                     for r in range(1, replicas)]
         #: Each replica's thread and device (``settings.json`` records them).
         self.nodes = [r.node for r in self._replicas]
+        #: The threads of a call stopped early, still answering their last batch (copies share them).
+        self._lingering: List[threading.Thread] = []
         self._start([r.describe({})[0] for r in self._replicas], self._where, verbose)
 
     def _where(self, replica: int) -> str:
@@ -124,13 +133,20 @@ class ThreadBackend(ReplicatedBackend):
 
         On a failure no replica starts another batch, the batches being answered finish and are yielded,
         then a :class:`~pyterrier_utility.errors.BackendError` names the replica and what failed. Torch
-        runs one thread in this process until the last batch is answered."""
+        runs one thread in this process until the last batch is answered. A caller that stops early (an
+        error, a Ctrl-C) is not kept waiting for the batches being answered: no replica starts another,
+        and each replica answering one is stopped as Ctrl-C stops a backend in the caller's own thread
+        (a ``KeyboardInterrupt`` raised in it, taking effect at its next step, a decode step), its
+        batch's answers discarded."""
         import torch
         check(bool(self._replicas), repr(self), 'closed; build a new pool')
+        for worker in self._lingering:  # a replica stopped by the last call, still inside one long step
+            worker.join()
         schedule = Schedule(len(self._replicas), len(batches))
         lock = threading.Lock()
-        results: 'queue.Queue[Optional[tuple]]' = queue.Queue()
+        results: 'queue.SimpleQueue[Optional[tuple]]' = queue.SimpleQueue()
         stop = threading.Event()
+        answering = [False] * len(self._replicas)  # under ``lock``: which replicas are inside a batch
 
         def work(replica: int) -> None:
             torch.set_num_threads(1)
@@ -138,16 +154,18 @@ class ThreadBackend(ReplicatedBackend):
                 while not stop.is_set():
                     with lock:
                         i = schedule.next_for(replica)
+                        answering[replica] = i is not None
                     if i is None:
                         break
                     try:
                         result = self._replicas[replica].run(self._changes, call, *batches[i])
-                    except BaseException as e:  # reported by the caller's thread
+                        with lock:  # the interrupt below is raised only before this ends
+                            answering[replica] = False
+                            schedule.done(i)
+                    except BaseException as e:  # reported by the caller's thread; a KeyboardInterrupt: stopped
                         stop.set()
                         results.put((i, None, e))
                         break
-                    with lock:
-                        schedule.done(i)
                     results.put((i, result, None))
             finally:
                 results.put(None)
@@ -157,12 +175,15 @@ class ThreadBackend(ReplicatedBackend):
         workers = [threading.Thread(target=work, args=(r,), name=f'pyterrier-utility replica {r}', daemon=True)
                    for r in range(len(self._replicas))]
         failure: Optional[BaseException] = None
+        running = len(workers)
         try:
             for worker in workers:
                 worker.start()
-            running = len(workers)
             while running:
-                item = results.get()
+                try:
+                    item = results.get(timeout=SIGNAL_POLL)
+                except queue.Empty:
+                    continue
                 if item is None:
                     running -= 1
                     continue
@@ -173,9 +194,15 @@ class ThreadBackend(ReplicatedBackend):
                 yield i, result
         finally:
             stop.set()  # a caller stopping early (an error, a Ctrl-C): the replicas start nothing more
-            if failure is None:
+            if running:
+                with lock:
+                    for worker, busy in zip(workers, answering):
+                        if busy:
+                            _interrupt(worker)
+                deadline = time.monotonic() + STOP_S
                 for worker in workers:
-                    worker.join()
+                    worker.join(max(0.0, deadline - time.monotonic()))
+            self._lingering[:] = [worker for worker in workers if worker.is_alive()]
             torch.set_num_threads(threads)
         if isinstance(failure, BackendError):
             raise BackendError(f'{self!r} {failure}' if str(failure).startswith('on ') else str(failure))
@@ -190,6 +217,11 @@ class ThreadBackend(ReplicatedBackend):
     def __repr__(self):
         name = self.profile.name if hasattr(self, 'profile') else self._name
         return f'ThreadBackend({name}, replicas={len(self._replicas)})'
+
+
+def _interrupt(thread: threading.Thread) -> None:
+    """Raises ``KeyboardInterrupt`` in ``thread`` when it next runs Python code."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0), ctypes.py_object(KeyboardInterrupt))
 
 
 def _located(replica: int) -> Callable[[], Tuple[Dict[str, Any], str]]:

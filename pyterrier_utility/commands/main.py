@@ -21,6 +21,7 @@ from ir_measures import nDCG
 
 from .. import measures
 from .._messages import inform
+from ..cache.store import AnswerStore
 from ..errors import SettingError
 from ..methods.attribution.quality import quality_summary
 from ..methods.attribution.summary import attribution_table
@@ -28,7 +29,7 @@ from ..prediction.parameters import PredictionParameters
 from ..report import figures
 from ..report.html import write_report
 from ..report.tables import write_tables
-from ..schema import HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
+from ..schema import GENERATIONS_FILE, HEALTH_FILE, REPORT_FILE, SETTINGS_FILE
 from ..scoring.utility import UtilityEvaluator, check_gain, with_gain
 from ..settings import Placement
 from ..study import health, stats
@@ -168,6 +169,19 @@ def transfer(out: Union[str, Path], max_docs: Optional[int] = None, argv: Option
     print(f'written to {out}/ ({", ".join(written)}) in {time.time() - start:.0f} s; '
           f'{found.settings["generated"]} answers generated')
     return found
+
+
+def interrupted(command: str, out: Union[str, Path, None]) -> str:
+    """The line a command stopped by Ctrl-C ends with: how many answers the generation cache of ``out``
+    keeps, and that the same command goes on from them. Each answer is stored whole once its batch is
+    answered, and a run's files are moved into place together, so nothing is kept half-written."""
+    cache = Path(out) / GENERATIONS_FILE if out is not None else None
+    if command in ('report', 'predict') or cache is None:
+        return f'pyterrier-utility {command}: interrupted; it generates nothing, and the same command writes its ' \
+               'files again'
+    kept = len(AnswerStore(cache)) if cache.is_file() else 0
+    return (f'pyterrier-utility {command}: interrupted; {kept} answers are kept in {cache}, and the same command '
+            'goes on from them')
 
 
 def _recorded(folder: Path) -> dict:
