@@ -10,9 +10,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, answered, stored
+from support.interrupt import answers_in, interrupt_command
+from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, ShareableScripted, answered, stored
 
 import pyterrier_utility as pu
+from pyterrier_utility import cli
 from pyterrier_utility.backends.hf.invariant import one_thread
 from pyterrier_utility.errors import BackendError, SettingError, UtilityWarning
 
@@ -68,6 +70,18 @@ def test_two_replicas_of_one_thread_each_answer_as_the_backend_in_process_and_na
     assert 0 < kept < 20 and stored(path) == kept
     assert f'[{kept} answers of the batches completed are in the cache' in message
     assert answered(pu.GenerationCache(ScriptedBackend(), path)) == (EXPECTED, 20 - kept)
+
+
+def test_a_failing_replica_stops_the_pool_nothing_more_being_sent(tmp_path):
+    """Ten batches of one prompt: replica 0 fails at once on its first; the batches sent before the pool
+    heard of it (its second, replica 1's two, a fifth of a second each) are answered and kept, and no
+    other is sent."""
+    path = tmp_path / 'answers.sqlite'
+    failing = functools.partial(ScriptedBackend, fail_on='question 0', batch_size=1, hold=0.2)
+    with pu.backends.ProcessBackend(failing, replicas=2) as backend:
+        with pytest.raises(BackendError, match="answering the prompt of the query 'question 0'"):
+            pu.GenerationCache(backend, path).answer(PROMPTS, [0])
+    assert stored(path) == 3
 
 
 def test_a_pool_is_checked_where_it_is_made_and_a_backend_that_cannot_be_built_is_named_with_its_replica():
@@ -136,3 +150,35 @@ def test_the_offline_reader_in_replica_processes_answers_as_in_replica_threads_a
     with pu.backends.ThreadBackend('gemma3-270m', replicas=2, **settings) as threads:
         in_threads = threads.generate(prompts, seeds=seeds)
     assert in_processes == here and in_threads == here
+
+
+#: The child's reader: the scripted backend in replica processes, each answering its first batch at once and
+#: holding every later one for a minute.
+HELD_IN_PROCESSES = '''
+from support.scripted import ScriptedBackend
+held = functools.partial(ScriptedBackend, batch_size=2, hold=60, quick=1)
+pu.backends.ThreadBackend = lambda name, replicas, **options: pu.backends.ProcessBackend(held, replicas)
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_study_on_replica_processes_in_one_line_and_the_same_command_goes_on(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """Ctrl-C as a terminal gives it (to the replicas too) while both replica processes hold a batch: the
+    command exits 130 within 5 s, in one line, with the replicas gone; the same command then generates
+    only the rest."""
+    out = tmp_path / 'study'
+    argv = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '3', '--samples', '2', '--labels',
+            '2', '--replicas', '2', '--out', str(out)]
+    done = interrupt_command(argv, HELD_IN_PROCESSES, lambda: answers_in(out / 'generations.sqlite') >= 4)
+    assert done.returncode == 130, done.stderr[-6000:]
+    assert done.after == [f'pyterrier-utility study: interrupted; 4 answers are kept in {out}/generations.sqlite, '
+                          'and the same command goes on from them'], done.stderr[-6000:]
+    assert done.seconds < 5, done.stderr[-6000:]
+    assert done.left == []  # the replicas, each holding a batch for a minute, are killed as the command ends
+    assert answers_in(out / 'generations.sqlite') == 4
+    threads = pu.backends.ThreadBackend
+    monkeypatch.setattr(pu.backends, 'ThreadBackend', lambda name, replicas, **options: threads(
+        functools.partial(ShareableScripted, batch_size=2), replicas))
+    assert cli.main(argv) == 0  # 3 queries, 0-shot and k=1, 2 samples each
+    assert capsys.readouterr().out.rstrip().endswith('; 8 answers generated')

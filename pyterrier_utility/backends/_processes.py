@@ -18,6 +18,7 @@ only from a process running one thread: where the backend's build left others ru
 worker thread), the zygote starts each replica as a new process building its own copy instead, and
 the pool says so.
 """
+import atexit
 import ctypes
 import gc
 import os
@@ -34,6 +35,7 @@ from pyterrier_rag.backend import Backend
 
 from .._messages import warn
 from ..errors import BackendError
+from ._base import SIGNAL_POLL
 from ._replica import QUIET, Profile, Replica, ReplicatedBackend, Schedule, cpu_device, local_pool, queries_of
 
 #: The environment the pool's processes start with: one thread for every library that would start more
@@ -246,6 +248,8 @@ class ProcessBackend(ReplicatedBackend):
         #: How each replica ended, as the zygote says.
         self._exits: Dict[int, int] = {}
         self._pids: List[int] = []
+        #: Each replica's batches sent and not yet read back (the answers of a call stopped early).
+        self._unread: Dict[int, List[int]] = {}
         try:
             self._control.send((factory, backend_kwargs))
             self._pids, why = self._started()
@@ -263,6 +267,7 @@ class ProcessBackend(ReplicatedBackend):
         #: Each replica's process and device (``settings.json`` records them).
         self.nodes = [node for _, node in described]
         self._start([profile for profile, _ in described], self._where, verbose)
+        atexit.register(self.close)  # replicas still answering a call stopped by Ctrl-C end with this process
 
     def _started(self) -> Tuple[List[int], Optional[str]]:
         """The replicas' process ids, once the zygote has started them, and why they were not forked."""
@@ -331,13 +336,17 @@ class ProcessBackend(ReplicatedBackend):
 
         On a failure nothing more is sent, the batches in flight finish and are yielded, then a
         :class:`~pyterrier_utility.errors.BackendError` names the replica and what failed. A replica's
-        answers come back in the order it was sent its batches."""
+        answers come back in the order it was sent its batches. A caller that stops early (an error, a
+        Ctrl-C) is not kept waiting: the batches in flight finish in the replicas, and their answers are
+        read and discarded by the next call (or the replicas killed by :meth:`close`)."""
+        self._drain()
         dead = [r for r in range(len(self._pids)) if self._exit_code(r) is not None]
         if dead or not self._pids:
             raise BackendError(f'{self!r}: ' + (f'{self._where(dead[0])} has died' if dead else 'closed')
                                + '; build a new pool')
         schedule = Schedule(len(self._conns), len(batches))
-        sent: Dict[int, List[int]] = {r: [] for r in range(len(self._conns))}
+        sent = self._unread  # shared with the copies made by with_settings, which use the same connections
+        sent.update({r: [] for r in range(len(self._conns))})
 
         def send(replica: int) -> None:
             while (i := schedule.next_for(replica)) is not None:
@@ -345,12 +354,9 @@ class ProcessBackend(ReplicatedBackend):
                 self._conns[replica].send(('run', self._changes, call, prompts, seeds))
                 sent[replica].append(i)
 
-        try:
-            for replica in range(len(self._conns)):
-                send(replica)
-            yield from self._collected(schedule, sent, send, batches)
-        finally:
-            self._drain(sent)
+        for replica in range(len(self._conns)):
+            send(replica)
+        yield from self._collected(schedule, sent, send, batches)
 
     def _collected(self, schedule: Schedule, sent: Dict[int, List[int]], send: Callable[[int], None],
                    batches: Sequence[Tuple[List[str], List[int]]]) -> Iterator[Tuple[int, list]]:
@@ -358,13 +364,14 @@ class ProcessBackend(ReplicatedBackend):
         failure: Optional[BackendError] = None
         while any(sent.values()):
             busy = {self._conns[r]: r for r, held in sent.items() if held}
-            for conn in wait(list(busy)):
+            for conn in wait(list(busy), timeout=SIGNAL_POLL):
                 replica = busy[conn]  # type: ignore[index]
-                i = sent[replica].pop(0)
+                i = sent[replica][0]
                 schedule.done(i)
                 try:
                     result = self._received(replica)
                 except BackendError as e:
+                    sent[replica].pop(0)
                     if self._exit_code(replica) is not None:
                         held = [i] + sent[replica]
                         prompts = [p for j in held for p in batches[j][0]]
@@ -373,16 +380,17 @@ class ProcessBackend(ReplicatedBackend):
                                          f'{len(prompts)} prompts (queries {queries_of(prompts)})')
                     failure = failure or BackendError(f'{self!r} {e}' if str(e).startswith('on ') else str(e))
                     continue
+                sent[replica].pop(0)  # read: not left for the next call to discard
                 yield i, result
                 if failure is None:
                     send(replica)
         if failure is not None:
             raise failure
 
-    def _drain(self, sent: Dict[int, List[int]]) -> None:
-        """Waits for the answers of batches sent and not collected (the caller stopped early: an error, a
-        Ctrl-C), discarding them, so that the next call reads its own."""
-        for replica, held in sent.items():
+    def _drain(self) -> None:
+        """Waits for the answers of batches sent and not collected (the last call stopped early: an error,
+        a Ctrl-C), discarding them, so that this call reads its own."""
+        for replica, held in self._unread.items():
             for _ in held:
                 try:
                     self._received(replica)
@@ -395,7 +403,9 @@ class ProcessBackend(ReplicatedBackend):
         for conn in self._conns:
             conn.close()
         for replica, pid in enumerate(self._pids):
-            if self._exit_code(replica, timeout=10) is None:
+            # A replica still answering a batch nobody reads is killed at once; the others end as their
+            # connection closes.
+            if self._exit_code(replica, timeout=0 if self._unread.get(replica) else 10) is None:
                 os.kill(pid, signal.SIGKILL)
                 self._exit_code(replica, timeout=10)
         self._control.close()
@@ -405,6 +415,8 @@ class ProcessBackend(ReplicatedBackend):
             self.zygote.kill()
             self.zygote.wait()
         self._conns, self._pids = [], []
+        self._unread.clear()
+        atexit.unregister(self.close)
 
     def __repr__(self):
         return f'ProcessBackend({self.profile.name if hasattr(self, "profile") else self._name}, ' \
