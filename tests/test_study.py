@@ -460,11 +460,20 @@ def test_an_absolute_study_tests_p_k_minus_p_0_and_report_redraws_a_relative_stu
     capsys.readouterr()
     again = tmp_path / 'again'
     assert cli.main(['report', str(relative), '--utility', 'absolute', '--min-n', '2', '--fig4-k', '3',
-                     '--out', str(again)]) == 0
+                     '--out', str(again), '--html']) == 0
     assert 'nothing generated' in capsys.readouterr().out
     for name in ('per_query.csv', 'table1.csv', 'table1.md', 'table1_paper.md', 'table1.tex', 'correlations.csv',
                  'fig3_utility_vs_k.png', 'fig4_ndcg_vs_utility_k3.png', 'fig5_pearson_vs_k.png'):
         assert (again / name).read_bytes() == (absolute / name).read_bytes(), name
+    # The page too: its overview (verdict, Table 1, intervals, figures, correlations) and its explorer's data
+    # are the absolute study's own; only its title and its settings (as the study was run) differ.
+    def page(path):
+        text = path.read_text()
+        overview = text[text.index('<section id="overview">'):text.index('<details id="settings">')]
+        return overview, text[text.index('<script type="application/json"'):text.index('</script>')]
+    assert page(again / 'report.html') == page(absolute / 'report.html')
+    assert 'Table 1: mean context absolute utility U per system and k' in page(again / 'report.html')[0]
+    assert page(relative / 'report.html') != page(absolute / 'report.html')
     # Without --utility, the gain each study was run with; two studies run differently need one given.
     assert cli.main(['report', str(absolute), '--min-n', '2', '--out', str(tmp_path / 'same')]) == 0
     assert (tmp_path / 'same' / 'table1_paper.md').read_text() == legend

@@ -214,7 +214,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     Figures 3 and 5 over the ``figure_ks`` their ``settings.json`` record (every k where a folder has
     none). U is under ``gain`` (``'relative'`` or ``'absolute'``, computed again from each query's P_k
     and P_0; default: the gain the studies were run with). With ``html``, also each folder's browsable
-    page as the study was run (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
+    page under that gain (``report.html`` in ``out``, or ``NAME-report.html`` for several folders).
     Studies of different answer qualities are refused (one table holds one P). Returns the file names."""
     frames, healths, table_ks, figure_ks = [], [], set(), set()
     recorded = [_recorded(study_folder(folder)) for folder in folders]
@@ -254,6 +254,6 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     if html:
         for folder in folders:
             page = out / (REPORT_FILE if len(folders) == 1 else f'{Path(folder).name}-{REPORT_FILE}')
-            written.append(write_report(folder, page).name)
+            written.append(write_report(folder, page, gain=gain).name)
     print(f'written to {out}/ ({", ".join(written)}); nothing generated')
     return written

@@ -28,6 +28,7 @@ from ..vocabulary import MIN_N
 from .explorer import report_data
 from .markup import cell_number, figure_html, html_table, markdown_html
 from .prediction_report import prediction_section
+from .redraw import redrawn
 from .transfer_report import transfer_section
 
 #: The page's title when none is given: the study folder's name.
@@ -263,7 +264,7 @@ def _overview_html(study: StudyFolder) -> str:
     def section(title, body, anchor):
         return f'<h2 id="{anchor}">{title}</h2>\n{body}'
     figures = ''.join(figure_html(name, png) for name, png in study.figures.items())
-    utility = gain_name((study.settings or {}).get('utility', 'relative'))
+    utility = gain_name(study.gain)
     settings = (_settings_html(study.settings) if study.settings is not None else missing(SETTINGS_FILE))
     predicted = prediction_section(study.path)
     across = transfer_section(study.path)
@@ -323,7 +324,7 @@ def report_html(study: StudyFolder, title: Optional[str] = None) -> str:
 
 
 def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = None,
-                 title: Optional[str] = None) -> Path:
+                 title: Optional[str] = None, gain: Optional[str] = None) -> Path:
     """Writes the study in ``folder`` as one self-contained HTML page, which opens offline.
 
     The overview shows, in this order, what was studied in one line (datasets, queries, systems, k,
@@ -345,6 +346,8 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
         path: where to write; ``folder/report.html`` by default.
         title: the page's title (default: :func:`report_title`: the settings' ``title``, or the
             folder's name); a study written into a staging folder passes its final folder's name.
+        gain: U as ``'relative'`` or ``'absolute'`` gain (default: the study's own); another than the
+            study's redraws its Table 1, correlations and figures (:func:`~.redraw.redrawn`).
 
     Example::
 
@@ -352,6 +355,7 @@ def write_report(folder: Union[str, Path], path: Optional[Union[str, Path]] = No
         print(write_report('results/study'))  # results/study/report.html
     """
     study = read_study(folder)
+    study = study if gain is None else redrawn(study, gain)
     path = Path(path) if path is not None else Path(folder) / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(report_html(study, title), encoding='utf8')

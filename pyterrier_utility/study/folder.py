@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..errors import FrameError, SettingError
 from ..schema import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
-from ..vocabulary import QUALITIES, QUALITY_NAMES
+from ..vocabulary import QUALITIES, QUALITY_NAMES, UTILITY_GAINS
 from .stats import block_heading
 from .validate import read_per_query
 
@@ -54,6 +54,8 @@ class StudyFolder:
         named_datasets: whether the files name their dataset (a study over several collections or readers).
         block: what heads the ``dataset`` column where it is shown: ``'Dataset'``, ``'Reader'`` (a study of
             several readers) or ``'Dataset · reader'`` (:func:`~.stats.block_heading`).
+        gain: what ``per_query``'s ``utility`` holds (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`): the
+            gain settings.json records, the study's own.
     """
     path: Path
     per_query: pd.DataFrame
@@ -71,6 +73,7 @@ class StudyFolder:
     figures: Dict[str, bytes] = field(default_factory=dict)
     named_datasets: bool = False
     block: str = 'Dataset'
+    gain: str = UTILITY_GAINS[0]
 
     @property
     def quality_name(self) -> str:
@@ -188,6 +191,7 @@ def read_study(folder: Union[str, Path]) -> StudyFolder:
             study.settings = json.loads((path / SETTINGS_FILE).read_text())
         except json.JSONDecodeError as e:
             raise FrameError(f'{path / SETTINGS_FILE}: not JSON ({e})') from None
+        study.gain = study.settings.get('utility', UTILITY_GAINS[0])
     if (path / 'table1_paper.md').is_file():
         study.table1 = (path / 'table1_paper.md').read_text()
     study.figures = {p.name: p.read_bytes() for p in sorted(path.glob('fig*.png'))}
