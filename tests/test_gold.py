@@ -269,3 +269,19 @@ def test_cli_experiment_runs_a_gold_quality_in_pt_experiment(collection, tmp_pat
     assert not [c for c in table.columns if 'FBERT' in c]
     assert table.loc['Rel', 'F1'] == pytest.approx((2 / 11 + 1 / 3 + 6 / 13) / 3, abs=1e-4)
     assert table.loc['Rel', 'F1_0shot'] == pytest.approx(0.5, abs=1e-4)
+
+
+def test_cli_experiment_with_the_absolute_gain_reports_p_k_minus_p_0_per_query(qa_folder, tmp_path, monkeypatch):
+    from support.backends import CountingBackend
+
+    import pyterrier_utility as pu
+    from pyterrier_utility import cli
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    out = tmp_path / 'experiment'
+    assert cli.main(['experiment', '--dataset', qa_folder, '--quality', 'f1', '-k', '1', '--systems', 'Rel',
+                     '--labels', '2', '--utility', 'absolute', '--out', str(out)]) == 0
+    values = pd.read_csv(out / 'per_query.csv', dtype={'qid': str}).pivot(index='qid', columns='measure',
+                                                                          values='value')
+    # F1 of the Rel answers 2/11, 1/3, 6/13 against 0-shot 0, 1/2, 1 (see above): U = P_k - P_0, q1's too.
+    assert values['Utility'].tolist() == pytest.approx([2 / 11, 1 / 3 - 1 / 2, 6 / 13 - 1])
+    assert (values['Utility'] == values['F1'] - values['F1_0shot']).all()
