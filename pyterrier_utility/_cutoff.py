@@ -14,3 +14,12 @@ def with_fewer_results(transformer, k: int):
     fused = copy.copy(transformer)
     fused.num_results = k
     return fused
+
+
+class CutAsFused:
+    """A transformer whose ``% k`` is its own cut (its ``fuse_rank_cutoff``) whether or not the pipeline is
+    compiled: ``pt.Experiment`` runs a pipeline as it is built, and the fused cut is the one that says
+    which queries get fewer than k documents. ``% k`` is PyTerrier's, compiled at once."""
+
+    def __mod__(self, k: int):
+        return super().__mod__(k).compile()  # type: ignore[misc]  # beside pt.Transformer

@@ -200,3 +200,16 @@ def test_default_systems_offer_both_oracles():
     assert list(pd.Series(authors['Rel'].sample('1')[:9]).map(label)) == [3] * 7 + [2] * 2  # qid 1 has no label 4
     with pytest.raises(SettingError, match='oracle must be one of'):
         default_systems(d, qrels, retrieval=False, oracle='paper')
+
+
+def test_fewer_than_k_is_said_naming_the_queries_compiled_or_not_and_inside_pt_experiment():
+    import pyterrier as pt
+    from ir_measures import nDCG
+    fewer = r'gives fewer than k=3 relevant documents \(all it has\) to some queries.*q2'
+    rel = OracleSampler(QRELS, TEXTS, labels=2)
+    for pipeline in (rel % 3, (rel % 3).compile()):
+        with pytest.warns(UserWarning, match=fewer):
+            out = pipeline(TOPICS)
+        assert out.groupby('qid').size().to_dict() == {'q1': 3, 'q2': 1}
+    with pytest.warns(UserWarning, match=fewer):
+        pt.Experiment([rel % 3], TOPICS, QRELS, [nDCG @ 3])

@@ -8,7 +8,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .._checks import check_int
-from .._cutoff import with_fewer_results
+from .._cutoff import CutAsFused, with_fewer_results
 from .._files import stable_hash
 from .._frames import normalise_frame, validate_columns
 from .._messages import warn_qids
@@ -27,7 +27,7 @@ from ..vocabulary import ORACLE_MODES
 #: for NRel.
 
 
-class OracleSampler(pt.Transformer):
+class OracleSampler(CutAsFused, pt.Transformer):
     """Retrieves judged relevant (or non-relevant) documents for each query: a random sample
     (``mode='sampled'``), or every judged document sorted by label (``mode='authors'``).
 
@@ -38,8 +38,8 @@ class OracleSampler(pt.Transformer):
     Cranfield, unjudged documents are non-relevant). The order is random; each query's sample
     depends only on ``seed`` and its qid, and is a prefix of any larger sample, so
     ``OracleSampler(...) % k`` is a uniform sample of k, the queries with fewer than k documents getting all
-    they have. PyTerrier's ``compile()`` fuses the cut (:meth:`fuse_rank_cutoff`): only k documents are
-    drawn, and the queries with fewer are named in a warning. Output: a result frame with ``text``,
+    they have. ``% k`` is the fused cut (:meth:`fuse_rank_cutoff`), compiled or not, in ``pt.Experiment`` too:
+    only k documents are drawn, and the queries with fewer are named in a warning. Output: a result frame with ``text``,
     usable wherever a retriever is. Queries for which nothing can be sampled are absent, and named
     in a warning.
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pyterrier as pt
 
 from .._checks import check_int
-from .._cutoff import with_fewer_results
+from .._cutoff import CutAsFused, with_fewer_results
 from .._frames import normalise_frame, validate_columns
 from .._messages import warn_qids
 from ..datasets.texts import texts_of
@@ -134,15 +134,15 @@ class DocumentUtility(pt.Transformer):
         return f'DocumentUtility({self.reader!r})'
 
 
-class UtilityOracle(pt.Transformer):
+class UtilityOracle(CutAsFused, pt.Transformer):
     """A reader's own utility oracle: for each query, the documents of its pool of highest gain for that
     reader (:class:`DocumentUtility`'s output), as Rel gives the human-judged relevant ones.
 
     Only documents of positive gain are given (the reader's utilitarian documents), by gain, highest
     first; ties by P with the document alone, highest first, then by docno. ``oracle % k`` gives the
     first k; a query with fewer than k utilitarian documents gets those it has, and one with none is
-    left out. Both are named in a warning, as Rel does, the first where PyTerrier's ``compile()`` has fused
-    the cut (:meth:`fuse_rank_cutoff`).
+    left out. Both are named in a warning, as Rel does (``% k`` is the fused cut, :meth:`fuse_rank_cutoff`,
+    compiled or not).
 
     Args:
         document_utility: :class:`DocumentUtility`'s output for the reader (``qid``, ``docno``,
