@@ -6,6 +6,7 @@ import json
 import pandas as pd
 import pytest
 from support.backends import CountingBackend
+from support.interrupt import interrupt_command
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
@@ -101,3 +102,32 @@ def test_a_command_stopped_by_ctrl_c_says_in_one_line_what_is_kept_and_exits_130
     assert cli.main(['report', str(tmp_path), '--out', str(tmp_path / 'report')]) == 130
     assert capsys.readouterr().err == ('pyterrier-utility report: interrupted; it generates nothing, and the same '
                                        'command writes its files again\n')
+
+
+#: The child's reader and scorer: the counting backend in this process; the scorer marks that it has begun
+#: (a file), then encodes slowly.
+SLOW_SCORING = '''
+from pathlib import Path
+from support.backends import CountingBackend
+from pyterrier_utility.scoring.bertscore import BertScore
+pu.backends.get_backend = lambda name, **options: CountingBackend()
+embed = BertScore.embed
+def slow(self, texts, verbose=None):
+    Path({marker!r}).touch()
+    time.sleep(60)
+    return embed(self, texts, verbose)
+BertScore.embed = slow
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_study_scores_stops_it_in_one_line_keeping_every_answer(tmp_path):
+    out, marker = tmp_path / 'study', tmp_path / 'scoring'
+    argv = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '2', '--labels',
+            '2', '--replicas', '1', '--out', str(out)]
+    done = interrupt_command(argv, SLOW_SCORING.format(marker=str(marker)), marker.exists)
+    assert done.returncode == 130, done.stderr[-6000:]
+    assert done.after == [f'pyterrier-utility study: interrupted; 8 answers are kept in {out}/generations.sqlite, '
+                          'and the same command goes on from them'], done.stderr[-6000:]
+    assert done.seconds < 5, done.stderr[-6000:]
+    assert not (out / 'per_query.csv').exists()
