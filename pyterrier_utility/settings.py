@@ -292,8 +292,8 @@ class Placement:
     Args:
         ray: the Ray cluster (:data:`~pyterrier_utility.vocabulary.RAY_ADDRESSES` or
             ``[ray://]HOST:PORT``); ``None``: this machine.
-        replicas: copies of each reader, an actor or a process each, >= 1; ``None``: 1 on Ray, one per
-            thread torch would use for a reader computed on this CPU.
+        replicas: copies of each reader, >= 1: Ray actors with ``ray``, else threads of this process;
+            ``None``: 1 on Ray, one per thread torch would use for a reader computed on this CPU.
         replica_gpus: GPUs per copy on Ray, >= 0.
 
     Example::

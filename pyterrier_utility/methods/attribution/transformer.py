@@ -26,9 +26,11 @@ class ContextAttribution(pt.Transformer):
     answer when the prompt holds the documents at the positions S only, in their original relative
     order; v(empty) is P_0, from the 0-shot prompt, and v(all) is P_k. The ``method``
     (:mod:`~pyterrier_utility.methods.attribution.games`) splits v(all) - v(empty) among the
-    positions: ``'shapley'`` exactly (2^k coalitions, k <= 10), ``'permutation'`` by sampling
-    orders of the documents within a ``budget`` of coalition evaluations, ``'loo'`` (leave one
-    out) and ``'single'`` (each document alone, as eRAG). The prompts of every coalition of every
+    positions: ``'shapley'`` exactly (2^k coalitions, k <= 10); within a ``budget`` of coalition
+    evaluations, ``'permutation'`` by sampling orders of the documents, ``'kernelshap'`` by a weighted
+    regression on sampled coalitions, ``'tmc'`` by sampled orders truncated once a prefix is within
+    ``tolerance`` of v(all), and ``'contextcite'`` by ContextCite's Lasso on sampled ablations; and
+    ``'loo'`` (leave one out) and ``'single'`` (each document alone, as eRAG). The prompts of every coalition of every
     query go to the reader in one call, so the generation cache and batching serve them all. The
     whole context (the pipeline's own k-shot prompt) and the empty one (its 0-shot prompt) are
     evaluated for every method, so P_k and P_0 are always known and a study's answers are reused.
@@ -48,9 +50,11 @@ class ContextAttribution(pt.Transformer):
         scorer: the answer-quality scorer, as for :class:`~pyterrier_utility.UtilityEvaluator`
             (:class:`~pyterrier_utility.FBertScorer`: the paper's FBERT).
         method: one of :data:`~pyterrier_utility.vocabulary.ATTRIBUTION_METHODS`.
-        budget: ``'permutation'``'s coalition evaluations per query (v(empty), v(all), then k - 1
-            per sampled order); only for that method.
-        seed: the seed of ``'permutation'``'s orders (the same orders for every query).
+        budget: the coalition evaluations per query of the sampling methods (``'permutation'``,
+            ``'kernelshap'``, ``'tmc'``, ``'contextcite'``), v(empty) and v(all) among them; required for
+            them, refused for the others.
+        seed: the seed of the sampling methods' draws (the same draws for every query).
+        tolerance: ``'tmc'``'s truncation, a fraction of the context's gain.
 
     Example::
 
