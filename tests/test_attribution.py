@@ -26,6 +26,7 @@ from support.simulated_server import SimulatedServer, simulated_answer
 import pyterrier_utility as pu
 from pyterrier_utility.errors import FrameError, SettingError
 from pyterrier_utility.methods.attribution import ContextAttribution, games, utility_qrels, write_trec_qrels
+from pyterrier_utility.methods.attribution.quality import held_out, quality_table
 from pyterrier_utility.study.output import LOCK
 
 METHODS = ('shapley', 'permutation', 'loo', 'single')
@@ -285,6 +286,57 @@ def test_tmc_asks_for_its_coalitions_walk_by_walk():
     phi = games.estimate(lambda s: read.add(s) or v(s), 4, 'tmc', budget=11, seed=2).phi
     assert set(known) == read and 1 < rounds <= 4  # v(empty), v(all) and first prefixes; then one step a round
     assert np.array_equal(games.estimate(known.__getitem__, 4, 'tmc', budget=11, seed=2).phi, phi)
+
+
+def test_contextcite_is_sklearns_lasso_fitted_here_on_its_ablations_at_contextcites_alpha():
+    """phi are the weights of the Lasso fitted here on the coalitions ContextCite read, at ContextCite's
+    published ``lasso_alpha`` (0.01), on standardised inclusions and values, returned to the game's scale."""
+    from sklearn.linear_model import Lasso
+    weights = [0.3, -0.1, 0.05, 0.2, 0.02, 0.15]
+    read = []
+
+    def v(s):
+        read.append(s)
+        return sum(weights[i - 1] for i in s) + 0.1 * ({1, 2} <= s) - 0.05 * ({3, 4} <= s)
+    phi = games.contextcite(v, 6, 40, seed=3).phi
+    rows = read[2:]  # after v(empty) and v(all), the ablations in the order fitted
+    z = np.array([[i in s for i in range(1, 7)] for s in rows], dtype=float)
+    y = np.array([v(s) for s in rows])
+    fit = Lasso(alpha=0.01).fit((z - z.mean(axis=0)) / z.std(axis=0), (y - y.mean()) / y.std())
+    np.testing.assert_allclose(phi, fit.coef_ * y.std() / z.std(axis=0), rtol=1e-9, atol=1e-12)
+    assert np.count_nonzero(phi) == 6  # an alpha that zeroed a weight would hide a change of alpha
+
+
+def test_held_out_coalitions_are_neither_empty_nor_the_whole_context():
+    for seed in range(20):
+        drawn = held_out(3, 6, seed)
+        assert sorted(map(sorted, drawn)) == [[1], [1, 2], [1, 3], [2], [2, 3], [3]]
+
+
+def test_quality_table_is_the_lds_error_and_rank_correlation_of_each_method_against_exact_shapley():
+    """One context of three documents: Shapley and leave-one-out phi; four held-out coalitions. Each
+    figure recomputed here, the rank correlations with scipy."""
+    from scipy import stats
+    cell = dict(labels='label>=2', system='BM25', k=3, qid='q1')
+    exact, loo = [0.3, 0.1, 0.2], [0.25, 0.05, 0.3]
+    attribution = pd.DataFrame([dict(cell, method=m, position=i + 1, phi=phi[i])
+                                for m, phi in (('shapley', exact), ('loo', loo)) for i in range(3)])
+    values = {'': 0.1, '1 2 3': 0.7, '1': 0.35, '2 3': 0.4, '1 3': 0.55, '2': 0.15, '1 2': 0.45, '3': 0.3}
+    held = ['1', '2 3', '1 3', '2']
+    read_by_loo = ('', '1 2 3', '1 2')
+    coalitions = pd.DataFrame([dict(cell, coalition=c, value=v, held_out=c in held,
+                                    methods='' if c in held else 'shapley' + ' loo' * (c in read_by_loo))
+                               for c, v in values.items()])
+    table = quality_table(attribution, coalitions).set_index('method')
+    for method, phi in (('shapley', exact), ('loo', loo)):
+        predicted = [0.1 + sum(phi[int(i) - 1] for i in c.split()) for c in held]
+        row = table.loc[method]
+        assert row['lds'] == pytest.approx(stats.spearmanr(predicted, [values[c] for c in held])[0], abs=1e-12)
+        assert row['spearman'] == pytest.approx(stats.spearmanr(phi, exact)[0], abs=1e-12)
+        assert row['mae'] == pytest.approx(np.abs(np.subtract(phi, exact)).mean(), abs=1e-12)
+        assert row['held_out'] == 4
+    assert table.loc['loo', 'spearman'] == pytest.approx(0.5) and table.loc['loo', 'top1'] == False  # noqa: E712
+    assert table.loc['shapley', 'coalitions'] == 4 and table.loc['loo', 'coalitions'] == 3
 
 
 def test_contextcite_draws_each_document_with_probability_one_half_and_is_not_efficient():
