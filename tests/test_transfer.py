@@ -184,3 +184,29 @@ def test_transfer_records_each_readers_oracle_in_contexts_csv_once(tmp_path, mon
     table = table[:table.index('</details>')]
     assert "The documents each reader's own oracle chose at k=2" in table
     assert re.findall(r'<th>([^<]*)</th>', table) == ['qid'] + [f'Util:{r}' for r in READERS]
+
+
+def test_the_per_query_agreement_intervals_are_the_percentile_bootstrap_of_the_mean_over_queries():
+    """Two readers' gains over eight queries of five documents: the per-query Spearman and Jaccard, their
+    means, and the 95% intervals recomputed here (the queries resampled with numpy's generator of the
+    seed, each resample's mean, numpy's 2.5th and 97.5th percentiles)."""
+    from scipy import stats
+
+    from pyterrier_utility.study.transfer import reader_agreement
+    rng = np.random.default_rng(7)
+    gains = rng.normal(size=(8, 5, 2))
+    utility = pd.DataFrame([dict(reader=r, qid=f'q{q}', docno=f'd{d}', gain=gains[q, d, i])
+                            for i, r in enumerate('ab') for q in range(8) for d in range(5)])
+    found = reader_agreement(utility, n_resamples=200, seed=4).set_index('statistic')
+    per_query = {
+        'spearman_per_query': [stats.spearmanr(g[:, 0], g[:, 1])[0] for g in gains],
+        'jaccard': [len(set(np.flatnonzero(g[:, 0] > 0)) & set(np.flatnonzero(g[:, 1] > 0)))
+                    / len(set(np.flatnonzero(g[:, 0] > 0)) | set(np.flatnonzero(g[:, 1] > 0))) for g in gains]}
+    draws = np.random.default_rng(4).integers(0, 8, (200, 8))
+    for statistic, values in per_query.items():
+        means = np.asarray(values)[draws].mean(axis=1)
+        row = found.loc[statistic]
+        assert row['value'] == pytest.approx(np.mean(values), abs=1e-12) and row['n'] == 8
+        assert (row['low'], row['high']) == pytest.approx((np.percentile(means, 2.5), np.percentile(means, 97.5)),
+                                                          abs=1e-12)
+        assert row['low'] < row['value'] < row['high']
