@@ -337,6 +337,13 @@ def test_quality_table_is_the_lds_error_and_rank_correlation_of_each_method_agai
         assert row['held_out'] == 4
     assert table.loc['loo', 'spearman'] == pytest.approx(0.5) and table.loc['loo', 'top1'] == False  # noqa: E712
     assert table.loc['shapley', 'coalitions'] == 4 and table.loc['loo', 'coalitions'] == 3
+    from pyterrier.validate import InputValidationError
+    with pytest.raises(InputValidationError, match=r"quality_table coalitions: input has no column 'value'"):
+        quality_table(attribution, coalitions.drop(columns='value'))
+    with pytest.raises(InputValidationError, match=r"quality_table attribution: input has no column 'phi'"):
+        quality_table(attribution.drop(columns='phi'), coalitions)
+    with pytest.raises(InputValidationError, match=r"quality_summary: input has no column 'lds'"):
+        pu.methods.attribution.quality_summary(table.reset_index().drop(columns='lds'))
 
 
 def test_contextcite_draws_each_document_with_probability_one_half_and_is_not_efficient():

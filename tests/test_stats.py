@@ -130,3 +130,13 @@ def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_d
     # The same label sets everywhere: the blocks are the label sets, as before.
     same = rendering.table1_paper(pd.concat([dl, dl.assign(dataset='DL20')], ignore_index=True))
     assert '| label in {2,3}, 0-shot | label in {2,3}, k=2 | label in {3}, 0-shot | label in {3}, k=2 |' in same
+
+
+def test_each_table_names_the_column_its_frame_lacks_before_computing():
+    from pyterrier.validate import InputValidationError
+    frame = per_query(5)
+    for name, missing, compute in (('table1', 'fbert_0shot', stats.table1), ('table1', 'labels', stats.table1),
+                                   ('correlations', 'ndcg', stats.correlations),
+                                   ('utility_ci', 'utility', stats.utility_ci)):
+        with pytest.raises(InputValidationError, match=rf"^{name}: input has no column '{missing}'"):
+            compute(frame.drop(columns=missing))

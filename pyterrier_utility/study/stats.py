@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from .._frames import validate_columns
 from ..errors import SettingError
 from ..schema import CELL, CORRELATION_FIELDS
 from ..scoring.correlation import METHODS, correlation
@@ -81,6 +82,7 @@ def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: floa
         correction: a multiple-testing correction method of statsmodels, or ``None``.
         min_n: the fewest paired queries a mark is given on (:data:`MIN_N`).
     """
+    validate_columns('table1', per_query, ['labels', *CELL, 'fbert_0shot', 'utility'])
     rows = []
     keys, groups = _cells(per_query, 'k')
     for key, cell in groups:
@@ -113,6 +115,7 @@ def correlations(per_query: pd.DataFrame, method: str = 'pearson', x: str = 'ndc
     if method not in METHODS:
         raise SettingError(f'correlations: method must be one of {sorted(METHODS)}, got {method!r}')
     _check_level('correlations', level)
+    validate_columns('correlations', per_query, ['labels', 'system', 'k', x, y])
     rows = []
     keys, groups = _cells(per_query, 'system', 'k')
     for key, cell in groups:
@@ -161,6 +164,7 @@ def utility_ci(per_query: pd.DataFrame, resamples: int = 1000, level: float = 0.
         print(ci[['system', 'k', 'utility', 'low', 'high']])
     """
     _check_level('utility_ci', level)
+    validate_columns('utility_ci', per_query, ['labels', 'system', 'k', 'utility'])
     rows = []
     keys, groups = _cells(per_query, 'system', 'k')
     tails = _tails(level)

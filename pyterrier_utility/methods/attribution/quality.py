@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from ..._checks import check_int
+from ..._frames import validate_columns
 from ...schema import CELL, QUALITY_COLUMNS
 from . import games
 
@@ -64,6 +65,8 @@ def quality_table(attribution: pd.DataFrame, coalitions: pd.DataFrame) -> pd.Dat
     (phi against exact) and ``top1`` (the same document has the largest phi). The ``shapley`` rows are
     included, against themselves."""
     keys = ['labels', *CELL]
+    validate_columns('quality_table attribution', attribution, [*keys, 'method', 'position', 'phi'])
+    validate_columns('quality_table coalitions', coalitions, [*keys, 'coalition', 'value', 'held_out', 'methods'])
     frame = coalitions.assign(_coalition=coalitions['coalition'].map(games.parse_coalition))
     held = frame[frame['held_out'].astype(str) == 'True']
     by_context = {key: rows for key, rows in frame.groupby(keys, sort=False)}
@@ -95,6 +98,7 @@ def quality_summary(quality: pd.DataFrame) -> pd.DataFrame:
     """:func:`quality_table`'s rows averaged over the queries, per label set, system, k and method (NaN
     skipped; ``top1`` as the share of contexts that agree), in the order of the rows."""
     keys = ['labels', *CELL[:2], 'method']
-    frame = quality.assign(top1=quality['top1'].map({True: 1.0, False: 0.0, 'True': 1.0, 'False': 0.0}))
     values = ['coalitions', 'lds', 'mae', 'spearman', 'top1']
+    validate_columns('quality_summary', quality, [*keys, *values])
+    frame = quality.assign(top1=quality['top1'].map({True: 1.0, False: 0.0, 'True': 1.0, 'False': 0.0}))
     return frame.groupby(keys, sort=False)[values].mean().reset_index()
