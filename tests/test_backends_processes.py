@@ -15,6 +15,7 @@ from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, Shareabl
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
+from pyterrier_utility.backends import _replica as replica
 from pyterrier_utility.backends.hf.invariant import one_thread
 from pyterrier_utility.errors import BackendError, SettingError, UtilityWarning
 
@@ -134,7 +135,7 @@ def test_replicas_are_forked_from_one_process_and_share_what_it_built():
 
 
 @pytest.mark.slow
-def test_the_offline_reader_in_replica_processes_answers_as_in_replica_threads_and_in_process():
+def test_the_offline_reader_in_replica_processes_answers_as_in_replica_threads_and_in_process(monkeypatch):
     """The offline reader as two replica processes (forked from the one that built it), as two replica
     threads, and in this process on one thread: the same answers, their token log-probabilities
     included, bit for bit, the batches shared between the replicas."""
@@ -147,9 +148,18 @@ def test_the_offline_reader_in_replica_processes_answers_as_in_replica_threads_a
     with pu.backends.ProcessBackend('gemma3-270m', replicas=2, **settings) as processes:
         assert processes.forked and 'in 2 replica processes of one thread each' in processes.reproducibility
         in_processes = processes.generate(prompts, seeds=seeds)
+    served = []
+
+    def answered(backend, batch, batch_seeds):
+        served.append(threading.current_thread().name)
+        return answered_whole(backend, batch, batch_seeds)
+    answered_whole = replica._answered
     with pu.backends.ThreadBackend('gemma3-270m', replicas=2, **settings) as threads:
+        monkeypatch.setattr(replica, '_answered', answered)
         in_threads = threads.generate(prompts, seeds=seeds)
     assert in_processes == here and in_threads == here
+    # Four batches of one prompt's two samples, both replica threads serving some.
+    assert len(served) == 4 and set(served) == {'pyterrier-utility replica 0', 'pyterrier-utility replica 1'}
 
 
 #: The child's reader: the scripted backend in replica processes, each answering its first batch at once and
