@@ -131,3 +131,26 @@ def test_ctrl_c_while_a_study_scores_stops_it_in_one_line_keeping_every_answer(t
                           'and the same command goes on from them'], done.stderr[-6000:]
     assert done.seconds < 5, done.stderr[-6000:]
     assert not (out / 'per_query.csv').exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_study_writes_its_files_leaves_the_last_runs_files_whole(tmp_path, monkeypatch, capsys):
+    """The second run of a study is interrupted after its tables are written, while it draws its figures:
+    it exits 130 in one line, and the folder holds the first run's files, byte for byte, and no staging folder."""
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    argv = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '2', '--samples', '1', '--labels', '2',
+            '--out', str(tmp_path)]
+    assert cli.main(argv) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.suffix in ('.csv', '.md', '.json')}
+    capsys.readouterr()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(pu.report.figures, 'draw_figures', interrupted)
+    assert cli.main([*argv[:-2], '--seed', '5', '--out', str(tmp_path)]) == 130
+    # Its 4 answers (another seed) beside the first run's 4.
+    assert capsys.readouterr().err.splitlines()[-1] == (f'pyterrier-utility study: interrupted; 8 answers are kept in '
+                                                        f'{tmp_path / "generations.sqlite"}, and the same command goes '
+                                                        'on from them')
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in before} == before
+    assert not list(tmp_path.glob('.staging-*'))
