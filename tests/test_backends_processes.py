@@ -85,6 +85,21 @@ def test_a_failing_replica_stops_the_pool_nothing_more_being_sent(tmp_path):
     assert stored(path) == 3
 
 
+def test_a_caller_stopping_early_is_back_at_once_and_the_next_call_reads_its_own_answers():
+    """A caller that stops while a replica holds a batch for 3 s returns at once; the next call waits for
+    that batch's answer, discards it, and answers its own prompts."""
+    held = functools.partial(ScriptedBackend, batch_size=1, hold=3, hold_on='question 1')
+    with pu.backends.ProcessBackend(held, replicas=2) as backend:
+        # Replica 0 answers questions 0 and 1 (held), replica 1 questions 2 and 3.
+        stream = backend.stream(replica._answered, [([p], [0]) for p in PROMPTS[:4]])
+        assert sorted(next(stream)[0] for _ in range(3)) == [0, 2, 3]
+        start = time.monotonic()
+        stream.close()
+        assert time.monotonic() - start < 1
+        assert [a.text for a in backend.generate(PROMPTS[4:8], seeds=[1] * 4)] == \
+            [f"'question {i}' #1" for i in range(4, 8)]
+
+
 def test_a_pool_is_checked_where_it_is_made_and_a_backend_that_cannot_be_built_is_named_with_its_replica():
     with pytest.raises(SettingError, match='ProcessBackend: replicas must be an integer >= 1, got 0'):
         pu.backends.ProcessBackend(ScriptedBackend, replicas=0)
