@@ -60,8 +60,20 @@ def minilm():
 
 @pytest.fixture(scope='session')
 def gemma():
+    """The offline Gemma in floats (bfloat16 where the CPU computes it, else float32): its ``model`` a Hugging
+    Face model, which tests build other backends from."""
     from pyterrier_utility import backends
-    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4)
+    from pyterrier_utility.backends.hf import cpu_has_fast_bf16
+    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4,
+                                dtype='bfloat16' if cpu_has_fast_bf16() else 'float32')
+
+
+@pytest.fixture(scope='session')
+def gemma_exact(gemma):
+    """The offline Gemma computed exactly (the offline reader's default on a CPU), from ``gemma``'s model."""
+    from pyterrier_utility import backends
+    return backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='exact',
+                                    temperature=1.0, top_k=50, max_new_tokens=12)
 
 
 @pytest.fixture

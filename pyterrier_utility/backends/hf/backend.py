@@ -16,7 +16,8 @@ from ..._messages import warn
 from ...engines import HUGGINGFACE
 from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
-from .dtype import resolve_dtype
+from .dtype import EXACT, resolve_dtype, run_dtype
+from .exact import ExactBatch, exact_model, supports_exact
 from .invariant import batch_invariant, row_logsumexp, threads_text, tiled
 from .kv import buffer_kind, buffered, shared
 from .layers import float_rows
@@ -34,6 +35,9 @@ def _final(model, logits: torch.Tensor) -> torch.Tensor:
 #: How an invariant backend batches: part of the generation cache key.
 INVARIANT_BATCHING = ('batch-invariant (each row attends over its prompt\'s keys, held once, and its own; '
                       'products in whole row tiles)')
+#: How an exact backend batches: part of the generation cache key.
+EXACT_BATCHING = ('batch-invariant by construction (integer products; each row attends over its prompt\'s keys, '
+                  'held once, and its own)')
 #: How an invariant backend batches where no row tile holds on the CPU (see ``rows_alone``).
 ROWS_ALONE_BATCHING = 'batch-invariant (each answer decoded alone)'
 
@@ -87,9 +91,11 @@ class CausalLMBackend(DecodingBackendBase):
             the generation cache); the samples of a prompt are never split.
         chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
         max_input_length: the most prompt tokens (defaults to the model's context size).
-        dtype: ``'auto'`` (bfloat16 on CPUs with bf16 matrix instructions, float32 on other CPUs,
-            the model's own dtype on an accelerator), ``'float32'``, ``'bfloat16'``, ``'float16'``
-            or a ``torch.dtype``. Part of the generation cache key.
+        dtype: ``'auto'`` (on a CPU, ``'exact'`` for an architecture :mod:`~.exact` computes, else
+            bfloat16 on CPUs with bf16 matrix instructions and float32 on others; the model's own dtype
+            on an accelerator), ``'exact'`` (the products in integers, the float parts in a fixed
+            order: the same answers and log-probabilities on every CPU, :mod:`~.exact`), ``'float32'``,
+            ``'bfloat16'``, ``'float16'`` or a ``torch.dtype``. Part of the generation cache key.
         prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse); 256 MiB serve the study's
             k-sweeps whatever their number of queries (``benchmarks/bench_prefix_memory.py``).
         min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
@@ -135,14 +141,28 @@ class CausalLMBackend(DecodingBackendBase):
             invariant = on_cpu
         check(on_cpu or not invariant, name, f'invariant=True is for a model on a CPU, not on {model.device}: '
               "there the products' reductions change with the batch (vLLM's --reproducible is batch-invariant on GPUs)")
-        self.dtype = resolve_dtype(dtype, model.device) or model.dtype
-        if model.dtype != self.dtype:
-            model = copy.deepcopy(model).to(self.dtype)
-        self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and on_cpu)
-        tiling = batch_invariant(self.model, batch_size) if invariant else None
+        #: The products in integers, the float parts in a fixed order (:mod:`~.exact`): the same values on
+        #: every CPU and in any batch.
+        self.exact = dtype == EXACT or (dtype in (None, 'auto') and on_cpu and supports_exact(model))
+        check(not self.exact or (on_cpu and supports_exact(model)), name,
+              f"dtype='exact' is for a model on a CPU of an architecture it computes, not "
+              f"{getattr(model.config, 'model_type', None)!r} on {model.device}")
+        check(not self.exact or invariant, name, "dtype='exact' is batch-invariant by construction: invariant=False "
+              'asks for padded batches, which another dtype computes')
+        tiling = None
+        self.dtype: Union[str, torch.dtype]
+        if self.exact:
+            self.dtype = EXACT
+            self.model = exact_model(model.eval())
+        else:
+            self.dtype = resolve_dtype(dtype, model.device) or model.dtype
+            if model.dtype != self.dtype:
+                model = copy.deepcopy(model).to(self.dtype)
+            self.model = tiled(model.eval(), weight_major=self.dtype == torch.bfloat16 and on_cpu)
+            tiling = batch_invariant(self.model, batch_size) if invariant else None
         #: The rows every matrix product is padded to a multiple of (1: not batch-invariant); ``None`` where
         #: no tile holds on this CPU: then each answer is decoded alone (:attr:`rows_alone`).
-        self.row_tile: Optional[int] = tiling.tile if tiling else None if invariant else 1
+        self.row_tile: Optional[int] = 1 if self.exact or not invariant else tiling.tile if tiling else None
         #: The number of threads the invariance holds at, where no tile holds across thread counts on this
         #: CPU (another process must run as many to answer alike); ``None``: any.
         self.tile_threads: Optional[int] = tiling.threads if tiling else None
@@ -175,12 +195,13 @@ class CausalLMBackend(DecodingBackendBase):
         dtype it will run in; ``model_id`` defaults to ``path``."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        dtype = run_dtype(path, dtype, device, trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
-                                                     dtype=resolve_dtype(dtype, device) or 'auto')
+                                                     dtype=torch.float32 if dtype == EXACT else dtype)
         if device:
             model = model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped `to` wrongly
         kwargs.setdefault('model_id', path)
-        return cls(model, tokenizer, dtype=model.dtype, **kwargs)
+        return cls(model, tokenizer, dtype=dtype if dtype == EXACT else model.dtype, **kwargs)
 
     for_reader = from_pretrained  # type: ignore[assignment]  # how the engine builds a huggingface:MODEL reader
 
@@ -194,6 +215,8 @@ class CausalLMBackend(DecodingBackendBase):
 
     @property
     def dtype_name(self) -> str:
+        if self.exact:
+            return 'exact (int8 products: 8-bit weights, 14-bit activations, 16-bit keys and values)'
         return str(self.dtype).replace('torch.', '')
 
     @property
@@ -204,6 +227,8 @@ class CausalLMBackend(DecodingBackendBase):
     @property
     def batching(self) -> str:
         """Whether a row's values depend on its batch mates (answers differ with the other way)."""
+        if self.exact:
+            return EXACT_BATCHING
         if self.rows_alone:
             return ROWS_ALONE_BATCHING
         if self.invariant and self.tile_threads:
@@ -312,6 +337,27 @@ class CausalLMBackend(DecodingBackendBase):
         return cache, float_rows(out.logits)
 
     def _merge(self, prefills, room: int):
+        if self.exact:
+            return self._merge_exact(prefills, room)
+        return self._merge_padded(prefills, room)
+
+    def _merge_exact(self, prefills, room: int):
+        """One decode batch of an exact model from the prefills of several prompts (:class:`~.exact.ExactBatch`),
+        with the positions and repetition-penalty history of each row (its own prompt's, left-padded with its
+        first token to the longest, as :meth:`_merge_padded`'s) and a mask the model does not read."""
+        longest = max(len(ids) for ids, _, _, _ in prefills)
+        model = self.model
+        batch = ExactBatch([cache for _, cache, _, _ in prefills], [n for _, _, _, n in prefills], room,
+                           model.kv, model.dim)
+        history, positions = [], []
+        for ids, _, _, n in prefills:
+            history += [torch.cat([ids[:1].repeat(longest - len(ids)), ids])] * n
+            positions += [len(ids)] * n
+        scores = torch.cat([logits.repeat(n, 1) for _, _, logits, n in prefills])
+        return (batch, torch.ones(len(positions), 1, dtype=torch.long), torch.stack(history),
+                torch.tensor(positions), scores)
+
+    def _merge_padded(self, prefills, room: int):
         """One batch from the prefills of several prompts, each decoded by its rows: batch-invariant, each
         prompt's cache held once for its rows (:func:`~.kv.shared`, where every layer allows); else caches
         repeated for their rows and padded on the left (into buffers with ``room`` tokens to decode into,
@@ -399,6 +445,11 @@ class CausalLMBackend(DecodingBackendBase):
     @property
     def reproducibility(self) -> str:
         """What generating the same prompts with the same seeds again gives (see the docs' edge cases)."""
+        if self.exact:
+            return ('exact: an answer and its log-probabilities depend on the prompt, seed, model and decoding alone, '
+                    'bit for bit, whatever is generated beside it (batch mates, samples, order, batch size, prefix '
+                    'cache, threads, process or Ray replica) and on every CPU (its vector width, matrix '
+                    f'instructions and threads), with torch {torch.__version__}: the products are integers')
         if self.rows_alone:
             return ('batch-invariant, each answer decoded alone: an answer and its log-probabilities depend on the '
                     'prompt, seed, model, dtype and decoding alone, whatever is generated beside it, bit for bit on '

@@ -10,6 +10,8 @@ from ..._checks import check
 
 #: dtypes a backend can be asked for by name.
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+#: The name of exact forward passes (:mod:`~.exact`): integer products, float parts in a fixed order.
+EXACT = 'exact'
 
 
 def cpu_has_fast_bf16() -> bool:
@@ -32,6 +34,22 @@ def resolve_dtype(dtype: Union[str, torch.dtype, None],
         if device is not None and torch.device(device).type != 'cpu':
             return None
         return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
-    check(dtype in DTYPES, 'CausalLMBackend', f"dtype must be 'auto', one of {list(DTYPES)} or a torch.dtype, "
-                                              f'got {dtype!r}')
+    check(dtype in DTYPES, 'CausalLMBackend', f"dtype must be 'auto', {EXACT!r}, one of {list(DTYPES)} or a "
+                                              f'torch.dtype, got {dtype!r}')
     return DTYPES[dtype]
+
+
+def run_dtype(path: str, dtype: Union[str, torch.dtype, None], device: Union[str, torch.device, None],
+              trust_remote_code: bool = False) -> Union[torch.dtype, str]:
+    """What the model at ``path`` runs in: :data:`EXACT` when asked, and for ``'auto'`` on a CPU where
+    :mod:`~.exact` computes its architecture (read from its config); else :func:`resolve_dtype`'s
+    (``'auto'`` on an accelerator: the model's own)."""
+    from .exact import EXACT_MODEL_TYPES
+    if dtype == EXACT:
+        return EXACT
+    if dtype in (None, 'auto') and (device is None or torch.device(device).type == 'cpu'):
+        from transformers import AutoConfig
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        if getattr(config, 'model_type', None) in EXACT_MODEL_TYPES:
+            return EXACT
+    return resolve_dtype(dtype, device) or 'auto'

@@ -21,8 +21,8 @@ Two things in a plain batched decode step make a row's values depend on its batc
   the model's own layer shapes when the backend is built (:func:`row_tile`).
 
 - **Sums split between threads.** torch sums one long row (a lone answer's 262k logits) on several
-  threads, in another order than a row among others; the log-probabilities' normaliser is summed
-  here in blocks small enough for one thread each (:func:`row_logsumexp`).
+  threads, in another order than a row among others; the log-probabilities' normaliser is a sum of
+  integers here, exact in any order (:func:`row_logsumexp`).
 
 The prefill of a prompt is one prompt alone, in chunks fixed by its own lines: its shapes are its
 own already. But a chunk can be hundreds of rows, and past a few dozen rows a CPU's BLAS splits the
@@ -187,32 +187,24 @@ def batch_invariant_attention(module, query: torch.Tensor, key: torch.Tensor, va
     return (parts[0] if len(parts) == 1 else torch.cat(parts)), None
 
 
-#: Elements each step of :func:`row_logsumexp` sums at once: fewer than torch's grain (32768), under which
-#: one thread sums a reduction whole, in one order.
-SUM_BLOCK = 4096
-
-
-#: Columns :func:`row_logsumexp` exponentiates at a time (a multiple of :data:`SUM_BLOCK`): a whole row of
-#: a large vocabulary's terms is never held at once.
-SUM_CHUNK = 16 * SUM_BLOCK
+#: Columns :func:`row_logsumexp` exponentiates at a time: a whole row of a large vocabulary's terms is never
+#: held at once.
+SUM_CHUNK = 65536
+#: The unit :func:`row_logsumexp` counts its terms in (each at most 1): 2**-30.
+SUM_UNITS = 2**30
 
 
 def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
-    """The log-sum-exp of each row of a 2-D float tensor, batch-invariant: the same bits for a row alone
-    or among any others, on any number of threads. torch sums a lone row of a large vocabulary on
-    several threads (another order than a row among others); here each row is summed in blocks of
-    :data:`SUM_BLOCK`, then the blocks' sums, each small enough for one thread. The terms are computed
-    :data:`SUM_CHUNK` columns at a time (each block's sum is the same either way)."""
-    rows, width = x.shape
+    """The log-sum-exp of each row of a 2-D float tensor, the same bits for a row alone or among any
+    others, on any number of threads and any CPU: each term ``exp(x - max)`` (at most 1) is rounded to a
+    whole number of 2**-30ths and the integers are summed exactly (in any order), :data:`SUM_CHUNK`
+    columns at a time. torch's own sum adds in an order set by the threads and the vector width."""
     top = x.amax(dim=-1, keepdim=True)  # exact in any order
-    sums = []
-    for start in range(0, width, SUM_CHUNK):
-        terms = (x[:, start:start + SUM_CHUNK] - top).exp_()
-        pad = -terms.shape[1] % SUM_BLOCK
-        if pad:
-            terms = torch.cat([terms, terms.new_zeros(rows, pad)], dim=1)
-        sums.append(terms.view(rows, -1, SUM_BLOCK).sum(-1))
-    return top[:, 0] + torch.log(torch.cat(sums, dim=1).sum(-1))
+    total = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+    for start in range(0, x.shape[1], SUM_CHUNK):
+        terms = (x[:, start:start + SUM_CHUNK].float() - top).exp_().mul_(SUM_UNITS).round_()
+        total += terms.to(torch.int32).sum(-1, dtype=torch.int64)
+    return top[:, 0].float() + torch.log(total.to(torch.float64) / SUM_UNITS).to(torch.float32)
 
 
 def _register() -> None:

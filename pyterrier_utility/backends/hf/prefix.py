@@ -42,8 +42,7 @@ def _copy(cache):
     kept.layers = []
     for layer in cache.layers:
         layer = copy.copy(layer)
-        for name in ('keys', 'values'):
-            tensor = getattr(layer, name, None)
+        for name, tensor in vars(layer).items():
             if isinstance(tensor, torch.Tensor):
                 setattr(layer, name, tensor.clone())
         kept.layers.append(layer)
@@ -51,13 +50,8 @@ def _copy(cache):
 
 
 def _nbytes(cache) -> int:
-    total = 0
-    for layer in getattr(cache, 'layers', ()):
-        for name in ('keys', 'values'):
-            tensor = getattr(layer, name, None)
-            if isinstance(tensor, torch.Tensor):
-                total += tensor.numel() * tensor.element_size()
-    return total
+    return sum(tensor.numel() * tensor.element_size() for layer in getattr(cache, 'layers', ())
+               for tensor in vars(layer).values() if isinstance(tensor, torch.Tensor))
 
 
 class PrefixCache:

@@ -1,0 +1,147 @@
+"""The arithmetic of exact forward passes: every product in integers, every float part element by element
+or in a fixed order, so that a value is the same bytes on every CPU (whatever its vector width, its
+matrix instructions or its number of threads) and whatever else is computed beside it.
+
+- **Products.** A float's product sums its terms in the order of the kernel (its tile, its ISA, its
+  threads). Integer sums are exact in any order: a weight is 8-bit integers times a scale per output
+  channel (:data:`WEIGHT_LIMIT`), an activation 14-bit integers times a scale per row, as a high and a
+  low 7-bit part (:func:`parts`), keys and values 16-bit integers times a scale per token, as two bytes
+  (:func:`bytes_of`), and ``torch._int_mm`` (int8 x int8 -> int32) computes the parts' products in one
+  call. The second operand's parts are 7 bits, which keeps a CPU without VNNI exact too: its
+  ``vpmaddubsw`` sums pairs of u8 x s8 products in 16 bits, which full 8-bit integers there saturate.
+  Products over a few values (a row's own decoded keys) are float64 products of integers, exact
+  while below 2**53.
+- **Reductions.** A sum over a row is of integers (:func:`exact_sum`: each term a whole number of
+  units, a 2**36th of the row's largest), exact in float64 in any order. A maximum is exact in any order.
+- **Functions.** ``torch.exp``, ``torch.tanh``, ``torch.sqrt``, ``torch.cos`` and ``torch.sin`` give the
+  same bytes under ATen's AVX2, AVX-512 and scalar kernels, tails and strides included (the test suite
+  checks it under each ``ATEN_CPU_CAPABILITY`` the CPU has); GELU is written from ``tanh``, since ATen's
+  own GELU kernel rounds differently per ISA.
+"""
+from typing import Tuple
+
+import torch
+
+#: The largest integer of the second operand of an integer product, whose parts are 7 bits (with -64).
+PART_LIMIT = 64
+#: The largest weight integer (8 bits): the first operand of a layer's product.
+WEIGHT_LIMIT = 127
+#: The largest activation integer: 14 bits, as a high and a low 7-bit part (``hi * 128 + lo``), the second
+#: operand of a product.
+ACTIVATION_LIMIT = 63 * 128 + 63
+#: The largest key and value integer: 16 bits, as a high and a low signed byte (``hi * 256 + lo``), the
+#: first operand of attention's products.
+KV_LIMIT = 127 * 256 + 127
+#: The most terms of a product of an 8-bit and a 7-bit part whose result float32 holds exactly.
+_FLOAT32_TERMS = 2**24 // (128 * PART_LIMIT)
+
+
+def quantized(x: torch.Tensor, limit: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(q, scale)`` with ``x ~ q * scale``: ``q`` integers (as floats) within ``[-limit, limit]``, one
+    scale per row (last dimension), the row's largest magnitude over ``limit`` (1 for a row of zeros)."""
+    amax = x.abs().amax(-1, keepdim=True)
+    scale = torch.where(amax > 0, amax / limit, torch.ones_like(amax))
+    return torch.round(x / scale).clamp_(-limit, limit), scale
+
+
+def parts(q: torch.Tensor) -> torch.Tensor:
+    """Activation integers (as floats, within :data:`ACTIVATION_LIMIT`) as their high and low 7-bit parts,
+    stacked on a new first dimension: ``q == 128 * hi + lo``, each within ``[-64, 63]``."""
+    whole = q.to(torch.int32)
+    high = (whole + 64) >> 7
+    return torch.stack([high, whole - high * 128]).to(torch.int8)
+
+
+def bytes_of(q: torch.Tensor) -> torch.Tensor:
+    """Key or value integers (as floats, within :data:`KV_LIMIT`) as their high and low signed bytes,
+    stacked on a new first dimension: ``q == 256 * hi + lo``."""
+    whole = q.to(torch.int32)
+    high = (whole + 128) >> 8
+    return torch.stack([high, whole - high * 256]).to(torch.int8)
+
+
+def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for int8 matrices, in int32, exact on every kernel: ``b``'s entries within
+    :data:`PART_LIMIT` (a CPU without VNNI sums pairs of products of ``a + 128`` and ``b`` in 16 bits)."""
+    return torch._int_mm(a, b)
+
+
+def combined(high: torch.Tensor, low: torch.Tensor, terms: int) -> torch.Tensor:
+    """``128 * high + low`` (products with the two parts of :func:`parts`, each a sum of ``terms``
+    products with 8-bit integers) in float32, rounded once from the exact integer."""
+    if terms <= _FLOAT32_TERMS:  # each part exact in float32: one rounding, the sum's
+        out = high.to(torch.float32)
+        out.mul_(128)
+        return out.add_(low)
+    return (high.to(torch.float64) * 128 + low.to(torch.float64)).to(torch.float32)
+
+
+#: The terms of :func:`exact_sum` are integers up to this many units: a row of up to 2**16 of them sums
+#: below 2**53, exactly in float64 in any order.
+SUM_UNITS = 2**36
+
+
+def exact_sum(terms: torch.Tensor) -> torch.Tensor:
+    """The sum of each row (last dimension, kept as 1) in float64: each term rounded to a multiple of the
+    row's largest over :data:`SUM_UNITS` (a relative precision of 2**-36), the multiples summed exactly,
+    so in any order, on any kernel and thread count, whatever else is in the batch and for zeros
+    appended to the row."""
+    terms = terms.to(torch.float64)
+    unit = terms.abs().amax(-1, keepdim=True) / SUM_UNITS
+    unit = torch.where(unit > 0, unit, torch.ones_like(unit))
+    return torch.round(terms / unit).sum(-1, keepdim=True) * unit
+
+
+def softmax(scores: torch.Tensor) -> torch.Tensor:
+    """The softmax of each row (last dimension; ``-inf`` for a masked entry), its normaliser an
+    :func:`exact_sum`."""
+    terms = torch.exp(scores - scores.amax(-1, keepdim=True))
+    return terms / exact_sum(terms).to(torch.float32)
+
+
+def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
+    """``x / sqrt(mean(x**2) + eps) * gain`` over the last dimension, the sum an :func:`exact_sum`."""
+    mean = (exact_sum(x * x) / x.shape[-1]).to(torch.float32)
+    return x * (1 / torch.sqrt(mean + eps)) * gain
+
+
+#: sqrt(2 / pi), GELU's tanh approximation's constant.
+_GELU_C = 0.7978845608028654
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU's tanh approximation (``gelu_pytorch_tanh``), element by element from ``torch.tanh``."""
+    inner = (x + x * x * x * 0.044715) * _GELU_C
+    return x * 0.5 * (torch.tanh(inner) + 1)
+
+
+class ExactLinear:
+    """A bias-free linear layer in integers: 8-bit weights with a scale per output channel, 14-bit
+    activations with a scale per row, both parts' products in one ``torch._int_mm``.
+
+    Args:
+        weight: ``(out, in)``, as ``torch.nn.Linear`` holds it (float of any precision).
+    """
+
+    def __init__(self, weight: torch.Tensor):
+        q, scale = quantized(weight.detach().to(torch.float32), WEIGHT_LIMIT)
+        self.weight = q.to(torch.int8)
+        self.scale = scale[:, 0].contiguous()
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        inner = x.shape[-1]
+        rows = x.reshape(-1, inner)
+        q, row_scale = quantized(rows.to(torch.float32), ACTIVATION_LIMIT)
+        count = len(rows)
+        product = int_mm(self.weight, parts(q).view(2 * count, inner).t())  # (out, 2 * rows)
+        out = combined(product[:, :count], product[:, count:], inner)
+        out.mul_(self.scale[:, None]).mul_(row_scale.t())
+        return out.t().reshape(*x.shape[:-1], self.out_features)
+
+    def rows(self, index: torch.Tensor) -> torch.Tensor:
+        """The weight's rows ``index`` in float32 (an embedding table's lookup)."""
+        return self.weight[index].to(torch.float32) * self.scale[index, None]

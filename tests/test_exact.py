@@ -1,0 +1,231 @@
+"""Exact forward passes (``dtype='exact'``, the offline reader's default on a CPU): the products are
+integers and the float parts element by element or sums of integers, so the answers and their
+log-probabilities are the same bytes under every ISA the CPU can be capped to, and in any batch."""
+import copy
+import hashlib
+import itertools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from pyterrier_utility.backends.hf import exact_ops
+from pyterrier_utility.backends.hf.exact import ExactBatch
+from pyterrier_utility.backends.hf.invariant import row_logsumexp
+
+PROMPTS = ['Question: what is a sigmet?\nAnswer:',
+           'Context 1: the boundary layer of a flat plate in supersonic flow was measured in a wind tunnel at '
+           'Mach numbers from 1.5 to 3, with heat transfer to the plate.\nQuestion: what was measured?\nAnswer:']
+SEEDS = (11, 12, 13)
+
+
+def test_an_integer_product_is_exact_for_full_bytes_by_seven_bit_parts():
+    """``int_mm`` of 8-bit integers by integers within [-64, 63] equals the int64 product, at the shapes a
+    layer, the output layer and attention give it (rows few and many, inner sizes odd and long)."""
+    rng = np.random.default_rng(0)
+    for m, k, n in [(1, 640, 1), (2 * 1536, 640, 12), (640, 2048, 64), (1400, 256, 24), (512, 701, 6), (7, 33, 5)]:
+        a = torch.from_numpy(rng.integers(-128, 128, (m, k)).astype(np.int8))
+        b = torch.from_numpy(rng.integers(-64, 64, (n, k)).astype(np.int8))
+        assert torch.equal(exact_ops.int_mm(a, b.t()).long(), a.long() @ b.long().t()), (m, k, n)
+
+
+def test_the_parts_and_bytes_of_integers_give_them_back_within_their_limits():
+    q = torch.arange(-exact_ops.ACTIVATION_LIMIT, exact_ops.ACTIVATION_LIMIT + 1, dtype=torch.float32)
+    high, low = exact_ops.parts(q).long()
+    assert torch.equal(high * 128 + low, q.long()) and high.abs().max() <= 64 and low.abs().max() <= 64
+    q = torch.arange(-exact_ops.KV_LIMIT, exact_ops.KV_LIMIT + 1, dtype=torch.float32)
+    high, low = exact_ops.bytes_of(q).long()
+    assert torch.equal(high * 256 + low, q.long())
+
+
+def test_an_exact_sum_is_the_same_bytes_in_any_order_batch_or_padding_and_close_to_fsum():
+    """A row's sum alone, permuted, among other rows and with zeros appended: the same bits; within
+    2**-36 of its largest term per term of math.fsum's."""
+    import math
+    generator = torch.Generator().manual_seed(1)
+    row = torch.randn(1, 1000, generator=generator).exp()
+    alone = exact_ops.exact_sum(row)
+    assert torch.equal(exact_ops.exact_sum(row[:, torch.randperm(1000, generator=generator)]), alone)
+    batch = torch.cat([torch.randn(5, 1000, generator=generator), row])
+    assert torch.equal(exact_ops.exact_sum(batch)[-1:], alone)
+    assert torch.equal(exact_ops.exact_sum(torch.nn.functional.pad(row, (0, 24))), alone)
+    assert abs(float(alone) - math.fsum(row[0].double().tolist())) <= 1000 * float(row.max()) / exact_ops.SUM_UNITS
+    # the log-sum-exp of the decode loop: a row alone or among others, close to torch's
+    logits = torch.randn(3, 262144, generator=generator) * 4
+    assert torch.equal(row_logsumexp(logits)[1:2], row_logsumexp(logits[1:2]))
+    torch.testing.assert_close(row_logsumexp(logits), torch.logsumexp(logits, -1), rtol=0, atol=1e-5)
+
+
+#: Float products: what the exact path must not compute on float operands (float64 ones only of integers).
+PRODUCTS = {'mm', 'bmm', 'addmm', 'baddbmm', 'matmul', 'linear', 'dot', 'einsum', 'mv', 'addmv',
+            '_scaled_dot_product_flash_attention_for_cpu', 'scaled_dot_product_attention', 'convolution'}
+#: Float reductions whose order varies with the kernel: the exact path sums only integers.
+REDUCTIONS = {'sum', 'mean', 'cumsum', 'prod', '_softmax', '_log_softmax', 'logsumexp', 'var', 'std',
+              'norm', 'linalg_vector_norm'}
+
+
+class _FloatArithmetic(TorchDispatchMode):
+    """Records each float product and float reduction whose operands are not integers below 2**53 (whose
+    sums are then exact in any order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in PRODUCTS | REDUCTIONS:
+            for tensor in (a for a in args if isinstance(a, torch.Tensor)):
+                if not tensor.is_floating_point():
+                    continue
+                whole = tensor.dtype == torch.float64 and bool(torch.isfinite(tensor).all()) and bool(
+                    (tensor == tensor.round()).all()) and float(tensor.abs().max(), ) < 2**40
+                if not whole:
+                    self.found.append((name, tensor.dtype, tuple(tensor.shape)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.slow
+def test_no_product_or_sum_of_the_exact_path_is_computed_on_floats(gemma_exact):
+    """Prefill in chunks, a cached prefix, decode steps of several prompts' rows and the sampler: every
+    product's operands are integers (int8, or float64 holding integers, whose products and sums are exact),
+    and every sum is of integers."""
+    gemma_exact.prefixes.clear()
+    with _FloatArithmetic() as watch:
+        answers = gemma_exact.generate([p for p in PROMPTS for _ in SEEDS], seeds=list(SEEDS) * len(PROMPTS))
+    assert all(a.tokens > 1 for a in answers)
+    assert watch.found == []
+    # The watch itself: a float product and a float sum are seen.
+    with _FloatArithmetic() as watch:
+        torch.ones(2, 3) @ torch.ones(3, 2)
+        torch.ones(4).sum()
+    assert {name for name, _, _ in watch.found} == {'mm', 'sum'}
+
+
+def _answers(outputs):
+    return [(o.text, o.token_logprobs, o.truncated) for o in outputs]
+
+
+@pytest.mark.slow
+def test_an_exact_answer_is_the_same_alone_in_any_batch_sample_count_order_cache_or_threads(gemma_exact):
+    """Each (prompt, seed) alone; every prompt and seed in one batch; 1 sample against 3; reversed in
+    batches of 2 with no prefix cache; on another number of threads: the same bytes every time."""
+    backend = gemma_exact
+    alone = {}
+    for prompt, seed in itertools.product(PROMPTS, SEEDS):
+        backend.prefixes.clear()
+        alone[prompt, seed] = _answers(backend.generate([prompt], seeds=[seed]))[0]
+    pairs = [(p, s) for s in SEEDS for p in PROMPTS]
+    assert _answers(backend.generate([p for p, _ in pairs], seeds=[s for _, s in pairs])) == [alone[x] for x in pairs]
+    small = copy.copy(backend)
+    small.batch_size, small.prefixes = 2, type(backend.prefixes)(0)
+    assert _answers(small.generate([p for p, _ in pairs[::-1]], seeds=[s for _, s in pairs[::-1]])) == \
+        [alone[x] for x in pairs[::-1]]
+    assert len({text for text, _, _ in alone.values()}) > len(PROMPTS)  # the samples differ: a change is seen
+    before = torch.get_num_threads()
+    torch.set_num_threads(1 if before > 1 else 2)
+    try:
+        assert _answers(backend.generate([PROMPTS[1]] * 3, seeds=list(SEEDS))) == [alone[PROMPTS[1], s] for s in SEEDS]
+    finally:
+        torch.set_num_threads(before)
+    assert backend.batching.startswith('batch-invariant by construction') and 'every CPU' in backend.reproducibility
+
+
+@pytest.mark.slow
+def test_exact_logits_are_close_to_the_float_models_and_chunks_change_no_bit(gemma, gemma_exact):
+    """The exact model's next-token log-probabilities are those of the float model it was made from, to
+    integer rounding; a prompt prefilled whole or in two chunks gives the same bytes."""
+    ids = torch.tensor([gemma.tokenizer(PROMPTS[1]).input_ids])
+    with torch.no_grad():
+        reference = torch.log_softmax(gemma.model(ids).logits[0].float(), -1)
+        whole = gemma_exact.model(ids).logits[0]
+        cache = gemma_exact.model.get_decoder()(ids[:, :20]).past_key_values
+        chunked = gemma_exact.model(ids[:, 20:], past_key_values=cache).logits[0]
+    assert torch.equal(chunked, whole[20:])
+    exact = torch.log_softmax(whole, -1)
+    kl = (reference.exp() * (reference - exact)).sum(-1).mean()
+    assert float(kl) < 0.05
+    assert float((reference.argmax(-1) == exact.argmax(-1)).float().mean()) > 0.9
+
+
+def test_a_decode_batch_keeps_each_prompts_keys_once():
+    from pyterrier_utility.backends.hf.exact import ExactCache
+    caches = [ExactCache(2), ExactCache(2)]
+    for cache, length in zip(caches, (3, 5)):
+        cache.length = length
+    batch = ExactBatch(caches, [3, 1], room=4, kv=1, dim=8)
+    assert batch.runs() == [(0, 3, 0), (3, 4, 1)] and batch.lengths.tolist() == [3, 5]
+    batch.batch_select_indices(torch.tensor([1, 3]))
+    assert batch.runs() == [(0, 1, 0), (1, 2, 1)] and batch.layers[0].keys.shape[0] == 2
+
+
+def _cpu_flags() -> set:
+    try:
+        return set(re.findall(r'\w+', Path('/proc/cpuinfo').read_text().split('flags', 1)[1].split('\n', 1)[0]))
+    except (OSError, IndexError):
+        return set()
+
+
+#: The ISA caps of a study's run: oneDNN's (the integer products) and ATen's (the element-wise kernels), and
+#: the CPU flag each needs. Together they stand in for an AMD EPYC (bfloat16 and VNNI, no AMX), a Xeon
+#: without AMX, a laptop with AVX-VNNI and one with AVX2 alone.
+CAPS = {
+    'AVX512_CORE_BF16': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'avx512_bf16'),
+    'AVX512_CORE_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_VNNI'}, 'avx512_vnni'),
+    'AVX2_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX2_VNNI'}, 'avx_vnni'),
+    'AVX2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'avx2'),
+    'aten avx512': ({'ATEN_CPU_CAPABILITY': 'avx512'}, 'avx512bw'),
+    'aten avx2': ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+    'AVX2 and aten avx2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+}
+
+_ISA_CHECK = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
+              'print("aten:" + torch.backends.cpu.get_cpu_capability())')
+
+
+def _run_under(env: dict, out: Path) -> tuple:
+    """The ISA oneDNN and ATen report under ``env``, and the digest of a small study's answers and token
+    log-probabilities run under it."""
+    environment = {**os.environ, **env}
+    for name in ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY'):
+        if name not in env:
+            environment.pop(name, None)
+    probe = subprocess.run([sys.executable, '-c', _ISA_CHECK], env={**environment, 'ONEDNN_VERBOSE': '1'},
+                           capture_output=True, text=True, check=True).stdout
+    isa = (re.search(r'isa:([^\n]*)', probe).group(1), re.search(r'aten:(\w+)', probe).group(1))  # type: ignore
+    study = ['study', '--queries', '1', '-k', '1', '--systems', 'Rel', '--no-reverse', '--samples', '2',
+             '--max-new-tokens', '16', '--out', str(out)]
+    subprocess.run([sys.executable, '-c', f'from pyterrier_utility import cli; raise SystemExit(cli.main({study!r}))'],
+                   env=environment, capture_output=True, check=True)
+    digest = hashlib.sha256()
+    for name in ('answers.csv', 'token_logprobs.csv'):
+        digest.update((out / name).read_bytes())
+    return isa, digest.hexdigest()
+
+
+@pytest.fixture(scope='module')
+def uncapped(tmp_path_factory):
+    return _run_under({}, tmp_path_factory.mktemp('uncapped'))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('cap', list(CAPS))
+def test_a_study_gives_the_same_bytes_under_every_isa_cap_the_cpu_has(cap, uncapped, tmp_path):
+    """A small study (its answers.csv and token_logprobs.csv) under each cap the CPU supports, against the
+    study with none: the cap is in effect (oneDNN or ATen reports another ISA, or the CPU's own is the cap)
+    and the bytes are the same."""
+    env, flag = CAPS[cap]
+    if flag not in _cpu_flags():
+        pytest.skip(f'this CPU lacks {flag}: the {cap} cap cannot be run here')
+    isa, digest = _run_under(env, tmp_path)
+    # the cap in effect: another ISA reported, unless the cap is the CPU's own best
+    own = (cap == 'aten avx512' and uncapped[0][1] == 'AVX512'
+           or cap == 'AVX512_CORE_BF16' and 'amx_int8' not in _cpu_flags())
+    assert isa != uncapped[0] or own, isa
+    assert digest == uncapped[1]
