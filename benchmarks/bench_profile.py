@@ -40,21 +40,22 @@ PARTS = ('decode: attention', 'decode: linear layers', 'decode: the rest of the 
          'prefill: linear layers', 'prefill: attention', 'prefill: the rest',
          'generation: the rest', 'scoring (BERTScore)', 'imports, retrieval, tables, figures, report')
 
-ATTENTION = ('batch_invariant_attention', 'sdpa_attention_forward')
+ATTENTION = ('batch_invariant_attention', 'sdpa_attention_forward', '_attend_step', '_attend_chunk')
 STEP_WORK = ('SeededSampling', 'Penalty.', 'row_logsumexp', 'float_rows', '_top_k', '_softmax')
 UPKEEP = ('_merge', 'start_shared', 'start_buffer', 'start_merged', 'batch_select_indices', '_Shared.update',
-          '_Buffered', '_set_owner', '_compact')
+          '_Buffered', '_set_owner', '_compact', 'ExactBatch', '_BatchLayer')
 
 
 def _any(frames: Iterable[str], markers: Iterable[str]) -> bool:
     return any(m in f for f in frames for m in markers)
 
 
-LINEAR = ('TiledLinear.forward', 'Linear.forward')
+LINEAR = ('TiledLinear.forward', 'Linear.forward', 'ExactLinear.__call__')
 #: A step's work, by the frame that marks it; the first found wins: (markers, part).
 PREFILL = ((ATTENTION, 'prefill: attention'), (LINEAR, 'prefill: linear layers'))
 DECODE = ((ATTENTION, 'decode: attention'), (LINEAR, 'decode: linear layers'), (UPKEEP, 'decode: KV cache upkeep'),
-          (STEP_WORK, 'decode: sampler, penalty, normaliser'), (('forward (',), 'decode: the rest of the model'))
+          (STEP_WORK, 'decode: sampler, penalty, normaliser'),
+          (('forward (', 'hf/exact.py'), 'decode: the rest of the model'))
 
 
 def part_of(frames: List[str]) -> str:
@@ -77,8 +78,8 @@ def part_of(frames: List[str]) -> str:
 
 def profile(way: str, args, tmp: Path) -> collections.Counter:
     """The samples of the study run ``way``, counted by part."""
-    options, preamble = WAYS[way]
-    env = dict(os.environ)
+    options, preamble, caps = WAYS[way]
+    env = {**os.environ, **caps}
     if preamble:
         site = tmp / f'site-{way}'
         site.mkdir()

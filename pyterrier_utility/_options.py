@@ -17,6 +17,7 @@ from .vocabulary import (
     ATTRIBUTION_METHODS,
     BM25_ENGINES,
     CORRECTIONS,
+    DTYPE_CHOICES,
     ENDPOINTS,
     MAX_REFERENCE_K,
     NDCG_ORDERS,
@@ -229,6 +230,10 @@ OPTIONS: Dict[str, List[Option]] = {
          f"{readers_taking('tensor_parallel_size')}: GPUs per model"),
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          f"{readers_taking('chat_template')}: wrap the prompt in the model's chat template"),
+        (('--dtype',), 'dtype', dict(choices=DTYPE_CHOICES),
+         f"{readers_taking('dtype')}: what the model computes in: auto (exact for the offline Gemma on a CPU, else "
+         'bfloat16 where the CPU computes it natively, else float32), exact (the products in integers: the same '
+         'answers on every CPU), bfloat16 or float32'),
         (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
          f"{readers_taking('reproducible')}: compute every answer alone (one sequence or request at a time per "
          'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),

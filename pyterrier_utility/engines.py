@@ -24,7 +24,7 @@ from ._checks import check, check_int, check_number
 from ._messages import either
 from .errors import SettingError
 from .settings import FIELDS, ONE_LINE_STOP, Decoding
-from .vocabulary import ENDPOINTS
+from .vocabulary import DTYPE_CHOICES, ENDPOINTS
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class EngineOptions:
         endpoint: ``'completions'`` (the raw prompt) or ``'chat'`` (a chat message).
         tensor_parallel_size: GPUs per vLLM model.
         chat_template: wrap the prompt in the model's chat template.
+        dtype: what a model in this process computes in: ``'auto'`` (exact for the offline Gemma on a CPU,
+            else bfloat16 where the CPU computes it and float32 elsewhere), ``'exact'`` (integer products:
+            the same answers on every CPU), ``'bfloat16'`` or ``'float32'``.
         reproducible: fresh answers the same on every run (each engine's ``reproducibility`` says how).
         timeout: seconds per request.
         max_retries: retries of a failed request.
@@ -53,6 +56,7 @@ class EngineOptions:
     endpoint: str = 'completions'
     tensor_parallel_size: int = 1
     chat_template: bool = False
+    dtype: str = 'auto'
     reproducible: bool = False
     timeout: float = 600.0
     max_retries: int = 5
@@ -95,6 +99,10 @@ def _retry_deadline(owner: str, seconds) -> None:
         check_number(owner, 'retry_deadline', seconds, 0, exclusive=True)
 
 
+def _dtype(owner: str, dtype) -> None:
+    check(dtype in DTYPE_CHOICES, owner, f'dtype must be {either(DTYPE_CHOICES)}, got {dtype!r}')
+
+
 def _endpoint(owner: str, endpoint) -> None:
     check(endpoint in ENDPOINTS, owner, f'endpoint must be {either(ENDPOINTS)}, got {endpoint!r}')
 
@@ -105,6 +113,7 @@ _RULES = {
     'base_urls': _urls,
     'concurrency': lambda owner, n: check_int(owner, 'concurrency', n, 1),
     'endpoint': _endpoint,
+    'dtype': _dtype,
     'tensor_parallel_size': lambda owner, n: check_int(owner, 'tensor_parallel_size', n, 1),
     'timeout': lambda owner, seconds: check_number(owner, 'timeout', seconds, 0, exclusive=True),
     'max_retries': lambda owner, n: check_int(owner, 'max_retries', n, 0),
@@ -239,11 +248,11 @@ SMOLLM2_DECODING: Dict[str, Any] = {'max_new_tokens': 256}
 #: (:data:`SMOLLM2_DECODING`).
 OFFLINE = Engine('offline', decoding=OFFLINE_DECODING, prompt_format=OFFLINE_PROMPT_FORMAT,
                  readers=('gemma3-270m', 'smollm2-135m'), reader_decodings={'smollm2-135m': SMOLLM2_DECODING},
-                 on_cpu=True,
+                 options=('dtype',), on_cpu=True,
                  reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype and '
-                                 'decoding alone')
+                                 'decoding alone; exact (the offline Gemma\'s default on a CPU): the same on every CPU')
 #: A Hugging Face causal LM in this process (``huggingface:MODEL``).
-HUGGINGFACE = Engine('huggingface', options=('chat_template',), on_cpu=True,
+HUGGINGFACE = Engine('huggingface', options=('chat_template', 'dtype'), on_cpu=True,
                      reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype '
                                      'and decoding alone; on an accelerator, padded batches')
 #: Any OpenAI-compatible server, or a pool of them (``openai:MODEL``).

@@ -118,6 +118,8 @@ class CausalLMBackend(DecodingBackendBase):
     rows_alone = False
     #: The number of threads the invariance holds at (set when built); ``None``: any.
     tile_threads: Optional[int] = None
+    #: The products in integers, the float parts in a fixed order (set when built).
+    exact = False
 
     def __init__(self, model, tokenizer, *, model_id: str, decoding: Optional[Decoding] = None,
                  batch_size: int = 32, chat_template: bool = False, max_input_length: Optional[int] = None,
@@ -141,8 +143,6 @@ class CausalLMBackend(DecodingBackendBase):
             invariant = on_cpu
         check(on_cpu or not invariant, name, f'invariant=True is for a model on a CPU, not on {model.device}: '
               "there the products' reductions change with the batch (vLLM's --reproducible is batch-invariant on GPUs)")
-        #: The products in integers, the float parts in a fixed order (:mod:`~.exact`): the same values on
-        #: every CPU and in any batch.
         self.exact = dtype == EXACT or (dtype in (None, 'auto') and on_cpu and supports_exact(model))
         check(not self.exact or (on_cpu and supports_exact(model)), name,
               f"dtype='exact' is for a model on a CPU of an architecture it computes, not "
