@@ -39,9 +39,9 @@ class EngineOptions:
         endpoint: ``'completions'`` (the raw prompt) or ``'chat'`` (a chat message).
         tensor_parallel_size: GPUs per vLLM model.
         chat_template: wrap the prompt in the model's chat template.
-        dtype: what a model in this process computes in: ``'auto'`` (exact for the offline Gemma on a CPU,
-            else bfloat16 where the CPU computes it and float32 elsewhere), ``'exact'`` (integer products:
-            the same answers on every CPU), ``'bfloat16'`` or ``'float32'``.
+        dtype: what a model in this process computes in: ``'auto'`` (bfloat16 where the CPU computes it
+            natively, float32 on other CPUs), ``'exact'`` (the offline Gemma's products in integers: the same
+            answers on every CPU), ``'bfloat16'`` or ``'float32'``.
         reproducible: fresh answers the same on every run (each engine's ``reproducibility`` says how).
         timeout: seconds per request.
         max_retries: retries of a failed request.
@@ -250,7 +250,7 @@ OFFLINE = Engine('offline', decoding=OFFLINE_DECODING, prompt_format=OFFLINE_PRO
                  readers=('gemma3-270m', 'smollm2-135m'), reader_decodings={'smollm2-135m': SMOLLM2_DECODING},
                  options=('dtype',), on_cpu=True,
                  reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype and '
-                                 'decoding alone; exact (the offline Gemma\'s default on a CPU): the same on every CPU')
+                                 'decoding alone; with dtype exact (the offline Gemma), the same on every CPU')
 #: A Hugging Face causal LM in this process (``huggingface:MODEL``).
 HUGGINGFACE = Engine('huggingface', options=('chat_template', 'dtype'), on_cpu=True,
                      reproducibility='batch-invariant on a CPU: an answer depends on its prompt, seed, model, dtype '

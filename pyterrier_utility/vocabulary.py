@@ -16,7 +16,7 @@ Example::
 # Readers (their engines are described in :mod:`~pyterrier_utility.engines`).
 #: How a server is asked: the raw prompt (``/v1/completions``) or a chat message (``/v1/chat/completions``).
 ENDPOINTS = ('completions', 'chat')
-#: What a reader in this process computes in (``--dtype``): ``auto`` is ``exact`` for the offline Gemma on a CPU.
+#: What a reader in this process computes in (``--dtype``): ``exact`` is the offline Gemma's integer products.
 DTYPE_CHOICES = ('auto', 'exact', 'bfloat16', 'float32')
 #: The Ray clusters ``--ray`` names without an address: the one this machine is a node of (``ray start``),
 #: or a new one started by the command, every node on 127.0.0.1 (:func:`~pyterrier_utility.backends._ray.connect`).

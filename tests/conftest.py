@@ -60,17 +60,13 @@ def minilm():
 
 @pytest.fixture(scope='session')
 def gemma():
-    """The offline Gemma in floats (bfloat16 where the CPU computes it, else float32): its ``model`` a Hugging
-    Face model, which tests build other backends from."""
     from pyterrier_utility import backends
-    from pyterrier_utility.backends.hf import cpu_has_fast_bf16
-    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4,
-                                dtype='bfloat16' if cpu_has_fast_bf16() else 'float32')
+    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4)
 
 
 @pytest.fixture(scope='session')
 def gemma_exact(gemma):
-    """The offline Gemma computed exactly (the offline reader's default on a CPU), from ``gemma``'s model."""
+    """The offline Gemma computed exactly (``dtype='exact'``), from ``gemma``'s model."""
     from pyterrier_utility import backends
     return backends.CausalLMBackend(gemma.model, gemma.tokenizer, model_id='gemma-test', dtype='exact',
                                     temperature=1.0, top_k=50, max_new_tokens=12)
@@ -110,7 +106,7 @@ def pytest_configure(config):
 #: The modules that take minutes (real engines, servers, installs, studies), longest first: collected
 #: first, so that ``make test``'s workers start on them and finish together (each worker takes a
 #: whole module at a time, the next in this order).
-LONG_MODULES = ('test_engines_vllm', 'test_install', 'test_invariance', 'test_health',
+LONG_MODULES = ('test_engines_vllm', 'test_exact', 'test_install', 'test_invariance', 'test_health',
                 'test_attribution', 'test_study', 'test_backends_ray', 'test_prediction', 'test_cache')
 #: Collected after the long modules, before the short ones: llama.cpp's server, which ``make test``
 #: builds in the background meanwhile. The worker that takes it waits for the build if it must (its core

@@ -1,4 +1,4 @@
-"""Exact forward passes (``dtype='exact'``, the offline reader's default on a CPU): the products are
+"""Exact forward passes (``dtype='exact'``, ``--dtype exact``): the products are
 integers and the float parts element by element or sums of integers, so the answers and their
 log-probabilities are the same bytes under every ISA the CPU can be capped to, and in any batch."""
 import copy
@@ -199,8 +199,8 @@ def _run_under(env: dict, out: Path) -> tuple:
     probe = subprocess.run([sys.executable, '-c', _ISA_CHECK], env={**environment, 'ONEDNN_VERBOSE': '1'},
                            capture_output=True, text=True, check=True).stdout
     isa = (re.search(r'isa:([^\n]*)', probe).group(1), re.search(r'aten:(\w+)', probe).group(1))  # type: ignore
-    study = ['study', '--queries', '1', '-k', '1', '--systems', 'Rel', '--no-reverse', '--samples', '2',
-             '--max-new-tokens', '16', '--out', str(out)]
+    study = ['study', '--dtype', 'exact', '--queries', '1', '-k', '1', '--systems', 'Rel', '--no-reverse',
+             '--samples', '2', '--max-new-tokens', '16', '--out', str(out)]
     subprocess.run([sys.executable, '-c', f'from pyterrier_utility import cli; raise SystemExit(cli.main({study!r}))'],
                    env=environment, capture_output=True, check=True)
     digest = hashlib.sha256()

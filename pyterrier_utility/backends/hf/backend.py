@@ -91,11 +91,11 @@ class CausalLMBackend(DecodingBackendBase):
             the generation cache); the samples of a prompt are never split.
         chat_template: wrap each prompt as a user turn of the tokenizer's chat template.
         max_input_length: the most prompt tokens (defaults to the model's context size).
-        dtype: ``'auto'`` (on a CPU, ``'exact'`` for an architecture :mod:`~.exact` computes, else
-            bfloat16 on CPUs with bf16 matrix instructions and float32 on others; the model's own dtype
-            on an accelerator), ``'exact'`` (the products in integers, the float parts in a fixed
-            order: the same answers and log-probabilities on every CPU, :mod:`~.exact`), ``'float32'``,
-            ``'bfloat16'``, ``'float16'`` or a ``torch.dtype``. Part of the generation cache key.
+        dtype: ``'auto'`` (bfloat16 on CPUs with bf16 matrix instructions, float32 on other CPUs, the
+            model's own dtype on an accelerator), ``'exact'`` (an architecture :mod:`~.exact` computes on a
+            CPU: the products in integers, the float parts in a fixed order, so the same answers and
+            log-probabilities on every CPU), ``'float32'``, ``'bfloat16'``, ``'float16'`` or a
+            ``torch.dtype``. Part of the generation cache key.
         prefix_cache_mb: memory for the KV caches of prefixes (``0``: no reuse); 256 MiB serve the study's
             k-sweeps whatever their number of queries (``benchmarks/bench_prefix_memory.py``).
         min_chunk_tokens: the fewest tokens of a prefill chunk (a chunk ends at the first line
@@ -143,7 +143,7 @@ class CausalLMBackend(DecodingBackendBase):
             invariant = on_cpu
         check(on_cpu or not invariant, name, f'invariant=True is for a model on a CPU, not on {model.device}: '
               "there the products' reductions change with the batch (vLLM's --reproducible is batch-invariant on GPUs)")
-        self.exact = dtype == EXACT or (dtype in (None, 'auto') and on_cpu and supports_exact(model))
+        self.exact = dtype == EXACT
         check(not self.exact or (on_cpu and supports_exact(model)), name,
               f"dtype='exact' is for a model on a CPU of an architecture it computes, not "
               f"{getattr(model.config, 'model_type', None)!r} on {model.device}")
@@ -195,7 +195,7 @@ class CausalLMBackend(DecodingBackendBase):
         dtype it will run in; ``model_id`` defaults to ``path``."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        dtype = run_dtype(path, dtype, device, trust_remote_code)
+        dtype = run_dtype(dtype, device)
         model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code,
                                                      dtype=torch.float32 if dtype == EXACT else dtype)
         if device:

@@ -39,17 +39,10 @@ def resolve_dtype(dtype: Union[str, torch.dtype, None],
     return DTYPES[dtype]
 
 
-def run_dtype(path: str, dtype: Union[str, torch.dtype, None], device: Union[str, torch.device, None],
-              trust_remote_code: bool = False) -> Union[torch.dtype, str]:
-    """What the model at ``path`` runs in: :data:`EXACT` when asked, and for ``'auto'`` on a CPU where
-    :mod:`~.exact` computes its architecture (read from its config); else :func:`resolve_dtype`'s
-    (``'auto'`` on an accelerator: the model's own)."""
-    from .exact import EXACT_MODEL_TYPES
+def run_dtype(dtype: Union[str, torch.dtype, None],
+              device: Union[str, torch.device, None]) -> Union[torch.dtype, str]:
+    """What a model runs in: :data:`EXACT` when asked, else :func:`resolve_dtype`'s (``'auto'`` on an
+    accelerator: the model's own)."""
     if dtype == EXACT:
         return EXACT
-    if dtype in (None, 'auto') and (device is None or torch.device(device).type == 'cpu'):
-        from transformers import AutoConfig
-        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-        if getattr(config, 'model_type', None) in EXACT_MODEL_TYPES:
-            return EXACT
     return resolve_dtype(dtype, device) or 'auto'

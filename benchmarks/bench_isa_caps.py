@@ -1,0 +1,83 @@
+"""A small study under each ISA cap the CPU supports: its answers byte for byte and its time.
+
+Runs ``pyterrier-utility study`` (a slice: ``--queries 2 -k 1 3 --systems BM25 Rel --samples 2`` unless
+other study options follow ``--``) into a fresh folder under oneDNN's ``ONEDNN_MAX_CPU_ISA`` and ATen's
+``ATEN_CPU_CAPABILITY`` caps, which stand in for other CPUs (an AMD EPYC with bfloat16 instructions and no
+AMX, a Xeon without AMX, laptops with AVX-VNNI or AVX2 alone), and prints for each: the ISA oneDNN and
+ATen report, the wall and generation time, and whether ``answers.csv`` and ``token_logprobs.csv`` are those
+of the run without a cap, byte for byte. A cap the CPU lacks is said and skipped.
+
+Usage: python benchmarks/bench_isa_caps.py [--dtype exact] [-- study options]
+"""
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: Each cap: its environment and the CPU flag it needs (none: always).
+CAPS = {
+    'none': ({}, None),
+    'oneDNN AVX512_CORE_BF16': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'avx512_bf16'),
+    'oneDNN AVX512_CORE_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_VNNI'}, 'avx512_vnni'),
+    'oneDNN AVX2_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX2_VNNI'}, 'avx_vnni'),
+    'oneDNN AVX2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'avx2'),
+    'ATen avx2': ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+    'oneDNN AVX2, ATen avx2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+}
+_PROBE = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
+          'print("aten:" + torch.backends.cpu.get_cpu_capability())')
+
+
+def flags() -> set:
+    text = Path('/proc/cpuinfo').read_text()
+    return set(next(line for line in text.splitlines() if line.startswith('flags')).split(':', 1)[1].split())
+
+
+def run(env: dict, study: list, folder: Path):
+    environment = {k: v for k, v in os.environ.items() if k not in ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY')}
+    environment.update(env)
+    probe = subprocess.run([sys.executable, '-c', _PROBE], env={**environment, 'ONEDNN_VERBOSE': '1'},
+                           capture_output=True, text=True, check=True).stdout
+    onednn, aten = re.search(r'isa:([^\n]*)', probe), re.search(r'aten:(\w+)', probe)
+    isa = f'{onednn.group(1)}; ATen {aten.group(1)}'  # type: ignore[union-attr]
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', str(folder), *study],
+                          env=environment, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
+    generation = float(re.search(r'generation: .*?\(([\d.]+) s\)', done.stdout + done.stderr).group(1))  # type: ignore
+    digest = hashlib.sha256(b''.join((folder / name).read_bytes() for name in ('answers.csv', 'token_logprobs.csv')))
+    return isa, wall, generation, digest.hexdigest()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--dtype', default='exact', help='the reader\'s --dtype (default: exact)')
+    parser.add_argument('study', nargs='*', help='study options (after --)')
+    args = parser.parse_args()
+    study = ['--dtype', args.dtype, *(args.study or ['--queries', '2', '-k', '1', '3', '--systems', 'BM25', 'Rel',
+                                                     '--samples', '2'])]
+    name = next((line.split(':', 1)[1].strip() for line in Path('/proc/cpuinfo').read_text().splitlines()
+                 if line.startswith('model name')), 'unknown')
+    print(f'CPU: {name}; study {" ".join(study)}')
+    have = flags()
+    reference = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for cap, (env, flag) in CAPS.items():
+            if flag is not None and flag not in have:
+                print(f'{cap}: skipped, the CPU lacks {flag}')
+                continue
+            isa, wall, generation, digest = run(env, study, Path(tmp) / re.sub(r'\W+', '-', cap))
+            reference = reference or digest
+            same = 'identical' if digest == reference else 'DIFFERENT'
+            print(f'| {cap} | {isa} | {wall:.1f} s | {generation:.1f} s | {same} |', flush=True)
+
+
+if __name__ == '__main__':
+    main()
