@@ -28,7 +28,7 @@ def main():
     readers = {'bfloat16': pu.backends.gemma3_270m(dtype='bfloat16'), 'exact': pu.backends.gemma3_270m(dtype='exact')}
     prompter = Prompter(pu.engines.OFFLINE.prompt_format)
     prompts = []
-    for qid, query in zip(topics.qid, topics.query):
+    for qid, query in zip(topics['qid'], topics['query']):
         docs = ranking[ranking.qid == qid].sort_values('rank').docno.tolist()
         prompts += [prompter.build_prompt(query, [dataset.texts[d] for d in docs[:k]]) for k in (0, 1, 3, 5)]
     answers = [a.text for a in readers['bfloat16'].generate(prompts, seeds=[1] * len(prompts))]
