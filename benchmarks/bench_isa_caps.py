@@ -19,16 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyterrier_utility.backends.hf.exact_ops import ISA_CAPS
+
 #: Each cap: its environment and the CPU flag it needs (none: always).
-CAPS = {
-    'none': ({}, None),
-    'oneDNN AVX512_CORE_BF16': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'avx512_bf16'),
-    'oneDNN AVX512_CORE_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_VNNI'}, 'avx512_vnni'),
-    'oneDNN AVX2_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX2_VNNI'}, 'avx_vnni'),
-    'oneDNN AVX2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'avx2'),
-    'ATen avx2': ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
-    'oneDNN AVX2, ATen avx2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
-}
+CAPS = {'none': ({}, None), **ISA_CAPS}
 _PROBE = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
           'print("aten:" + torch.backends.cpu.get_cpu_capability())')
 

@@ -172,18 +172,7 @@ def _cpu_flags() -> set:
         return set()
 
 
-#: The ISA caps of a study's run: oneDNN's (the integer products) and ATen's (the element-wise kernels), and
-#: the CPU flag each needs. Together they stand in for an AMD EPYC (bfloat16 and VNNI, no AMX), a Xeon
-#: without AMX, a laptop with AVX-VNNI and one with AVX2 alone.
-CAPS = {
-    'AVX512_CORE_BF16': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'avx512_bf16'),
-    'AVX512_CORE_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_VNNI'}, 'avx512_vnni'),
-    'AVX2_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX2_VNNI'}, 'avx_vnni'),
-    'AVX2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'avx2'),
-    'aten avx512': ({'ATEN_CPU_CAPABILITY': 'avx512'}, 'avx512bw'),
-    'aten avx2': ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
-    'AVX2 and aten avx2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
-}
+CAPS = exact_ops.ISA_CAPS
 
 _ISA_CHECK = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
               'print("aten:" + torch.backends.cpu.get_cpu_capability())')
@@ -225,7 +214,7 @@ def test_a_study_gives_the_same_bytes_under_every_isa_cap_the_cpu_has(cap, uncap
         pytest.skip(f'this CPU lacks {flag}: the {cap} cap cannot be run here')
     isa, digest = _run_under(env, tmp_path)
     # the cap in effect: another ISA reported, unless the cap is the CPU's own best
-    own = (cap == 'aten avx512' and uncapped[0][1] == 'AVX512'
-           or cap == 'AVX512_CORE_BF16' and 'amx_int8' not in _cpu_flags())
+    own = (cap == 'ATen avx512' and uncapped[0][1] == 'AVX512'
+           or cap == 'oneDNN AVX512_CORE_BF16' and 'amx_int8' not in _cpu_flags())
     assert isa != uncapped[0] or own, isa
     assert digest == uncapped[1]

@@ -22,6 +22,19 @@ from typing import Tuple
 
 import torch
 
+#: The ISA caps exact answers are checked under (``tests/test_exact.py``, ``benchmarks/bench_isa_caps.py``): each
+#: its environment (oneDNN's cap on the integer products, ATen's on the element-wise kernels) and the CPU flag it
+#: needs. They stand in for an AMD EPYC (bfloat16 and VNNI, no AMX), a Xeon without AMX, and laptops with
+#: AVX-VNNI or AVX2 alone.
+ISA_CAPS = {
+    'oneDNN AVX512_CORE_BF16': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'avx512_bf16'),
+    'oneDNN AVX512_CORE_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_VNNI'}, 'avx512_vnni'),
+    'oneDNN AVX2_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX2_VNNI'}, 'avx_vnni'),
+    'oneDNN AVX2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'avx2'),
+    'ATen avx512': ({'ATEN_CPU_CAPABILITY': 'avx512'}, 'avx512bw'),
+    'ATen avx2': ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+    'oneDNN AVX2, ATen avx2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+}
 #: The largest integer of the second operand of an integer product, whose parts are 7 bits (with -64).
 PART_LIMIT = 64
 #: The largest weight integer (8 bits): the first operand of a layer's product.
