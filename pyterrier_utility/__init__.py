@@ -29,8 +29,8 @@ _NAMES = {
     'quality_table': 'methods.attribution', 'utility_qrels': 'methods.attribution',
 }
 _MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'generation',
-            'interop', 'measures', 'methods', 'prediction', 'prompt_formats', 'prompter', 'protocols', 'reader',
-            'report', 'rerankers', 'schema', 'scoring', 'settings', 'study', 'vocabulary')
+            'interop', 'measures', 'methods', 'prediction', 'prompt_formats', 'prompter', 'protocols', 'qualities',
+            'reader', 'report', 'rerankers', 'schema', 'scoring', 'settings', 'study', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

@@ -4,12 +4,13 @@ each command takes, and :func:`explicit_settings`, :func:`placement` and :func:`
 turn parsed arguments into the values the library takes."""
 import argparse
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ._checks import check_k, check_system, check_window
 from .engines import ENGINES_BY_NAME, OFFLINE_READERS, model_engines, server_engines
 from .errors import SettingError, UtilityError
 from .prediction.parameters import PredictionParameters
+from .qualities import QUALITIES_BY_NAME, quality_help
 from .settings import FIELDS, Decoding, LabelSet, Placement
 from .study.presets import PRESETS
 from .vocabulary import (
@@ -26,7 +27,6 @@ from .vocabulary import (
     POOL_CAP,
     PREDICTION_COMBINATION,
     PROMPT_FORMAT_NAMES,
-    QUALITIES,
     RAY_ADDRESSES,
     RAY_CONNECT_TIMEOUT,
     RERANKERS,
@@ -128,8 +128,9 @@ def _run(text: str):
     return name, path
 
 
-#: An option: (flags, field, argparse keywords, help).
-Option = Tuple[Tuple[str, ...], str, Dict[str, Any], str]
+#: An option: (flags, field, argparse keywords, help); a help read when the parser is built is a function
+#: (``--quality``'s, from the qualities registered by then), as is a choice list that is a live registry.
+Option = Tuple[Tuple[str, ...], str, Dict[str, Any], Union[str, Callable[[], str]]]
 #: Every command's options, each declared once, by group. The field is what the option sets: in the
 #: groups of :data:`SETTINGS`, a field of the study's config (or of its decoding) or of
 #: :class:`~pyterrier_utility.settings.Placement`, whose default is the command's config's; in the
@@ -253,9 +254,7 @@ OPTIONS: Dict[str, List[Option]] = {
          'with --ray: GPUs per copy (default: 0; vllm: readers, --tensor-parallel-size)'),
     ],
     'scoring and output': [
-        (('--quality',), 'quality', dict(choices=QUALITIES),
-         "answer quality P: FBERT against the relevant documents (the paper), or against a QA collection's gold "
-         'answers: BERTScore, exact match, token F1'),
+        (('--quality',), 'quality', dict(choices=QUALITIES_BY_NAME), quality_help),
         (('--scorer',), 'scorer', dict(metavar='MODEL'),
          "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=SUBMEASURES), "BERTScore's precision, recall or F1"),
@@ -388,9 +387,10 @@ COMMANDS: Dict[str, Layout] = {
 }
 
 
-def option(group: str, field: str) -> Option:
-    """The option of :data:`OPTIONS` in ``group`` that sets ``field``."""
-    return next(entry for entry in OPTIONS[group] if entry[1] == field)
+def option(group: str, field: str) -> Tuple[Tuple[str, ...], str, Dict[str, Any], str]:
+    """The option of :data:`OPTIONS` in ``group`` that sets ``field``, its help read now."""
+    flags, name, kwargs, text = next(entry for entry in OPTIONS[group] if entry[1] == field)
+    return flags, name, kwargs, text() if callable(text) else text
 
 
 def _given(args: argparse.Namespace, fields) -> dict:

@@ -1,5 +1,5 @@
 """ir_measures measures over the columns the evaluators add: FBERT, FBERT0 (or P named for another quality,
-:func:`quality_measures`), Utility, RetEval and eRAG.
+:func:`quality_measures`, from its description in :mod:`~pyterrier_utility.qualities`), Utility, RetEval and eRAG.
 
 They make answer quality and context utility sit next to nDCG@k in ``pt.Experiment``. Each reads a
 per-query value already computed in the run frame. A query with no relevant document (or a 0-shot
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SettingError
-from .vocabulary import QUALITIES, QUALITY_NAMES
+from .qualities import DEFAULT_QUALITY, FBERT_DOCS, Quality, quality_of
 
 
 def _column_measure(column: str, name: str, desc: str):
@@ -34,37 +34,38 @@ def _column_measure(column: str, name: str, desc: str):
     return ColumnMeasure()
 
 
+def _quality_measures(quality: Quality):
+    return (_column_measure('fbert', quality.measure, f'Answer quality P_k: {quality.description}'),
+            _column_measure('fbert_0shot', quality.p0_measure, f'0-shot answer quality P_0: {quality.description} '
+                            '(shared by the systems of one reader: not significance-tested)'))
+
+
+_FBERT_MEASURES = _quality_measures(FBERT_DOCS)
 #: Answer quality P_k: max BERTScore F1 of the k-shot answer against the relevant documents (column ``fbert``).
-FBERT = _column_measure('fbert', 'FBERT', 'Answer quality P_k: max BERTScore F1 against relevant documents')
+FBERT = _FBERT_MEASURES[0]
 #: 0-shot answer quality P_0 (column ``fbert_0shot``). Not a property of the system: every system of
 #: one reader shares each query's 0-shot answer, so in ``pt.Experiment(baseline=...)`` its ``+``,
 #: ``-`` and ``p-value`` columns compare a value with itself (0, 0, NaN) and are not a test.
-FBERT0 = _column_measure('fbert_0shot', 'FBERT0', '0-shot answer quality P_0 (shared by the systems of one reader: '
-                         'not significance-tested)')
+FBERT0 = _FBERT_MEASURES[1]
 #: Context utility U (column ``utility``): (P_k - P_0) / P_0, or P_k - P_0 from a
 #: :class:`~pyterrier_utility.UtilityEvaluator` with ``gain='absolute'``.
 Utility = _column_measure('utility', 'Utility', "Context utility U = (P_k - P_0) / P_0, or P_k - P_0 (the evaluator's "
                           "gain='absolute')")
 
 
-def quality_measures(quality: str = QUALITIES[0]):
+def quality_measures(quality: str = DEFAULT_QUALITY):
     """The measures of P_k (column ``fbert``) and P_0 (``fbert_0shot``) named for what ``quality``
-    computes: :data:`FBERT` and :data:`FBERT0` for the paper's FBERT, ``EM`` and ``EM_0shot``, ``F1`` and
-    ``F1_0shot``, ``BERTScore`` and ``BERTScore_0shot`` against gold answers.
+    computes (its :class:`~pyterrier_utility.qualities.Quality`'s ``measure``): :data:`FBERT` and
+    :data:`FBERT0` for the paper's FBERT, ``EM`` and ``EM_0shot``, ``F1`` and ``F1_0shot``, ``BERTScore``
+    and ``BERTScore_0shot`` against gold answers.
 
     Example::
 
         p_k, p_0 = quality_measures('em')
         pt.Experiment([pipeline], topics, qrels, [nDCG@5, p_k, p_0, Utility])   # columns EM, EM_0shot
     """
-    if quality not in QUALITY_NAMES:
-        raise SettingError(f'quality_measures: quality must be one of {list(QUALITIES)}, got {quality!r}')
-    if quality == QUALITIES[0]:
-        return FBERT, FBERT0
-    name = QUALITY_NAMES[quality]
-    return (_column_measure('fbert', name, f'Answer quality P_k: {name} against the gold answers'),
-            _column_measure('fbert_0shot', f'{name}_0shot', f'0-shot answer quality P_0: {name} against the gold '
-                            'answers (shared by the systems of one reader: not significance-tested)'))
+    described = quality_of(quality)
+    return (FBERT, FBERT0) if described == FBERT_DOCS else _quality_measures(described)
 
 
 #: LLM-retEval (column ``reteval`` of :class:`~pyterrier_utility.LLMRetEval`): the share of queries whose

@@ -129,7 +129,9 @@ def changes_contexts_with_cutoff(system) -> bool:
 class AnswerScorer(Protocol):
     """Scores answers to queries, P(a), as :class:`~pyterrier_utility.UtilityEvaluator` needs:
     :class:`~pyterrier_utility.FBertScorer` (against relevant documents) and
-    :class:`~pyterrier_utility.GoldAnswerScorer` (against gold answers)."""
+    :class:`~pyterrier_utility.GoldAnswerScorer` (against gold answers). A scorer may also name the
+    quality it computes (``quality``, a name of :data:`~pyterrier_utility.qualities.QUALITIES_BY_NAME`),
+    which names its measures (:attr:`~pyterrier_utility.UtilityEvaluator.measures`)."""
     #: What it scores (``'FBERT'``, ``'EM'``, ...) and against what (``'label>=2'``, ``'gold answers'``),
     #: in messages: attributes or read-only properties.
     @property

@@ -1,7 +1,8 @@
 """The study's words, each written once: the names a setting may take (every choice list of the command
-line and of :class:`~pyterrier_utility.study.config.StudyConfig`), the systems, orderings, oracles,
-qualities and signals, and the few numbers the command line's help shows as defaults. The files a study
-writes and their columns are :mod:`~pyterrier_utility.schema`'s.
+line and of :class:`~pyterrier_utility.study.config.StudyConfig`), the systems, orderings, oracles
+and signals, and the few numbers the command line's help shows as defaults. The files a study
+writes and their columns are :mod:`~pyterrier_utility.schema`'s; the answer qualities are described in
+:mod:`~pyterrier_utility.qualities`, as the engines in :mod:`~pyterrier_utility.engines`.
 
 As ir_measures declares a measure's parameters once and everything else reads them, the command line,
 the config, the tables, the figures and the report import these names; the test
@@ -60,16 +61,9 @@ NDCG_ORDERS = ('context', 'retrieval')
 SUBMEASURES = ('P', 'R', 'F1')
 #: How the scores against several references make one: the best one (the paper) or their mean.
 AGGREGATIONS = ('max', 'mean')
-#: The answer qualities against gold answers: exact match, token F1, BERTScore (``submeasure``, ``agg``).
-GOLD_QUALITIES = ('em', 'f1', 'bertscore-gold')
-#: The measures of answer quality P: FBERT against the relevant documents (the paper), or against the
-#: gold answers of a QA collection (:class:`~pyterrier_utility.GoldAnswerScorer`).
-QUALITIES = ('fbert-docs',) + GOLD_QUALITIES
-#: What the tables, the report and ``pt.Experiment`` call P under each quality: the paper's FBERT names
-#: BERTScore against the relevant documents only.
-QUALITY_NAMES = dict(zip(QUALITIES, ('FBERT', 'EM', 'F1', 'BERTScore')))
-#: The qualities computed from an answer's words alone: no BERTScore model is loaded for them.
-WORD_QUALITIES = GOLD_QUALITIES[:2]
+#: What an answer quality P may be computed from (:class:`~pyterrier_utility.qualities.Quality`'s ``needs``):
+#: the relevant documents' texts, gold answers, a BERTScore model, a judge.
+QUALITY_NEEDS = ('documents', 'gold', 'bertscore', 'judge')
 #: What utility U measures: the relative gain (P_k - P_0) / P_0 (the paper's) or the absolute gain P_k - P_0
 #: (the authors' later work; :func:`~pyterrier_utility.scoring.utility.utility`).
 UTILITY_GAINS = ('relative', 'absolute')

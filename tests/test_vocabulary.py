@@ -92,7 +92,7 @@ def test_the_check_sees_a_list_written_again(tmp_path, monkeypatch):
                           'cli.py:3': "RERANKERS ('dense', 'monot5')"}
 
 
-@pytest.mark.parametrize('name', ['ORDERING_NAMES', 'SYSTEMS', 'CORRECTIONS', 'QUALITIES'])
+@pytest.mark.parametrize('name', ['ORDERING_NAMES', 'SYSTEMS', 'CORRECTIONS', 'QUALITY_NEEDS'])
 def test_the_lists_hold_distinct_names(name):
     words = getattr(vocabulary, name)
     assert len(set(words)) == len(words)

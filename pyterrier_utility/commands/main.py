@@ -26,6 +26,7 @@ from ..errors import SettingError
 from ..methods.attribution.quality import quality_summary
 from ..methods.attribution.summary import attribution_table
 from ..prediction.parameters import PredictionParameters
+from ..qualities import DEFAULT_QUALITY
 from ..report import figures
 from ..report.html import write_report
 from ..report.tables import write_tables
@@ -42,7 +43,7 @@ from ..study.stats import fold_readers
 from ..study.sweep import variants, window
 from ..study.systems import ranked_systems
 from ..study.validate import read_per_query
-from ..vocabulary import POOL_CAP, QUALITIES, UTILITY_GAINS
+from ..vocabulary import POOL_CAP, UTILITY_GAINS
 from .attributing import Attribution, run_attribution, save_attribution
 from .driver import run, save
 
@@ -221,7 +222,7 @@ def report(folders, out: Path, correction: Optional[str] = None, fig4_k: int = S
     gain = check_gain('report', gain) if gain is not None else _common(
         folders, recorded, 'utility', UTILITY_GAINS[0], 'utility gains',
         f'give --utility {" or ".join(UTILITY_GAINS)} to show them all one way')
-    quality = _common(folders, recorded, 'quality', QUALITIES[0], 'answer qualities', 'one table holds one P')
+    quality = _common(folders, recorded, 'quality', DEFAULT_QUALITY, 'answer qualities', 'one table holds one P')
     for folder, settings in zip(folders, recorded):
         path = study_folder(folder) / 'per_query.csv'
         frame = with_gain(read_per_query(path), gain)

@@ -13,13 +13,13 @@ import pyterrier as pt
 
 from .._frames import normalise_frame, validate_columns
 from ..errors import SettingError
+from ..qualities import EM, F1
 from ..reader import Reader
 from ..scoring.fbert import FBertScorer
 from ..scoring.gold import gold_answer_score
-from ..vocabulary import WORD_QUALITIES
 
 #: The gold-answer metrics eRAG's labels can take (its paper's exact match and token F1).
-GOLD_METRICS = WORD_QUALITIES
+GOLD_METRICS = (EM.name, F1.name)
 
 
 class ERAGLabeller(pt.Transformer):

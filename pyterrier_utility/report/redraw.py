@@ -2,11 +2,11 @@
 import dataclasses
 import tempfile
 
+from ..qualities import DEFAULT_QUALITY
 from ..scoring.utility import check_gain, with_gain
 from ..study.config import StudyConfig, figure4_k
 from ..study.folder import StudyFolder, read_study
 from ..study.stats import fold_readers
-from ..vocabulary import QUALITIES
 from .figures import draw_figures
 from .tables import write_tables
 
@@ -34,7 +34,7 @@ def redrawn(study: StudyFolder, gain: str) -> StudyFolder:
         write_tables(per_query, folder, baseline='Rel' if 'Rel' in set(per_query['system']) else None,
                      correction=settings.get('correction'), min_n=settings.get('min_n', StudyConfig.min_n), ks=ks,
                      health=None if study.health is None else own(study.health), gain=gain,
-                     quality=settings.get('quality', QUALITIES[0]))
+                     quality=settings.get('quality', DEFAULT_QUALITY))
         draw_figures(fold_readers(per_query), folder,
                      figure4_k(settings.get('fig4_k', StudyConfig.fig4_k), per_query['k'], ks),
                      ndcg_order=settings.get('ndcg_order', StudyConfig.ndcg_order), formats=('png',),

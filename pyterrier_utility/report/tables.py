@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..qualities import DEFAULT_QUALITY, quality_of
 from ..schema import FRAME_FILES, TABLE_FILES
 from ..scoring.utility import gain_name
 from ..study import health as answer_health, stats
 from ..study.health import HEALTH_MARK
 from ..study.results import StudyResults
 from ..study.stats import BASELINE_MARK, REVERSAL_MARK, block_heading, fold_readers
-from ..vocabulary import CORRELATION_METHODS, MIN_N, ORACLES, QUALITIES, QUALITY_NAMES, ZERO_SHOT
+from ..vocabulary import CORRELATION_METHODS, MIN_N, ORACLES, ZERO_SHOT
 
 
 def _legend(baseline: Optional[str], alpha: float, correction: Optional[str], min_n: int = MIN_N) -> str:
@@ -52,7 +53,7 @@ def _with_notes(text: str, notes: Sequence[str]) -> str:
 
 def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                     digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
-                    notes: Sequence[str] = (), gain: str = 'relative', quality: str = QUALITIES[0]) -> str:
+                    notes: Sequence[str] = (), gain: str = 'relative', quality: str = DEFAULT_QUALITY) -> str:
     """Table 1 as Markdown: one block per (dataset and) label set, a row per k, a column of P_0 headed by
     the ``quality``'s name and a column per system; each block says what its means are (U under ``gain``)
     and over how many queries; ``notes`` (the health mark's legend, the positive control) follow the blocks."""
@@ -61,7 +62,7 @@ def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha:
     for key, part in table.groupby(keys, sort=False):
         title = ', '.join(str(x) for x in (key if isinstance(key, tuple) else (key,)))
         systems = list(dict.fromkeys(part['system']))
-        header = ['k', f'{ZERO_SHOT} {QUALITY_NAMES[quality]}'] + systems
+        header = ['k', f'{ZERO_SHOT} {quality_of(quality).measure}'] + systems
         lines = [f'**{title}**: mean {gain_name(gain)}, {_n_text(part)}; '
                  + _legend(baseline, alpha, correction, min_n),
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
@@ -115,7 +116,7 @@ def _paper_layout(table: pd.DataFrame):
 def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[str] = 'Rel', alpha: float = 0.05,
                  digits: int = 3, correction: Optional[str] = None, min_n: int = MIN_N,
                  notes: Sequence[str] = (), block: str = 'Dataset', gain: str = 'relative',
-                 quality: str = QUALITIES[0]) -> str:
+                 quality: str = DEFAULT_QUALITY) -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
     label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
     ``block`` heads the column naming the stacked blocks (``'Reader'`` where they are a study's readers,
@@ -207,8 +208,9 @@ def _latex_table(label_sets, ks, rows, legend: str, digits: int, block: str, qua
 
 
 def _latex_name(quality: str) -> str:
-    """P's name in a caption: the paper's symbol for FBERT, the quality's own name otherwise."""
-    return '$F_{\\mathrm{BERT}}$' if quality == QUALITIES[0] else _latex(QUALITY_NAMES[quality])
+    """P's name in a caption: its description's LaTeX (the paper's symbol for FBERT), else its measure's name."""
+    described = quality_of(quality)
+    return described.latex or _latex(described.measure)
 
 
 def _latex(text: str) -> str:
@@ -220,7 +222,7 @@ def _latex(text: str) -> str:
 def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline: Optional[str] = 'Rel',
                  alpha: float = 0.05, correction: Optional[str] = None, min_n: int = MIN_N,
                  ks: Optional[Sequence[int]] = None, health: Optional[pd.DataFrame] = None,
-                 gain: str = 'relative', quality: str = QUALITIES[0]) -> Dict[str, Path]:
+                 gain: str = 'relative', quality: str = DEFAULT_QUALITY) -> Dict[str, Path]:
     """Writes per_query.csv, table1.csv, table1.md (a block per label set), table1_paper.md and
     table1.tex (the paper's layout; LaTeX with booktabs) and correlations.csv (Pearson, Spearman,
     Kendall) into ``folder``; no significance mark on fewer than ``min_n`` paired queries. Table 1
@@ -229,7 +231,7 @@ def write_tables(per_query: pd.DataFrame, folder: Union[str, Path], *, baseline:
     the mark means) and, where it has both oracles, states its positive control (Rel above NRel at
     every k, :func:`~pyterrier_utility.study.health.control_notes`). ``gain``: what ``per_query``'s
     ``utility`` holds (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`), named in the legends; ``quality``:
-    what P is (:data:`~pyterrier_utility.vocabulary.QUALITIES`), its name heading P_0."""
+    what P is (a name of :data:`~pyterrier_utility.qualities.QUALITIES_BY_NAME`), its measure heading P_0."""
     folder = Path(folder)
     per_query.to_csv(folder / 'per_query.csv', index=False)
     block = block_heading(per_query)
@@ -266,7 +268,7 @@ def table_notes(table: pd.DataFrame, health: Optional[pd.DataFrame], alpha: floa
 def write_study(results: StudyResults, folder: Union[str, Path], *, alpha: float = 0.05,
                 correction: Optional[str] = None, min_n: int = MIN_N,
                 ks: Optional[Sequence[int]] = None, gain: str = 'relative',
-                quality: str = QUALITIES[0]) -> Dict[str, Path]:
+                quality: str = DEFAULT_QUALITY) -> Dict[str, Path]:
     """Writes a study's data (:meth:`~pyterrier_utility.study.StudyResults.save`) and its tables
     (:func:`write_tables`: Table 1 over ``ks``, default every k, its unhealthy cells marked, U named by
     ``gain`` and P by ``quality``, the study's) into ``folder``; returns the paths by file name.

@@ -10,11 +10,13 @@ from .._frames import validate_columns
 from .._messages import warn, warn_qids
 from .._text import visible
 from ..datasets.texts import texts_of
+from ..qualities import FBERT_DOCS, Quality, ScoringInputs
 from ..settings import LabelSet, LabelsLike
 from ..vocabulary import AGGREGATIONS, SUBMEASURES
 from .bertscore import PAPER_MODEL, BertScore
 
 
+@FBERT_DOCS.register
 class FBertScorer(pt.Transformer):
     """Adds ``fbert``: P(a) = max over the query's relevant documents of BERTScore F1(a, document)
     (the paper's FBERT; ``submeasure`` and ``agg`` choose precision or recall, and the mean over
@@ -90,10 +92,21 @@ class FBertScorer(pt.Transformer):
         self.answer_column = answer_column
         self.output_column = output_column
 
+    #: The quality it computes (:data:`~pyterrier_utility.qualities.FBERT_DOCS`).
+    quality = FBERT_DOCS.name
+
+    @classmethod
+    def for_quality(cls, quality: Quality, inputs: ScoringInputs) -> 'FBertScorer':
+        """The scorer of :data:`~pyterrier_utility.qualities.FBERT_DOCS` from a study's inputs: against the
+        documents of ``inputs.labels``, with its BERTScore model, submeasure and aggregation."""
+        return cls(inputs.qrels, inputs.dataset.texts, labels=inputs.labels, model_type=inputs.bertscore,
+                   submeasure=inputs.submeasure, agg=inputs.agg)
+
     @property
     def measure(self) -> str:
         """The name of what it scores, in messages: ``FBERT``, or ``FBERT(P, mean)`` and the like."""
-        return 'FBERT' if (self.submeasure, self.agg) == ('F1', 'max') else f'FBERT({self.submeasure}, {self.agg})'
+        name = FBERT_DOCS.measure
+        return name if (self.submeasure, self.agg) == ('F1', 'max') else f'{name}({self.submeasure}, {self.agg})'
 
     @property
     def references(self) -> str:

@@ -18,11 +18,12 @@ from .._checks import check
 from .._frames import validate_columns
 from .._messages import warn_qids
 from ..datasets.gold import GoldLike, gold_answers
-from ..vocabulary import AGGREGATIONS, GOLD_QUALITIES, SUBMEASURES
+from ..qualities import BERTSCORE_GOLD, EM, F1, Quality, ScoringInputs
+from ..vocabulary import AGGREGATIONS, SUBMEASURES
 from .bertscore import BertScore
 
-#: The topic columns gold answers are read from: pyterrier-rag's, then ir_datasets'.
-_NAMES = dict(zip(GOLD_QUALITIES, ('EM', 'F1', 'BERTScore')))
+#: The qualities :class:`GoldAnswerScorer` computes, by name: their descriptions register it as their scorer.
+GOLD_QUALITIES = {quality.name: quality for quality in (EM, F1, BERTSCORE_GOLD)}
 _PUNCTUATION = set(string.punctuation)
 
 
@@ -69,7 +70,7 @@ class GoldAnswerScorer(pt.Transformer):
     Args:
         answers: the gold answers (see :func:`gold_answers`): a frame such as pyterrier-rag's
             ``dataset.get_answers()`` or topics with ``answers``, or a mapping qid -> answers.
-        quality: one of :data:`GOLD_QUALITIES`.
+        quality: a name of :data:`GOLD_QUALITIES`: ``'em'``, ``'f1'`` or ``'bertscore-gold'``.
         model_type: for ``'bertscore-gold'``, the BERTScore model name or a shared
             :class:`~pyterrier_utility.BertScore`.
         submeasure, agg: for ``'bertscore-gold'``: ``'P'``, ``'R'`` or ``'F1'``; ``'max'`` or ``'mean'``.
@@ -87,24 +88,32 @@ class GoldAnswerScorer(pt.Transformer):
                  output_column: Optional[str] = None):
         check(quality in GOLD_QUALITIES, 'GoldAnswerScorer', f'quality must be one of {list(GOLD_QUALITIES)}, '
                                                               f'got {quality!r}')
+        bertscore = GOLD_QUALITIES[quality].needs_bertscore
         check(submeasure in SUBMEASURES and agg in AGGREGATIONS, 'GoldAnswerScorer',
               f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
               f'got {submeasure!r}, {agg!r}')
-        check(quality == 'bertscore-gold' or (submeasure, agg) == ('F1', 'max'), 'GoldAnswerScorer',
+        check(bertscore or (submeasure, agg) == ('F1', 'max'), 'GoldAnswerScorer',
               f'submeasure and agg are those of BERTScore; {quality!r} takes the best gold answer')
         self.answers, self.model_type = answers, model_type
         self.gold = gold_answers(answers)
         self.quality, self.submeasure, self.agg = quality, submeasure, agg
         self.bertscore = None
-        if quality == 'bertscore-gold':
+        if bertscore:
             self.bertscore = model_type if isinstance(model_type, BertScore) else BertScore(model_type)
         self.answer_column = answer_column
         self.output_column = output_column or quality.replace('-', '_')
 
+    @classmethod
+    def for_quality(cls, quality: Quality, inputs: ScoringInputs) -> 'GoldAnswerScorer':
+        """The scorer of ``quality`` (one of :data:`GOLD_QUALITIES`) from a study's inputs: against the
+        dataset's gold answers, whatever the label set."""
+        return cls(inputs.dataset.gold_answers(), quality.name, model_type=inputs.bertscore or 'minilm',
+                   submeasure=inputs.submeasure, agg=inputs.agg)
+
     @property
     def measure(self) -> str:
         """The name of what it scores, in messages: ``EM``, ``F1``, ``BERTScore``, ``BERTScore(P, mean)``."""
-        name = _NAMES[self.quality]
+        name = GOLD_QUALITIES[self.quality].measure
         return name if (self.submeasure, self.agg) == ('F1', 'max') else f'{name}({self.submeasure}, {self.agg})'
 
     #: What answers are scored against, in messages.
@@ -146,3 +155,7 @@ class GoldAnswerScorer(pt.Transformer):
     def __repr__(self):
         model = f', {self.bertscore.name!r}, submeasure={self.submeasure!r}, agg={self.agg!r}' if self.bertscore else ''
         return f'GoldAnswerScorer({self.quality!r}{model}, {len(self.gold)} queries)'
+
+
+for _quality in GOLD_QUALITIES.values():
+    _quality.register(GoldAnswerScorer)

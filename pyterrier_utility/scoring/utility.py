@@ -1,6 +1,6 @@
 """Context utility: the gain in answer quality that a context brings over no context, relative (the paper's)
 or absolute."""
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -9,6 +9,7 @@ import pyterrier as pt
 from .._frames import validate_columns
 from .._messages import either, warn_qids
 from ..errors import FrameError, SettingError
+from ..measures import Utility, quality_measures
 from ..protocols import AnswerScorer
 from ..reader import Reader
 from ..schema import PER_QUERY_MAY_BE_EMPTY
@@ -65,18 +66,19 @@ def with_gain(per_query: pd.DataFrame, gain: str) -> pd.DataFrame:
 class UtilityEvaluator(pt.Transformer):
     """Adds ``fbert`` (P_k), ``fbert_0shot`` (P_0) and ``utility`` (U) to a reader's output.
 
-    P_k is the mean FBERT of the query's k-shot answers over samples; P_0 the mean FBERT of the same
-    reader's 0-shot answers for the same samples (seeds). 0-shot answers come from the reader's
-    memo, so every pipeline of an experiment sharing the reader reuses them. U = (P_k - P_0) / P_0
-    (``gain='relative'``, the paper's); P_0 = 0 gives NaN and a warning naming the queries. With
-    ``gain='absolute'``, U = P_k - P_0 (:func:`utility`).
+    P_k is the mean P (the scorer's quality: FBERT, EM, ...) of the query's k-shot answers over
+    samples; P_0 the mean P of the same reader's 0-shot answers for the same samples (seeds). 0-shot
+    answers come from the reader's memo, so every pipeline of an experiment sharing the reader reuses
+    them. U = (P_k - P_0) / P_0 (``gain='relative'``, the paper's); P_0 = 0 gives NaN and a warning
+    naming the queries. With ``gain='absolute'``, U = P_k - P_0 (:func:`utility`).
 
     Output: one row per context document (``sample`` dropped), with the three columns repeated on
     each row of a query; ``qanswer`` holds the first sample's answer (a string, as pyterrier-rag's
     measures expect) and, when the reader draws several samples, ``qanswers`` the tuple of all of
     them in sample order (what :class:`~pyterrier_utility.LLMRetEval` judges). So nDCG@k still
-    applies, and the :data:`~pyterrier_utility.FBERT` and :data:`~pyterrier_utility.Utility`
-    measures read it.
+    applies, and :attr:`measures` (P named for the scorer's quality, and
+    :data:`~pyterrier_utility.Utility`) read it. The columns are named ``fbert`` and ``fbert_0shot``
+    whatever the quality, as every saved study holds them.
 
     Args:
         reader: the reader that produced the k-shot answers.
@@ -89,8 +91,9 @@ class UtilityEvaluator(pt.Transformer):
 
     Example::
 
-        pipeline = dataset.bm25() % 5 >> reader >> UtilityEvaluator(reader, scorer)
-        pt.Experiment([pipeline], topics, qrels, [nDCG@5, FBERT, Utility])
+        evaluator = UtilityEvaluator(reader, scorer)
+        pipeline = dataset.bm25() % 5 >> reader >> evaluator
+        pt.Experiment([pipeline], topics, qrels, [nDCG@5, *evaluator.measures])   # FBERT, FBERT0, Utility
 
     To save and reuse runs, ``pt.Experiment(..., save_dir=d, save_mode='reuse', save_format=pickle)``
     (the ``pickle`` module): the default TREC files keep only qid, docno, rank and score, so the
@@ -119,7 +122,7 @@ class UtilityEvaluator(pt.Transformer):
             columns='_group').reset_index(drop=True)
 
     def _scored(self, keys: List[pd.DataFrame]) -> List[pd.DataFrame]:
-        """FBERT of the answers of several key frames in one call (each distinct answer of a query
+        """P of the answers of several key frames in one call (each distinct answer of a query
         scored once, every text encoded in one pass)."""
         joined = pd.concat([k[['qid', 'qanswer']] for k in keys], ignore_index=True)
         fbert, best = self.scorer.score_with_reference(joined['qid'], joined['qanswer'])
@@ -181,6 +184,23 @@ class UtilityEvaluator(pt.Transformer):
         return first.assign(fbert=first['qid'].map(groups['fbert']),
                             fbert_0shot=first['qid'].map(groups['fbert_0shot']),
                             utility=first['qid'].map(groups['utility'])).reset_index(drop=True)
+
+    @property
+    def measures(self) -> Tuple[Any, Any, Any]:
+        """The ``pt.Experiment`` measures of its columns: P_k and P_0 named for its scorer's quality (the
+        scorer's ``quality``: :func:`~pyterrier_utility.measures.quality_measures`), and Utility.
+
+        Example::
+
+            evaluator = UtilityEvaluator(reader, GoldAnswerScorer(answers, 'em'))
+            pt.Experiment([bm25 % 5 >> reader >> evaluator], topics, qrels, [nDCG@5, *evaluator.measures])
+            # columns nDCG@5, EM, EM_0shot, Utility
+        """
+        quality = getattr(self.scorer, 'quality', None)
+        if quality is None:
+            raise SettingError(f'{self!r}: its scorer names no quality, whose measures would be named for it: give '
+                               'the scorer a quality (a name registered with pyterrier_utility.qualities.register)')
+        return (*quality_measures(quality), Utility)
 
     def __repr__(self):
         gain = '' if self.gain == 'relative' else f', gain={self.gain!r}'

@@ -15,7 +15,7 @@ import pandas as pd
 from .._messages import inform
 from ..datasets import get_dataset
 from ..errors import SettingError
-from ..scoring.gold import GOLD_QUALITIES
+from ..qualities import quality_of
 from .config import StudyConfig
 
 
@@ -64,7 +64,7 @@ def load_collection(name: str, config: StudyConfig) -> Collection:
     answerable = set()
     for labels in config.label_sets:
         answerable |= set(labels.relevant_docnos(qrels))
-    if config.quality in GOLD_QUALITIES:
+    if quality_of(config.quality).needs_gold:
         answerable &= set(dataset.gold_answers())
     topics = dataset.get_topics()
     topics = topics[topics['qid'].astype(str).isin(answerable)].reset_index(drop=True)

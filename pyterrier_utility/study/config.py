@@ -13,6 +13,7 @@ from .._checks import check_int, check_k, check_system, check_window
 from .._messages import either
 from ..engines import ENGINE_OPTION_NAMES, OFFLINE, EngineOptions, engine_of
 from ..errors import SettingError
+from ..qualities import DEFAULT_QUALITY, QUALITIES_BY_NAME, quality_of
 from ..settings import FIELDS, Decoding, LabelSet, is_int
 from ..vocabulary import (
     AGGREGATIONS,
@@ -26,12 +27,10 @@ from ..vocabulary import (
     ORACLES,
     ORDERING_NAMES,
     PROMPT_FORMAT_NAMES,
-    QUALITIES,
     RERANKERS,
     SUBMEASURES,
     SYSTEMS,
     UTILITY_GAINS,
-    WORD_QUALITIES,
 )
 
 #: The label set of a collection judged in two grades (MS MARCO dev_small: the paper's r_dev_small = 1).
@@ -61,7 +60,7 @@ class StudyConfig:
     (:class:`~pyterrier_utility.engines.EngineOptions`: ``base_urls``, ``concurrency``, ``endpoint``,
     ``tensor_parallel_size``, ``chat_template``, ``reproducible``, ``timeout``, ``max_retries``,
     ``retry_deadline``), which may also be given and read one by one (``concurrency=16``). Scoring and
-    output: ``quality`` (what P is, :data:`QUALITIES`:
+    output: ``quality`` (what P is, a name of :data:`~pyterrier_utility.qualities.QUALITIES_BY_NAME`:
     FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
     label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
     (BERTScore's P, R or F1, the max or mean over the references), ``utility`` (U's gain, :data:`UTILITY_GAINS`:
@@ -103,7 +102,7 @@ class StudyConfig:
     samples: int = 3
     seed: int = 0
     engine: EngineOptions = EngineOptions()
-    quality: str = 'fbert-docs'
+    quality: str = DEFAULT_QUALITY
     scorer: str = 'minilm'
     submeasure: str = 'F1'
     agg: str = 'max'
@@ -163,13 +162,14 @@ class StudyConfig:
                              and grid[0] >= 1 and grid[1] >= 0 and grid[2] >= 1),
                 f'window_grid is (tops >= 1, tails >= 0, step >= 1), got {list(self.window_grid)}')
         require(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
-        require(self.quality in QUALITIES, f'quality must be one of {list(QUALITIES)}, got {self.quality!r}')
+        require(self.quality in QUALITIES_BY_NAME,
+                f'quality must be one of {list(QUALITIES_BY_NAME)}, got {self.quality!r}')
         require(self.utility in UTILITY_GAINS, f'utility must be {either(UTILITY_GAINS)}, got {self.utility!r}')
         require(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
                 f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
                 f'got {self.submeasure!r}, {self.agg!r}')
         require(self.bertscore_needed or (self.submeasure, self.agg) == ('F1', 'max'),
-                f'submeasure and agg are those of BERTScore; quality {self.quality!r} takes the best gold answer')
+                f'submeasure and agg are those of BERTScore; quality {self.quality!r} computes no BERTScore')
         require(self.correction is None or self.correction in CORRECTIONS,
                 f'correction must be one of {list(CORRECTIONS)}, got {self.correction!r}')
         require(self.oracle in ORACLE_MODES, f'oracle must be one of {list(ORACLE_MODES)}, got {self.oracle!r}')
@@ -180,8 +180,8 @@ class StudyConfig:
 
     @property
     def bertscore_needed(self) -> bool:
-        """Whether P is computed with a BERTScore model (``scorer``), not from an answer's words alone."""
-        return self.quality not in WORD_QUALITIES
+        """Whether P is computed with a BERTScore model (``scorer``): its quality's description says."""
+        return quality_of(self.quality).needs_bertscore
 
     @property
     def all_ks(self) -> Tuple[int, ...]:

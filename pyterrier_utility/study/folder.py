@@ -28,8 +28,9 @@ from typing import Dict, Mapping, Optional, Union
 import pandas as pd
 
 from ..errors import FrameError, SettingError
+from ..qualities import DEFAULT_QUALITY, quality_of
 from ..schema import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
-from ..vocabulary import QUALITIES, QUALITY_NAMES, UTILITY_GAINS
+from ..vocabulary import UTILITY_GAINS
 from .stats import block_heading
 from .validate import read_per_query
 
@@ -77,8 +78,8 @@ class StudyFolder:
 
     @property
     def quality_name(self) -> str:
-        """What P is called: the name of the quality ``settings.json`` records (FBERT where it records none)."""
-        return QUALITY_NAMES[(self.settings or {}).get('quality', QUALITIES[0])]
+        """What P is called: the measure of the quality ``settings.json`` records (FBERT where it records none)."""
+        return quality_of((self.settings or {}).get('quality', DEFAULT_QUALITY)).measure
 
 
 def read_csv(path: Path, has_dataset: Optional[bool] = None) -> pd.DataFrame:

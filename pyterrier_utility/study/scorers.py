@@ -1,5 +1,6 @@
-"""The scorer of P a study computes utility with, by its quality: FBERT against the documents of a
-label set, or BERTScore against the gold answers.
+"""The scorer of P a study computes utility with, by its quality's description
+(:mod:`~pyterrier_utility.qualities`): a scorer per label set for a quality against the relevant
+documents (the paper's FBERT), one for every label set otherwise (against the gold answers).
 
 Example::
 
@@ -15,23 +16,26 @@ import pandas as pd
 
 from ..errors import SettingError
 from ..protocols import AnswerScorer
+from ..qualities import ScoringInputs, quality_of
+from ..scoring import fbert, gold  # noqa: F401  (their scorer classes register with their qualities)
 from ..scoring.bertscore import BertScore
-from ..scoring.fbert import FBertScorer
-from ..scoring.gold import GoldAnswerScorer
 from ..settings import LabelSet
 from .config import StudyConfig
 
 
 def scorer_factory(config: StudyConfig, dataset, qrels: pd.DataFrame,
                    bertscore: Optional[BertScore]) -> Callable[[LabelSet], AnswerScorer]:
-    """The scorer of P under each label set, by ``config.quality``: FBERT against the documents of
-    that label set, or one scorer against the gold answers whatever the label set."""
-    if config.quality == 'fbert-docs':
-        return lambda labels: FBertScorer(qrels, dataset.texts, labels=labels, model_type=bertscore or config.scorer,
-                                          submeasure=config.submeasure, agg=config.agg)
-    gold = GoldAnswerScorer(dataset.gold_answers(), config.quality, model_type=bertscore or config.scorer,
-                            submeasure=config.submeasure, agg=config.agg)
-    return lambda labels: gold
+    """The scorer of P under each label set, by ``config.quality``'s description: built for each label
+    set where it needs the relevant documents, else built once for every label set."""
+    quality = quality_of(config.quality)
+
+    def build(labels: Optional[LabelSet]) -> AnswerScorer:
+        model = (bertscore or config.scorer) if quality.needs_bertscore else None
+        return quality.build(ScoringInputs(dataset, qrels, labels, model, config.submeasure, config.agg))
+    if quality.needs_documents:
+        return build
+    one = build(None)
+    return lambda labels: one
 
 
 def load_scorer(name: str) -> BertScore:
