@@ -30,7 +30,7 @@ _NAMES = {
 }
 _MODULES = ('backends', 'cache', 'commands', 'contexts', 'datasets', 'engines', 'errors', 'generation',
             'interop', 'measures', 'methods', 'prediction', 'prompt_formats', 'prompter', 'protocols', 'qualities',
-            'reader', 'report', 'rerankers', 'schema', 'scoring', 'settings', 'study', 'vocabulary')
+            'reader', 'report', 'rerankers', 'schema', 'scoring', 'settings', 'study', 'verdict', 'vocabulary')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

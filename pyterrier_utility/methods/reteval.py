@@ -8,7 +8,7 @@ than one correct answer are covered, and a judge sees the question, the candidat
 answers together. The match is decided by an LLM judge replying Yes/No, or, as this project's
 offline alternative, by a BERTScore F1 threshold.
 """
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import ir_measures
 import numpy as np
@@ -26,6 +26,7 @@ from ..reader import Reader
 from ..scoring.bertscore import BertScore
 from ..scoring.correlation import correlation
 from ..settings import LabelSet, LabelsLike
+from ..verdict import Verdict, starts_with_yes
 
 #: The judge's reply length: Yes or No.
 JUDGE_TOKENS = 4
@@ -136,13 +137,9 @@ class LLMRetEval(pt.Transformer):
         self.gold = self.labels.relevant_docnos(graded)
         self.texts = texts
         self.k = k
-        self.judge = (None if judge is None
-                      else judge if isinstance(judge, GenerationCache) else GenerationCache(judge))
-        # A reply is Yes or No: a backend of this package holds that length in its decoding, pyterrier-rag's
-        # take it with each call.
-        self._judge_call: Dict[str, Any] = {'max_new_tokens': JUDGE_TOKENS}
-        if self.judge is not None and isinstance(self.judge.backend, DecodingBackend):
-            self.judge, self._judge_call = self.judge.with_settings(max_new_tokens=JUDGE_TOKENS), {}
+        # A reply is Yes or No, decoded as the judge's backend decodes.
+        self.judge = None if judge is None else Verdict(judge, judge_prompt, starts_with_yes,
+                                                        max_new_tokens=JUDGE_TOKENS, owner='LLMRetEval')
         self.bertscore = BertScore(bertscore) if isinstance(bertscore, str) else bertscore
         self.threshold = threshold
         self.judge_prompt = judge_prompt
@@ -164,10 +161,8 @@ class LLMRetEval(pt.Transformer):
         """1.0 where the answer is judged to match its gold answers, else 0.0: one judgement per answer,
         with all its gold answers together."""
         if self.judge is not None:
-            prompts = [self.judge_prompt.format(query=q, answer=a, golds='\n'.join(f'- {g}' for g in gs))
-                       for q, a, gs in zip(queries, answers, golds)]
-            replies = self.judge.generate(prompts, **self._judge_call)
-            return np.array([float(r.text.strip().lower().startswith('yes')) for r in replies])
+            return np.array(self.judge.ask([dict(query=q, answer=a, golds='\n'.join(f'- {g}' for g in gs))
+                                            for q, a, gs in zip(queries, answers, golds)]), dtype=float)
         assert self.bertscore is not None  # without a judge: checked when made
         self.bertscore.embed(list(answers) + [g for gs in golds for g in gs])
         return np.array([float(self.bertscore.f1_matrix([a], list(gs)).max() >= self.threshold)

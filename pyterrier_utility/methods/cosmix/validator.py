@@ -1,12 +1,12 @@
 """COS-Mix's validation step: the LLM judges whether its own answer resolves the question."""
-from typing import Any, Dict, Sequence
+from typing import Sequence
 
 import numpy as np
 from pyterrier_rag.backend import Backend
 
 from ..._checks import check
 from ...cache import GenerationCache
-from ...protocols import DecodingBackend
+from ...verdict import Verdict, starts_with_yes
 
 #: The validator's prompt (``{query}``, ``{answer}``); a reply starting with "yes" accepts the answer.
 #: COS-Mix's own prompt asks a website assistant for feedback, 0 meaning unsatisfactory; this one asks
@@ -39,26 +39,22 @@ class Validator:
 
     def __init__(self, backend: Backend, prompt: str = VALIDATION_PROMPT, max_new_tokens: int = 4):
         check('{query}' in prompt and '{answer}' in prompt, 'Validator', 'prompt must contain {query} and {answer}')
-        cache = backend if isinstance(backend, GenerationCache) else GenerationCache(backend)
-        if isinstance(cache.backend, DecodingBackend):  # it answers by its decoding: a verdict's
-            cache = cache.with_settings(temperature=0, max_new_tokens=max_new_tokens, stop=('\n',))
-            self._per_call: Dict[str, Any] = {}
-        else:  # pyterrier-rag's backends take the length and stops with each call
-            check(cache.deterministic, 'Validator', f'{cache.backend!r} samples and cannot be copied to decode '
-                                                    'greedily (temperature 0); give a greedy backend')
-            self._per_call = {'max_new_tokens': max_new_tokens, 'stop_sequences': ['\n']}
-        self.cache = cache
+        self.verdict = Verdict(backend, prompt, starts_with_yes, max_new_tokens=max_new_tokens, stop=('\n',),
+                               greedy=True, owner='Validator')
         self.prompt = prompt
         self.max_new_tokens = max_new_tokens
+
+    @property
+    def cache(self) -> GenerationCache:
+        """The generation cache its replies are kept in."""
+        return self.verdict.cache
 
     def validate(self, queries: Sequence[str], answers: Sequence[str]) -> np.ndarray:
         """True where the answer is judged to resolve its question."""
         verdict = np.zeros(len(queries), dtype=bool)
         asked = [i for i, a in enumerate(answers) if str(a).strip()]
         if asked:
-            replies = self.cache.generate([self.prompt.format(query=queries[i], answer=answers[i]) for i in asked],
-                                          **self._per_call)
-            verdict[asked] = [r.text.strip().lower().startswith('yes') for r in replies]
+            verdict[asked] = self.verdict.ask([dict(query=queries[i], answer=answers[i]) for i in asked])
         return verdict
 
     def __repr__(self):
