@@ -8,8 +8,10 @@ import functools
 import itertools
 import json
 import pickle
+import queue
 import threading
 import time
+import types
 from dataclasses import replace
 
 import pytest
@@ -19,6 +21,9 @@ from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, Shareabl
 
 import pyterrier_utility as pu
 from pyterrier_utility import cli
+from pyterrier_utility.backends import _threads
+from pyterrier_utility.backends.hf import invariant
+from pyterrier_utility.backends.hf.backend import INVARIANT_BATCHING
 from pyterrier_utility.backends.hf.invariant import one_thread
 from pyterrier_utility.errors import BackendError, SettingError
 
@@ -148,6 +153,60 @@ def test_a_caller_stopping_early_stops_the_replicas_at_their_next_step_and_the_p
         assert time.monotonic() - start < 5
         assert not [t for t in threading.enumerate() if t.name.startswith('pyterrier-utility replica')]
         assert [a.text for a in backend.generate(PROMPTS[2:4], seeds=[4, 5])] == ["'question 2' #4", "'question 3' #5"]
+
+
+#: Seconds a replica waits between its first two batches (:class:`Delivered`): the caller stops within
+#: microseconds of reading the first answer.
+BETWEEN_S = 1.0
+
+
+class Delivered(queue.SimpleQueue):
+    """The pool's results queue, the replica putting the first batch's answers then waiting :data:`BETWEEN_S`:
+    a replica between two batches while its caller reads those answers and stops."""
+
+    def put(self, item, *args, **kwargs):
+        super().put(item, *args, **kwargs)
+        if item is not None and item[0] == 0:
+            time.sleep(BETWEEN_S)
+
+
+def test_a_caller_stopping_while_no_replica_answers_a_batch_is_back_at_once_no_other_batch_begun(monkeypatch):
+    """A caller that stops while its one replica is between two batches (none to interrupt) is back when the
+    replica has taken the next step, having begun no other batch (each held for a minute)."""
+    calls: list = []
+    monkeypatch.setattr(_threads, 'queue', types.SimpleNamespace(SimpleQueue=Delivered, Empty=queue.Empty))
+    held = functools.partial(Shareable, calls=calls, batch_size=1, hold=60, quick=1)
+    with pu.backends.ThreadBackend(held, replicas=1) as backend:
+        stream = backend.stream(lambda b, prompts, seeds: b.generate(prompts, seeds=seeds),
+                                [([p], [0]) for p in PROMPTS[:3]])
+        assert next(stream)[0] == 0
+        start = time.monotonic()
+        stream.close()
+        assert time.monotonic() - start < BETWEEN_S + 3
+    assert len(calls) == 1
+    assert not [t for t in threading.enumerate() if t.name.startswith('pyterrier-utility replica')]
+
+
+def test_the_replicas_backend_measures_its_row_tile_on_the_one_thread_they_compute_on(gemma, monkeypatch):
+    """Where the offline reader's row tiles hold at one number of threads only (as on a Xeon with AMX in
+    float32), a pool built by a caller on two threads measures the tile on the one its replicas compute on:
+    its batching (part of the generation key) says 1 thread, as the reader's built on one thread does."""
+    holds = invariant._tile_holds
+    monkeypatch.setattr(invariant, '_tile_holds', lambda *args, threads=None, **kwargs:
+                        threads is not None and holds(*args, threads=threads, **kwargs))
+    monkeypatch.setattr(invariant, '_TILES', {})
+    build = functools.partial(pu.backends.CausalLMBackend, gemma.model, gemma.tokenizer, model_id='gemma-test',
+                              max_new_tokens=6)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pu.backends.ThreadBackend(build, replicas=2) as backend:
+            assert backend.generation_key['batching'] == f'{INVARIANT_BATCHING} at 1 thread'
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with one_thread():
+        assert backend.generation_key == build().generation_key
 
 
 def test_a_thread_pool_is_checked_where_it_is_made():

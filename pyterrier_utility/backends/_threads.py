@@ -61,11 +61,12 @@ class ThreadBackend(ReplicatedBackend):
     """A backend of a model computed on this machine's CPU as ``replicas`` threads of this process,
     each computing on one torch thread.
 
-    The model is built once and shared: each replica is a copy of the backend holding the same model
-    and tokenizer and the same prefix cache. The replicas share the backend's batches
-    (:class:`~pyterrier_utility.backends.work_batches`): the consecutive batches of a k-sweep go to the
-    same replica, so that the prefixes it cached serve them, and a replica done with its own takes the
-    last batches of the busiest. Each answer is computed on one thread, in the batch the backend forms in
+    The model is built once, on one torch thread as the replicas compute (what a backend measures of its
+    kernels when built, such as the offline reader's row tile, holds there), and shared: each replica is a
+    copy of the backend holding the same model and tokenizer and the same prefix cache. The replicas share
+    the backend's batches (:class:`~pyterrier_utility.backends.work_batches`): the consecutive batches of a
+    k-sweep go to the same replica, so that the prefixes it cached serve them, and a replica done with its
+    own takes the last batches of the busiest. Each answer is computed on one thread, in the batch the backend forms in
     process, so a batch-invariant backend (:class:`~pyterrier_utility.backends.CausalLMBackend` on a
     CPU) gives the answers of one replica, bit for bit, whatever the number of replicas. Its
     ``generation_key`` is the backend's: one cache serves a run in process and on replicas alike.
@@ -90,8 +91,16 @@ class ThreadBackend(ReplicatedBackend):
 
     def __init__(self, backend: Union[str, Callable[..., Backend]], replicas: Optional[int] = None, *,
                  verbose: bool = False, **backend_kwargs):
+        import torch
         replicas, factory, self._name = local_pool('ThreadBackend', backend, replicas, 'in this process')
-        first = Replica(factory, backend_kwargs, _located(0))
+        threads = torch.get_num_threads()
+        # Built on the one thread the replicas compute on: a backend measures its kernels there (the offline
+        # reader's row tile, which on some CPUs holds at one number of threads only, and its batching says it).
+        torch.set_num_threads(1)
+        try:
+            first = Replica(factory, backend_kwargs, _located(0))
+        finally:
+            torch.set_num_threads(threads)
         if first.failure is not None:
             raise BackendError(f'ThreadBackend({self._name!r}): {first.failure}')
         built = first.variants[()]
@@ -151,9 +160,9 @@ class ThreadBackend(ReplicatedBackend):
         def work(replica: int) -> None:
             torch.set_num_threads(1)
             try:
-                while not stop.is_set():
-                    with lock:
-                        i = schedule.next_for(replica)
+                while True:
+                    with lock:  # the caller stops the pool under it: no batch is taken after
+                        i = None if stop.is_set() else schedule.next_for(replica)
                         answering[replica] = i is not None
                     if i is None:
                         break
@@ -193,12 +202,12 @@ class ThreadBackend(ReplicatedBackend):
                     continue
                 yield i, result
         finally:
-            stop.set()  # a caller stopping early (an error, a Ctrl-C): the replicas start nothing more
+            with lock:  # a caller stopping early (an error, a Ctrl-C): the replicas start nothing more
+                stop.set()
+                for worker, busy in zip(workers, answering):
+                    if busy:
+                        _interrupt(worker)
             if running:
-                with lock:
-                    for worker, busy in zip(workers, answering):
-                        if busy:
-                            _interrupt(worker)
                 deadline = time.monotonic() + STOP_S
                 for worker in workers:
                     worker.join(max(0.0, deadline - time.monotonic()))
