@@ -93,18 +93,22 @@ def test_an_answer_is_the_same_alone_in_any_batch_with_any_samples_order_cache_o
 
 def test_the_thread_mechanism_itself_a_linear_layer_sees_at_most_probe_rows_and_attention_one_thread(gemma,
                                                                                                  monkeypatch):
-    """What keeps a long prefill chunk thread-invariant, checked as it runs, on any CPU (where this CPU's
+    """What keeps a long prompt's answer thread-invariant, checked as it runs, on any CPU (where this CPU's
     kernels would agree anyway, only this can fail): every product of a linear layer is given at most
-    :data:`~invariant.PROBE_ROWS` rows, and attention's products run on one thread."""
-    rows, attention_threads = [], []
-    linear, attended = invariant.F.linear, invariant._attended
+    :data:`~invariant.PROBE_ROWS` rows, and attention's products, a prefill chunk's and a decode step's over
+    the prompt's keys held once, run on one thread."""
+    rows = []
+    attention_threads: dict = {'_attended': [], '_attended_shared': []}
+    linear = invariant.F.linear
     monkeypatch.setattr(invariant.F, 'linear', lambda x, w, b=None: rows.append(x.shape[0]) or linear(x, w, b))
-    monkeypatch.setattr(invariant, '_attended', lambda *a: attention_threads.append(torch.get_num_threads())
-                        or attended(*a))
+    for name, seen in attention_threads.items():
+        monkeypatch.setattr(invariant, name, lambda *a, attended=getattr(invariant, name), seen=seen:
+                            seen.append(torch.get_num_threads()) or attended(*a))
     with threads(2):
         gemma.prefixes.clear()
         gemma.generate([LONG], seeds=[0])
-    assert max(rows) == invariant.PROBE_ROWS and attention_threads and set(attention_threads) == {1}
+    assert max(rows) == invariant.PROBE_ROWS
+    assert all(seen and set(seen) == {1} for seen in attention_threads.values()), attention_threads
 
 
 def test_a_tiled_linear_layer_gives_each_row_its_values_at_every_row_count_and_thread_count(gemma):
