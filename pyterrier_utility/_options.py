@@ -255,6 +255,9 @@ OPTIONS: Dict[str, List[Option]] = {
     ],
     'scoring and output': [
         (('--quality',), 'quality', dict(choices=QUALITIES_BY_NAME), quality_help),
+        (('--judge',), 'judge', dict(metavar='READER'),
+         'the judge of a quality graded by one (judge-docs, judge-gold): a reader name, its answers in the '
+         "study's generation cache (default: the first --reader)"),
         (('--scorer',), 'scorer', dict(metavar='MODEL'),
          "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=SUBMEASURES), "BERTScore's precision, recall or F1"),

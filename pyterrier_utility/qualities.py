@@ -187,5 +187,12 @@ F1 = register(Quality('f1', 'F1', 'token F1 against the gold answers', needs={'g
 #: BERTScore against the gold answers (``submeasure`` aggregated by ``agg``).
 BERTSCORE_GOLD = register(Quality('bertscore-gold', 'BERTScore', 'BERTScore against the gold answers',
                                   needs={'gold', 'bertscore'}))
+#: An LLM judge's grade of the answer, 1 to 10, against the relevant documents (pyterrier-rag's ``LLMasJudge``
+#: pointwise prompt; :class:`~pyterrier_utility.scoring.judge.JudgeScorer`).
+JUDGE_DOCS = register(Quality('judge-docs', 'Judge', "an LLM judge's grade, 1 to 10, against the relevant documents "
+                              "(--judge; pyterrier-rag's LLMasJudge prompt)", needs={'documents', 'judge'}))
+#: An LLM judge's grade of the answer, 1 to 10, against the gold answers.
+JUDGE_GOLD = register(Quality('judge-gold', 'JudgeGold', "an LLM judge's grade, 1 to 10, against the gold answers",
+                              needs={'gold', 'judge'}))
 #: The quality P is unless told otherwise: the paper's.
 DEFAULT_QUALITY = FBERT_DOCS.name

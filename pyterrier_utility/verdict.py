@@ -1,5 +1,6 @@
 """An LLM's verdict on each of several items, written once: a prompt filled per item, generated through the
-generation cache, each reply parsed. LLM-retEval's match and COS-Mix's validation ask so.
+generation cache, each reply parsed. LLM-retEval's match, COS-Mix's validation and the judge's grade
+(:class:`~pyterrier_utility.JudgeScorer`) all ask so.
 
 Example::
 

@@ -123,11 +123,11 @@ def test_the_evaluator_names_its_measures_for_its_scorers_quality(toy):
 def test_what_a_quality_needs_decides_bertscore_and_its_settings(toy):
     from pyterrier_utility.study import StudyConfig
     assert [StudyConfig(quality=name).bertscore_needed for name in qualities.quality_names()] == [
-        True, False, False, True, False]
+        True, False, False, True, False, False, False]
     with pytest.raises(SettingError, match="StudyConfig: submeasure and agg are those of BERTScore; quality 'length'"):
         StudyConfig(quality='length', submeasure='P')
     with pytest.raises(SettingError, match=r"StudyConfig: quality must be one of \['fbert-docs', 'em', 'f1', "
-                                           r"'bertscore-gold', 'length'\], got 'lenght'"):
+                                           r"'bertscore-gold', 'judge-docs', 'judge-gold', 'length'\], got 'lenght'"):
         StudyConfig(quality='lenght')
 
 

@@ -61,10 +61,12 @@ class StudyConfig:
     ``tensor_parallel_size``, ``chat_template``, ``reproducible``, ``timeout``, ``max_retries``,
     ``retry_deadline``), which may also be given and read one by one (``concurrency=16``). Scoring and
     output: ``quality`` (what P is, a name of :data:`~pyterrier_utility.qualities.QUALITIES_BY_NAME`:
-    FBERT against the relevant documents, or EM, token F1 or BERTScore against the gold answers; the
-    label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model), ``submeasure`` and ``agg``
-    (BERTScore's P, R or F1, the max or mean over the references), ``utility`` (U's gain, :data:`UTILITY_GAINS`:
-    ``'relative'``, (P_k - P_0) / P_0 as the paper, or ``'absolute'``, P_k - P_0), ``ndcg_order``, ``correction``,
+    FBERT against the relevant documents, EM, token F1 or BERTScore against the gold answers, or an LLM
+    judge's grade; the label sets still drive Rel and nDCG), ``scorer`` (the BERTScore model),
+    ``submeasure`` and ``agg`` (BERTScore's P, R or F1, the max or mean over the references), ``utility``
+    (U's gain, :data:`UTILITY_GAINS`: ``'relative'``, (P_k - P_0) / P_0 as the paper, or ``'absolute'``,
+    P_k - P_0), ``judge`` (the reader name of the judge of a quality graded by one, ``judge-docs`` or
+    ``judge-gold``; default: the first reader), ``ndcg_order``, ``correction``,
     ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
     ``decoding_given``: the decoding fields given explicitly (the command line's, by :func:`~.merge.resolve`),
     which hold for every reader; a field not given keeps a reader's own value where its engine has one
@@ -107,6 +109,7 @@ class StudyConfig:
     submeasure: str = 'F1'
     agg: str = 'max'
     utility: str = 'relative'
+    judge: Optional[str] = None
     ndcg_order: str = 'context'
     correction: Optional[str] = None
     min_n: int = MIN_N
@@ -164,6 +167,10 @@ class StudyConfig:
         require(self.ndcg_order in NDCG_ORDERS, f'ndcg_order must be {either(NDCG_ORDERS)}, got {self.ndcg_order!r}')
         require(self.quality in QUALITIES_BY_NAME,
                 f'quality must be one of {list(QUALITIES_BY_NAME)}, got {self.quality!r}')
+        require(self.judge is None or quality_of(self.quality).needs_judge,
+                f'judge is the judge of a quality graded by one, not of quality {self.quality!r}')
+        if self.judge is not None:
+            engine_of(self.judge)
         require(self.utility in UTILITY_GAINS, f'utility must be {either(UTILITY_GAINS)}, got {self.utility!r}')
         require(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
                 f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '
@@ -182,6 +189,11 @@ class StudyConfig:
     def bertscore_needed(self) -> bool:
         """Whether P is computed with a BERTScore model (``scorer``): its quality's description says."""
         return quality_of(self.quality).needs_bertscore
+
+    @property
+    def judge_reader(self) -> str:
+        """The reader name of the judge of a quality graded by one: ``judge``, else the first reader."""
+        return self.judge or self.readers[0]
 
     @property
     def all_ks(self) -> Tuple[int, ...]:
@@ -213,7 +225,7 @@ class StudyConfig:
     def _check_engine(self) -> None:
         """A setting a reader's engine cannot honour is an error, never dropped."""
         self.decoding_notes()
-        for reader in self.readers:
+        for reader in self.readers + ((self.judge,) if self.judge else ()):
             engine = engine_of(reader)
             refused = self.engine.refused_by(engine)
             if refused:

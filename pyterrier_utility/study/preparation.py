@@ -20,7 +20,9 @@ from typing import Callable, Dict, Optional
 
 import pyterrier as pt
 
+from ..cache import GenerationCache
 from ..protocols import AnswerScorer
+from ..qualities import quality_of
 from ..reader import Reader
 from ..schema import GENERATIONS_FILE
 from ..scoring.bertscore import BertScore
@@ -45,16 +47,19 @@ class Prepared:
         record: what ``settings.json`` holds (:func:`~.record.print_settings`'s, with ``studied_as`` for a
             collection studied under other label sets or systems).
         bertscore: the BERTScore model P is computed with (``None`` where the quality needs none).
+        judge: the judge P is graded by (``None`` where the quality needs none): the backend of the
+            config's ``judge_reader`` behind the folder's generation cache (a reader's own where it is one).
     """
     config: StudyConfig
     collections: Dict[str, Collection]
     readers: Dict[str, Reader]
     record: dict
     bertscore: Optional[BertScore]
+    judge: Optional[GenerationCache] = None
 
     def scorer_for(self, collection: Collection) -> Callable[[LabelSet], AnswerScorer]:
         """The scorer of P under each label set for ``collection`` (:func:`~.scorers.scorer_factory`)."""
-        return scorer_factory(collection.config, collection.dataset, collection.qrels, self.bertscore)
+        return scorer_factory(collection.config, collection.dataset, collection.qrels, self.bertscore, self.judge)
 
     def systems(self, collection: Collection, reader: Reader) -> Dict[str, pt.Transformer]:
         """The systems of ``collection``'s config (:func:`~.systems.build_systems`)."""
@@ -65,15 +70,20 @@ class Prepared:
 def prepare(config: StudyConfig, command: str, argv: Optional[list] = None,
             placement: Placement = Placement()) -> Prepared:
     """Everything ``command`` runs from ``config``: its folder checked, the collections loaded, the
-    BERTScore model, the readers (where ``placement`` says: :func:`~.readers.build_reader`), the settings
-    announced and recorded."""
+    BERTScore model, the readers (where ``placement`` says: :func:`~.readers.build_reader`) and the judge
+    where the quality needs one, the settings announced and recorded."""
     out = Path(config.out)
     check_out(out)
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = load_scorer(config.scorer) if config.bertscore_needed else None
     readers = {r: build_reader(config, r, out / GENERATIONS_FILE, placement) for r in config.readers}
+    judge = None
+    if quality_of(config.quality).needs_judge:
+        name = config.judge_reader
+        judge = (readers[name] if name in readers else build_reader(config, name, out / GENERATIONS_FILE,
+                                                                    placement)).cache
     record = print_settings(command, config, readers, out, argv)
     record['studied_as'] = {name: {'label_sets': [str(x) for x in c.config.label_sets],
                                    'systems': list(c.config.systems)}
                             for name, c in collections.items() if c.config != config}
-    return Prepared(config, collections, readers, record, bertscore)
+    return Prepared(config, collections, readers, record, bertscore, judge)

@@ -10,28 +10,29 @@ Example::
     dataset = get_dataset('cranfield')
     scorer = scorer_factory(StudyConfig(), dataset, dataset.get_qrels(), None)(LabelSet(minimum=2))
 """
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 
 from ..errors import SettingError
 from ..protocols import AnswerScorer
 from ..qualities import ScoringInputs, quality_of
-from ..scoring import fbert, gold  # noqa: F401  (their scorer classes register with their qualities)
+from ..scoring import fbert as _fbert, gold as _gold, judge as _judge  # noqa: F401  (scorers register when imported)
 from ..scoring.bertscore import BertScore
 from ..settings import LabelSet
 from .config import StudyConfig
 
 
-def scorer_factory(config: StudyConfig, dataset, qrels: pd.DataFrame,
-                   bertscore: Optional[BertScore]) -> Callable[[LabelSet], AnswerScorer]:
+def scorer_factory(config: StudyConfig, dataset, qrels: pd.DataFrame, bertscore: Optional[BertScore],
+                   judge: Optional[Any] = None) -> Callable[[LabelSet], AnswerScorer]:
     """The scorer of P under each label set, by ``config.quality``'s description: built for each label
-    set where it needs the relevant documents, else built once for every label set."""
+    set where it needs the relevant documents, else built once for every label set; ``judge``: the
+    judge's backend, for a quality graded by one."""
     quality = quality_of(config.quality)
 
     def build(labels: Optional[LabelSet]) -> AnswerScorer:
         model = (bertscore or config.scorer) if quality.needs_bertscore else None
-        return quality.build(ScoringInputs(dataset, qrels, labels, model, config.submeasure, config.agg))
+        return quality.build(ScoringInputs(dataset, qrels, labels, model, config.submeasure, config.agg, judge))
     if quality.needs_documents:
         return build
     one = build(None)
