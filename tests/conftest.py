@@ -46,6 +46,13 @@ def counting_backend():
     return CountingBackend()
 
 
+@pytest.fixture
+def small_folder(tmp_path):
+    """A collection folder of two queries (:mod:`support.folders`), its path."""
+    from support.folders import write_folder
+    return write_folder(tmp_path / 'collection')
+
+
 @pytest.fixture(scope='session')
 def cranfield():
     import pyterrier_utility as pu

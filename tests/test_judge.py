@@ -8,15 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
+from support.folders import DOCS, TOPICS
 
 from pyterrier_utility import GenerationCache
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.scoring.judge import JUDGE_PROMPT, JudgeScorer, parse_grade
-
-DOCS = {'d1': 'the wing lift is caused by pressure', 'd2': 'heat flows through slabs',
-        'd3': 'shock waves form at mach one', 'd4': 'boundary layers thicken downstream'}
-TOPICS = {'q1': 'what causes wing lift', 'q2': 'when do shock waves form'}
-QRELS = [('q1', 'd1', 2), ('q1', 'd2', 0), ('q2', 'd3', 2), ('q2', 'd4', 0)]
 
 
 @pytest.mark.parametrize('reply, grade', [
@@ -88,17 +84,6 @@ def test_a_judge_is_given_only_to_a_quality_graded_by_one():
         StudyConfig(quality='judge-docs', judge='gemma')
 
 
-@pytest.fixture
-def folder(tmp_path):
-    """A collection folder of two queries, each with one relevant document."""
-    path = tmp_path / 'collection'
-    path.mkdir()
-    (path / 'docs.tsv').write_text(''.join(f'{d}\t{t}\n' for d, t in DOCS.items()))
-    (path / 'topics.tsv').write_text(''.join(f'{q}\t{t}\n' for q, t in TOPICS.items()))
-    (path / 'qrels').write_text(''.join(f'{q} 0 {d} {label}\n' for q, d, label in QRELS))
-    return str(path)
-
-
 def independent_grade(reply: str) -> float:
     """The grade a reply gives, read here: one [[N]] after the prompt's [[, or N alone, N of 1..10."""
     marked = re.findall(r'\[\[ *(\d+) *\]\]', '[[' + reply)
@@ -107,14 +92,14 @@ def independent_grade(reply: str) -> float:
 
 
 @pytest.mark.slow
-def test_the_offline_gemma_judges_a_study_and_a_judge_built_again_generates_nothing(folder, tmp_path):
+def test_the_offline_gemma_judges_a_study_and_a_judge_built_again_generates_nothing(small_folder, tmp_path):
     from pyterrier_utility import backends, cli
     from pyterrier_utility.schema import GENERATIONS_FILE
     from pyterrier_utility.study.config_json import from_dict
     out = tmp_path / 'study'
-    argv = ['study', '--dataset', folder, '--quality', 'judge-docs', '--queries', '1', '-k', '1', '--systems', 'Rel',
-            '--labels', '2', '--samples', '1', '--max-new-tokens', '8', '--out', str(out)]
-    assert cli.main(argv) == 0
+    assert cli.main(['study', '--dataset', small_folder, '--quality', 'judge-docs', '--queries', '1', '-k', '1',
+                     '--systems', 'Rel', '--labels', '2', '--samples', '1', '--max-new-tokens', '8',
+                     '--out', str(out)]) == 0
     settings = json.loads((out / 'settings.json').read_text())
     assert (settings['quality'], settings['judge']) == ('judge-docs', None)
     answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str}, keep_default_na=False).set_index('system')

@@ -12,11 +12,6 @@ from pyterrier_utility import qualities
 from pyterrier_utility.errors import SettingError
 from pyterrier_utility.qualities import Quality, register
 
-DOCS = {'d1': 'the wing lift is caused by pressure', 'd2': 'heat flows through slabs',
-        'd3': 'shock waves form at mach one', 'd4': 'boundary layers thicken downstream'}
-TOPICS = {'q1': 'what causes wing lift', 'q2': 'when do shock waves form'}
-QRELS = [('q1', 'd1', 2), ('q1', 'd2', 0), ('q2', 'd3', 2), ('q2', 'd4', 0)]
-
 
 def length(answer: str) -> float:
     """The toy quality, computed here: the answer's words, at most 10, over 10."""
@@ -48,17 +43,6 @@ def toy():
 
 
 @pytest.fixture
-def folder(tmp_path):
-    """A collection folder of two queries, each with one relevant document; no gold answers."""
-    path = tmp_path / 'collection'
-    path.mkdir()
-    (path / 'docs.tsv').write_text(''.join(f'{d}\t{t}\n' for d, t in DOCS.items()))
-    (path / 'topics.tsv').write_text(''.join(f'{q}\t{t}\n' for q, t in TOPICS.items()))
-    (path / 'qrels').write_text(''.join(f'{q} 0 {d} {label}\n' for q, d, label in QRELS))
-    return str(path)
-
-
-@pytest.fixture
 def no_bertscore(monkeypatch):
     """Every BERTScore model loaded is recorded, and refused."""
     from pyterrier_utility.scoring.bertscore import BertScore
@@ -71,7 +55,7 @@ def no_bertscore(monkeypatch):
     return loaded
 
 
-def test_a_quality_registered_here_is_a_study_choice_end_to_end(toy, folder, tmp_path, monkeypatch, no_bertscore):
+def test_a_quality_registered_here_is_a_study_choice_end_to_end(toy, small_folder, tmp_path, monkeypatch, no_bertscore):
     from support.backends import CountingBackend
 
     import pyterrier_utility as pu
@@ -81,7 +65,7 @@ def test_a_quality_registered_here_is_a_study_choice_end_to_end(toy, folder, tmp
     option = next(a for a in study._actions if a.dest == 'quality')
     assert 'length' in option.choices and "length, the answer's words, at most 10, over 10" in option.help
     out = tmp_path / 'study'
-    assert cli.main(['study', '--dataset', folder, '--quality', 'length', '--queries', '0', '-k', '1',
+    assert cli.main(['study', '--dataset', small_folder, '--quality', 'length', '--queries', '0', '-k', '1',
                      '--systems', 'Rel', '--labels', '2', '--samples', '1', '--out', str(out)]) == 0
     assert no_bertscore == [] and LengthScorer.built == 1  # one scorer for every label set
     assert json.loads((out / 'settings.json').read_text())['quality'] == 'length'
@@ -100,7 +84,7 @@ def test_a_quality_registered_here_is_a_study_choice_end_to_end(toy, folder, tmp
     page = (tmp_path / 'again' / 'report.html').read_text()
     assert '"quality":"Length"' in page and 'FBERT' not in page and 'FBERT' not in (out / 'table1.md').read_text()
     experiment = tmp_path / 'experiment'
-    assert cli.main(['experiment', '--dataset', folder, '--quality', 'length', '-k', '1', '--systems', 'Rel',
+    assert cli.main(['experiment', '--dataset', small_folder, '--quality', 'length', '-k', '1', '--systems', 'Rel',
                      '--labels', '2', '--out', str(experiment)]) == 0
     table = pd.read_csv(experiment / 'experiment.csv').set_index('name')
     assert table.loc['Rel', 'Length'] == pytest.approx(per_query['fbert'].mean())
