@@ -52,8 +52,8 @@ DESCRIPTIONS = {
     'study': 'Runs the k-sweep of the paper: every system cut at each k, answered by the reader 0-shot and '
              'k-shot, scored, and written as Table 1 (mean context utility U per system and k, with '
              'significance marks), Figures 3-5, per-query CSV files and report.html.',
-    'experiment': 'Evaluates the systems at one k in pt.Experiment: nDCG@k, FBERT, FBERT0 and Utility, with '
-                  't-tests against Rel.',
+    'experiment': 'Evaluates the systems at one k in pt.Experiment: nDCG@k, P_k and P_0 named for the quality '
+                  '(FBERT and FBERT0 by default) and Utility, with t-tests against Rel.',
     'attribute': "Splits each context's utility U among its documents: the answer quality of the reader's answer "
                  'from every coalition of the context, and each document\'s Shapley value (or leave-one-out, or '
                  'each alone) of it. In a study folder it reuses the study\'s answers.',
@@ -121,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
     sub = main_parser.add_subparsers(dest='command', required=True)
     for name, base, text in (('study', StudyConfig(), 'the k-sweep: Table 1 with significance marks, '
                                                       'Figures 3-5, per-query CSV'),
-                             ('experiment', presets.EXPERIMENT, 'nDCG@k, FBERT and Utility of the systems at one k '
+                             ('experiment', presets.EXPERIMENT, 'nDCG@k, P and Utility of the systems at one k '
                                                                'in pt.Experiment'),
                              ('attribute', presets.ATTRIBUTE, "each context document's share of U (Shapley values "
                                                               'of the answer quality over the coalitions of the '
