@@ -115,3 +115,31 @@ def test_the_offline_gemma_judges_a_study_and_a_judge_built_again_generates_noth
     assert judge.verdict.cache.generated == 0
     assert [per_query.loc['q1', 'fbert_0shot'], per_query.loc['q1', 'fbert']] == pytest.approx(
         [independent_grade(r) for r in replies], nan_ok=True)
+
+
+def test_the_study_judges_against_the_relevant_documents_or_the_gold_answers_with_its_judge(small_folder, tmp_path,
+                                                                                            monkeypatch):
+    from pathlib import Path
+
+    import pyterrier_utility as pu
+    from pyterrier_utility.study import StudyConfig, preparation
+    (Path(small_folder) / 'answers.tsv').write_text('q1\tpressure\nq1\tlift\nq2\tmach one\n')
+    built = {}
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: built.setdefault(spec, GradingBackend()))
+    for quality, references in (('judge-docs', {'q1': 'the wing lift is caused by pressure',
+                                                'q2': 'shock waves form at mach one'}),
+                                ('judge-gold', {'q1': 'pressure\nlift', 'q2': 'mach one'})):
+        config = StudyConfig(datasets=(small_folder,), queries=0, ks=(1,), samples=1, systems=('Rel',),
+                             label_sets=(2,), quality=quality, judge='smollm2-135m', out=str(tmp_path / quality))
+        prepared = preparation.prepare(config, 'study')
+        # The judge: its own backend beside the reader's, in the folder's generation cache.
+        assert prepared.judge.backend is built['smollm2-135m'] is not built['gemma3-270m']
+        assert prepared.judge.path == tmp_path / quality / 'generations.sqlite' and prepared.bertscore is None
+        collection = prepared.collections[small_folder]
+        scorer = prepared.scorer_for(collection)(config.label_sets[0])
+        assert isinstance(scorer, pu.JudgeScorer) and scorer.quality == quality
+        assert {q: '\n'.join(texts) for q, texts in scorer.texts.items()} == references
+        assert list(scorer.score_with_reference(['q1'], ['lift'])[0]) == [8.0]
+        assert JUDGE_PROMPT.format(query=TOPICS['q1'], references=references['q1'], answer='lift') in \
+            built['smollm2-135m'].calls
+        built.clear()
