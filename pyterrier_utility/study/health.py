@@ -1,8 +1,8 @@
 """Answer health: whether a study's readings rest on answers that exist (:func:`answer_health`), and
 whether its positive control holds (:func:`positive_control`).
 
-Every P is the FBERT of an answer, and an empty answer scores 0, so its U is -1 whatever its
-context held: a cell whose answers are often empty, cut at ``max_new_tokens`` or copied from one
+An empty answer scores 0 under FBERT and the gold answers' qualities, so its U is -1 whatever its
+context held (a judge grades it as it grades any answer): a cell whose answers are often empty, cut at ``max_new_tokens`` or copied from one
 document reads the decoding, not the relevance of its contexts. ``health.csv`` says, per (reader,)
 system and k (0-shot included), how many answers each cell has and which share of them is:
 
