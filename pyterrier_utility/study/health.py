@@ -2,9 +2,10 @@
 whether its positive control holds (:func:`positive_control`).
 
 An empty answer scores 0 under FBERT and the gold answers' qualities, so its U is -1 whatever its
-context held (a judge grades it as it grades any answer): a cell whose answers are often empty, cut at ``max_new_tokens`` or copied from one
-document reads the decoding, not the relevance of its contexts. ``health.csv`` says, per (reader,)
-system and k (0-shot included), how many answers each cell has and which share of them is:
+context held (a judge grades it as it grades any answer): a cell whose answers are often empty, cut
+at ``max_new_tokens`` or copied from one document reads the decoding, not the relevance of its
+contexts. ``health.csv`` says, per (reader,) system and k (0-shot included), how many answers each
+cell has and which share of them is:
 
 - **empty**: no visible character once the stop sequences are removed, only white space and
   control or format characters such as NUL, ESC or a zero-width space (the engine ended the answer
