@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
 ray = pytest.importorskip('ray')
 
+from support.interrupt import answers_in, interrupt_command  # noqa: E402
 from support.scripted import EXPECTED, PROMPTS, SEEDS, ScriptedBackend, answered, stored  # noqa: E402
 
 import pyterrier_utility as pu  # noqa: E402
@@ -232,3 +234,32 @@ def test_a_study_on_ray_gives_the_tables_of_the_study_in_process(cluster, tmp_pa
     assert 'on Ray' in engine['reproducibility'] and 'generation cache are reproducible, always' in \
         engine['reproducibility']
     assert 'placement' not in json.loads((tmp_path / 'here' / 'settings.json').read_text())['engines']['gemma3-270m']
+
+
+#: The child's reader on the test cluster: the scripted backend on an actor answering its first batch at once
+#: and holding every later one for a minute.
+HELD_ON_RAY = '''
+from support.scripted import ScriptedBackend
+held = functools.partial(ScriptedBackend, batch_size=2, hold=60, quick=1)
+Pool = pu.backends.RayBackend
+pu.backends.RayBackend = lambda name, replicas, address, **options: Pool(held, replicas, address=address)
+'''
+
+
+def test_ctrl_c_stops_a_study_on_ray_in_one_line(cluster, tmp_path):
+    """Ctrl-C as a terminal gives it while the study's actor holds a batch for a minute: the study exits 130
+    within 5 s, saying in one line that the 2 answers of the first batch are kept, and the actor ends with
+    it. (One actor: a second would add only its start, about 15 s of imports.)"""
+    out = tmp_path / 'study'
+    argv = ['study', '--systems', 'Rel', '--no-reverse', '-k', '1', '--queries', '3', '--samples', '2', '--labels',
+            '2', '--ray', cluster.address, '--replicas', '1', '--out', str(out)]
+    done = interrupt_command(argv, HELD_ON_RAY, lambda: answers_in(out / 'generations.sqlite') >= 2)
+    assert done.returncode == 130, done.stderr[-6000:]
+    assert done.after == [f'pyterrier-utility study: interrupted; 2 answers are kept in {out}/generations.sqlite, '
+                          'and the same command goes on from them'], done.stderr[-6000:]
+    assert done.seconds < 5, done.stderr[-6000:]
+    assert answers_in(out / 'generations.sqlite') == 2
+    deadline = time.monotonic() + 30  # the actor, holding its batch for a minute, ends with the command
+    while ray.available_resources().get('CPU', 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.available_resources().get('CPU', 0) == 2
