@@ -195,8 +195,8 @@ def _run_under(env: dict, out: Path) -> tuple:
     isa = (re.search(r'isa:([^\n]*)', probe).group(1), re.search(r'aten:(\w+)', probe).group(1))  # type: ignore
     study = ['study', '--dtype', 'exact', '--queries', '1', '-k', '1', '--systems', 'Rel', '--no-reverse',
              '--samples', '2', '--max-new-tokens', '16', '--out', str(out)]
-    done = subprocess.run([sys.executable, '-c', f'from pyterrier_utility import cli; raise SystemExit(cli.main({study!r}))'],
-                          env=environment, capture_output=True, text=True)
+    command = f'from pyterrier_utility import cli; raise SystemExit(cli.main({study!r}))'
+    done = subprocess.run([sys.executable, '-c', command], env=environment, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     digest = hashlib.sha256()
     for name in ('answers.csv', 'token_logprobs.csv'):
