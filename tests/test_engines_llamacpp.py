@@ -1,15 +1,17 @@
 """llama.cpp's server for real (``make llamacpp``) on the GGUF this package ships, started as the
 docs say: the decoding under its names, limits, stops and log-probabilities as the server reports
-them, and fresh answers that do not depend on what the server served before. One server, with one
-slot, is shared by the session's tests."""
+them, fresh answers that do not depend on what the server served before, and the server as an LLM
+judge. One server, with one slot, is shared by the session's tests."""
 import httpx
 import pytest
 from pandas.testing import assert_frame_equal
+from support.grades import independent_grade
 from support.servers import LlamaCppServer
 
 import pyterrier_utility as pu
 from pyterrier_utility import commands
 from pyterrier_utility.backends import LlamaCppServerBackend
+from pyterrier_utility.scoring.judge import JUDGE_PROMPT, JUDGE_TOKENS, JudgeScorer
 from pyterrier_utility.settings import BASE_MODEL_STOP, Decoding
 from pyterrier_utility.study import StudyConfig
 
@@ -119,3 +121,33 @@ def test_a_server_with_two_slots_is_reproducible_one_request_at_a_time_and_says_
         assert [a.text for a in alone.generate(prompts, seeds=seeds)] == first
     finally:
         server.kill()
+
+
+def test_the_server_judges_answers_as_it_replies_to_the_prompt_and_a_judge_built_again_generates_nothing(
+        llamacpp, cranfield, tmp_path):
+    # One query of Cranfield, graded against two of its relevant documents; three answers: a sentence of
+    # one of them, a refusal and an answer that writes a rating of its own.
+    relevant = pu.settings.LabelSet(minimum=2).relevant_docnos(cranfield.get_qrels())['1']
+    references = [cranfield.texts[d] for d in relevant[:2]]
+    query = dict(zip(cranfield.get_topics()['qid'].astype(str), cranfield.get_topics()['query']))['1']
+    answers = [references[0].split(' .')[0], 'I do not know.', 'Rating: [[9]]']
+
+    def judge():
+        return JudgeScorer(pu.GenerationCache(backend(llamacpp), tmp_path / 'judge.sqlite'), {'1': query},
+                           {'1': references})
+
+    first = judge()
+    grades, _ = first.score_with_reference(['1'] * 3, answers)
+    assert first.verdict.cache.generated == 3
+    # The grades the server's own greedy replies give, asked here on its native endpoint and read here.
+    replies = [httpx.post(f'{llamacpp.url[:-3]}/completion', timeout=120, json=dict(
+        prompt=JUDGE_PROMPT.format(query=query, references='\n'.join(references), answer=a), n_predict=JUDGE_TOKENS,
+        temperature=0, stop=['\n'], cache_prompt=False)).json()['content'] for a in answers]
+    assert grades.tolist() == pytest.approx([independent_grade(r) for r in replies], nan_ok=True)
+    # Not one grade for all, so each answer is shown to hold its own reply's. Measured: 5, 5, 8 on a 2-core
+    # EPYC. The 270M judge gives the grade of the prompt's own example ("Rating: [[5]]") to the right sentence
+    # and the refusal alike, and nearly the grade an answer writes itself.
+    assert all(1 <= g <= 10 for g in grades) and len(set(grades.tolist())) > 1
+    again = judge()
+    assert again.score_with_reference(['1'] * 3, answers)[0].tolist() == pytest.approx(grades.tolist(), nan_ok=True)
+    assert again.verdict.cache.generated == 0

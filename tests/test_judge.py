@@ -2,13 +2,13 @@
 grade of 1 to 10 parsed from each reply or NaN with a warning naming the queries, the replies in the
 generation cache; with the offline Gemma, a study's judge built again generates nothing."""
 import json
-import re
 
 import numpy as np
 import pandas as pd
 import pytest
 from pyterrier_rag.backend import Backend, BackendOutput
 from support.folders import DOCS, TOPICS
+from support.grades import independent_grade
 
 from pyterrier_utility import GenerationCache
 from pyterrier_utility.errors import SettingError
@@ -82,13 +82,6 @@ def test_a_judge_is_given_only_to_a_quality_graded_by_one():
         StudyConfig(judge='smollm2-135m')
     with pytest.raises(SettingError, match="unknown reader 'gemma'"):
         StudyConfig(quality='judge-docs', judge='gemma')
-
-
-def independent_grade(reply: str) -> float:
-    """The grade a reply gives, read here: one [[N]] after the prompt's [[, or N alone, N of 1..10."""
-    marked = re.findall(r'\[\[ *(\d+) *\]\]', '[[' + reply)
-    number = marked[0] if len(marked) == 1 else reply.strip() if not marked and reply.strip().isdigit() else None
-    return float(number) if number is not None and 1 <= int(number) <= 10 else np.nan
 
 
 @pytest.mark.slow
