@@ -20,7 +20,7 @@ _NAMES = {
     'ERAGLabeller': 'methods.erag', 'ERAG_Hit': 'measures',
     'ERAG_P': 'measures', 'FBERT': 'measures', 'FBERT0': 'measures', 'FBertScorer': 'scoring.fbert',
     'GenerationCache': 'cache', 'GoldAnswerScorer': 'scoring.gold', 'GridWindow': 'contexts.order',
-    'JudgeScorer': 'scoring.judge',
+    'JudgeScorer': 'scoring.judge', 'NuggetScorer': 'scoring.nuggets',
     'LLMRetEval': 'methods.reteval', 'LabelSet': 'settings', 'LostInTheMiddle': 'contexts.order',
     'OracleSampler': 'contexts.oracle', 'Ordering': 'contexts.order', 'PROMPT_FORMATS': 'prompt_formats',
     'Permutation': 'contexts.order', 'PromptFormat': 'prompt_formats', 'Prompter': 'prompter', 'Reader': 'reader',

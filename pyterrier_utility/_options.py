@@ -256,8 +256,12 @@ OPTIONS: Dict[str, List[Option]] = {
     'scoring and output': [
         (('--quality',), 'quality', dict(choices=QUALITIES_BY_NAME), quality_help),
         (('--judge',), 'judge', dict(metavar='READER'),
-         'the judge of a quality graded by one (judge-docs, judge-gold): a reader name, its answers in the '
-         "study's generation cache (default: the first --reader)"),
+         'the judge of a quality graded by one (judge-docs, judge-gold, the nugget scores): a reader name, its '
+         "answers in the study's generation cache (default: the first --reader)"),
+        (('--nuggets',), 'nuggets', dict(metavar='FILE'),
+         "the nuggets of a quality scored by them, in TREC RAG's JSONL format (a line per query: qid, query, "
+         'nuggets, each with its text and importance, vital or okay; a study writes its own as nuggets.jsonl); '
+         'default: the judge makes them from the relevant documents'),
         (('--scorer',), 'scorer', dict(metavar='MODEL'),
          "BERTScore model ('minilm' offline; the paper: bert-large-uncased)"),
         (('--submeasure',), 'submeasure', dict(choices=SUBMEASURES), "BERTScore's precision, recall or F1"),

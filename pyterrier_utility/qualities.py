@@ -43,6 +43,7 @@ class ScoringInputs:
             quality needs one.
         submeasure, agg: BERTScore's precision, recall or F1, and the best or the mean over the references.
         judge: the judge's backend, where the quality needs one.
+        nuggets: the nugget file (TREC RAG's JSONL), where the quality is scored by nuggets and they are given.
     """
     dataset: Any
     qrels: Any
@@ -51,6 +52,7 @@ class ScoringInputs:
     submeasure: str = 'F1'
     agg: str = 'max'
     judge: Any = None
+    nuggets: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,8 @@ class Quality:
         needs: what it is computed from (:data:`~pyterrier_utility.vocabulary.QUALITY_NEEDS`): the relevant
             documents' texts (``'documents'``: a scorer per label set), gold answers (``'gold'``: only the
             queries that have some are studied), a BERTScore model (``'bertscore'``: ``--scorer``,
-            ``--submeasure`` and ``--agg`` apply), a judge (``'judge'``).
+            ``--submeasure`` and ``--agg`` apply), a judge (``'judge'``), nuggets (``'nuggets'``: made by the
+            judge from the relevant documents, or read from ``--nuggets``).
         zero_shot_measure: what ``pt.Experiment`` calls P_0 (default: ``MEASURE_0shot``).
         latex: P's name in a LaTeX caption (default: :attr:`measure`, escaped).
         scorer: its scorer class, with a ``for_quality(quality, inputs)`` class method returning an
@@ -133,6 +136,11 @@ class Quality:
         """P is a judge's grade."""
         return 'judge' in self.needs
 
+    @property
+    def needs_nuggets(self) -> bool:
+        """P is scored by nuggets (``--nuggets`` gives them; else the judge makes them)."""
+        return 'nuggets' in self.needs
+
 
 #: Every quality, by name, in the order the command line lists them (:func:`register` adds one).
 QUALITIES_BY_NAME: Dict[str, Quality] = {}
@@ -194,5 +202,19 @@ JUDGE_DOCS = register(Quality('judge-docs', 'Judge', "an LLM judge's grade, 1 to
 #: An LLM judge's grade of the answer, 1 to 10, against the gold answers.
 JUDGE_GOLD = register(Quality('judge-gold', 'JudgeGold', "an LLM judge's grade, 1 to 10, against the gold answers",
                               needs={'gold', 'judge'}))
+#: TREC RAG's nugget scores (:class:`~pyterrier_utility.scoring.nuggets.NuggetScorer`): quality name ->
+#: (its measure, its key of :func:`~pyterrier_utility.scoring.nuggets.nugget_scores`); V and A for the vital
+#: and all nuggets, strict where partial support gives no credit.
+NUGGET_QUALITIES = {'nuggets-vital-strict': ('NuggetV_strict', 'vital_strict'), 'nuggets-vital': ('NuggetV', 'vital'),
+                    'nuggets-all-strict': ('NuggetA_strict', 'all_strict'), 'nuggets-all': ('NuggetA', 'all')}
+_NUGGET_WORDS = {'vital_strict': 'the share of vital nuggets the answer supports',
+                 'vital': 'the vital nuggets the answer supports, partial support counting 0.5',
+                 'all_strict': 'the share of nuggets the answer supports',
+                 'all': 'the nuggets the answer supports, partial support counting 0.5'}
+for _name, (_measure, _key) in NUGGET_QUALITIES.items():
+    _latex = '$\\mathrm{' + _measure.split('_')[0] + '}' + ('_{\\mathrm{strict}}$' if 'strict' in _key else '$')
+    register(Quality(_name, _measure, f"TREC RAG's nugget recall: {_NUGGET_WORDS[_key]} (the judge makes nuggets "
+                     'from the relevant documents, or --nuggets gives them; --judge)',
+                     needs={'documents', 'judge', 'nuggets'}, latex=_latex))
 #: The quality P is unless told otherwise: the paper's.
 DEFAULT_QUALITY = FBERT_DOCS.name

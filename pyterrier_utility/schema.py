@@ -83,8 +83,12 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'health.csv': (CELL[:2] + HEALTH_COLUMNS, ('k',) + HEALTH_COLUMNS),
     ATTRIBUTION_FILES['coalitions']: (COALITION_COLUMNS, ('k', 'value')),
     ATTRIBUTION_FILES['attribution']: (ATTRIBUTION_COLUMNS, ('k', 'position', 'phi', 'phi_utility', 'stderr')),
+    'nugget_assignments.csv': (('labels', 'qid', 'qanswer', 'nugget', 'assignment'), ('nugget',)),
     ATTRIBUTION_FILES['quality']: (QUALITY_COLUMNS, ('k', 'coalitions', 'held_out', 'lds', 'mae', 'spearman')),
 }
+#: What a study scored by nuggets writes besides (:class:`~pyterrier_utility.scoring.nuggets.NuggetScorer`):
+#: its nuggets in TREC RAG's JSONL (``--nuggets`` reads them back) and each answer's support of each nugget.
+NUGGET_FILES = {'nuggets': 'nuggets.jsonl', 'assignments': 'nugget_assignments.csv'}
 #: The frames of a study (:class:`~pyterrier_utility.study.StudyResults`' attributes) and the files
 #: they are saved as.
 FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',
@@ -106,4 +110,5 @@ TRANSFER_FILES = {'document_utility': 'document_utility.csv', 'transfer': 'trans
 #: page shows what another study found.
 OUTPUTS = (tuple(FRAME_FILES.values()) + TABLE_FILES
            + ('confidence_correlations.csv', HEALTH_FILE, 'cosmix_branches.csv', SETTINGS_FILE, REPORT_FILE,
-              'fig*.png', 'fig*.pdf') + tuple(PREDICTION_FILES.values()) + tuple(TRANSFER_FILES.values()))
+              'fig*.png', 'fig*.pdf') + tuple(NUGGET_FILES.values()) + tuple(PREDICTION_FILES.values())
+           + tuple(TRANSFER_FILES.values()))

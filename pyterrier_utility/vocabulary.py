@@ -62,8 +62,8 @@ SUBMEASURES = ('P', 'R', 'F1')
 #: How the scores against several references make one: the best one (the paper) or their mean.
 AGGREGATIONS = ('max', 'mean')
 #: What an answer quality P may be computed from (:class:`~pyterrier_utility.qualities.Quality`'s ``needs``):
-#: the relevant documents' texts, gold answers, a BERTScore model, a judge.
-QUALITY_NEEDS = ('documents', 'gold', 'bertscore', 'judge')
+#: the relevant documents' texts, gold answers, a BERTScore model, a judge, nuggets.
+QUALITY_NEEDS = ('documents', 'gold', 'bertscore', 'judge', 'nuggets')
 #: What utility U measures: the relative gain (P_k - P_0) / P_0 (the paper's) or the absolute gain P_k - P_0
 #: (the authors' later work; :func:`~pyterrier_utility.scoring.utility.utility`).
 UTILITY_GAINS = ('relative', 'absolute')

@@ -107,11 +107,13 @@ def test_the_evaluator_names_its_measures_for_its_scorers_quality(toy):
 def test_what_a_quality_needs_decides_bertscore_and_its_settings(toy):
     from pyterrier_utility.study import StudyConfig
     assert [StudyConfig(quality=name).bertscore_needed for name in qualities.quality_names()] == [
-        True, False, False, True, False, False, False]
+        True, False, False, True, False, False, False, False, False, False, False]
     with pytest.raises(SettingError, match="StudyConfig: submeasure and agg are those of BERTScore; quality 'length'"):
         StudyConfig(quality='length', submeasure='P')
     with pytest.raises(SettingError, match=r"StudyConfig: quality must be one of \['fbert-docs', 'em', 'f1', "
-                                           r"'bertscore-gold', 'judge-docs', 'judge-gold', 'length'\], got 'lenght'"):
+                                           r"'bertscore-gold', 'judge-docs', 'judge-gold', 'nuggets-vital-strict', "
+                                           r"'nuggets-vital', "
+                                           r"'nuggets-all-strict', 'nuggets-all', 'length'\], got 'lenght'"):
         StudyConfig(quality='lenght')
 
 
@@ -120,8 +122,9 @@ def test_a_quality_is_refused_a_name_a_measure_or_a_need_already_taken_or_unknow
         register(Quality('length', 'Words', 'words'))
     with pytest.raises(SettingError, match="the quality 'exact' .* clashes with the quality 'em'"):
         register(Quality('exact', 'EM', 'exact match again'))
-    with pytest.raises(SettingError, match=r"needs must come from \['documents', 'gold', 'bertscore', 'judge'\]"):
-        Quality('nuggets', 'Nuggets', 'nugget recall', needs={'nuggets'})
+    with pytest.raises(SettingError, match=r"needs must come from \['documents', 'gold', 'bertscore', 'judge', "
+                                           r"'nuggets'\], got \['claims'\]"):
+        Quality('claims', 'Claims', 'claim recall', needs={'claims'})
     with pytest.raises(SettingError, match=r"unknown quality 'lenght' \(did you mean 'length'\?\)"):
         qualities.quality_of('lenght')
     with pytest.raises(SettingError, match="the quality 'bare' has no scorer"):

@@ -49,14 +49,20 @@ def run(config: StudyConfig, argv: Optional[list] = None,
             if systems is None or 'COSMix' in config.systems:  # COS-Mix validates with its reader
                 systems = prepared.systems(collection, reader)
             inform(f'{name}: {len(collection.topics)} queries, systems {list(systems)}, reader {reader_name}')
+            scorer_for = prepared.scorer_for(collection)
             studies.append(run_study(collection.topics, collection.qrels, systems, reader, collection.dataset.texts,
                                      ks=config.all_ks, label_sets=collection.config.label_sets,
                                      reverse=ranked_systems(config, systems), orderings=config.orderings,
                                      windows=config.study_windows, window_step=config.window_step,
-                                     scorer_for=prepared.scorer_for(collection), gain=config.utility,
+                                     scorer_for=scorer_for, gain=config.utility,
                                      baseline='Rel' if 'Rel' in systems else None,
                                      ndcg_order=config.ndcg_order, dataset=name if len(collections) > 1 else None,
                                      reader_name=reader_name if len(readers) > 1 else None))
+            found = scorer_for.nugget_frames()
+            if found is not None:  # the nuggets P was scored by, and each answer's support of each
+                named = {'dataset': name} if len(collections) > 1 else {}
+                studies[-1].nuggets, studies[-1].nugget_assignments = (f.assign(**named)[list(named) + list(f.columns)]
+                                                                       for f in found)
             if 'COSMix' in systems:
                 cosmix = cast(COSMix, systems['COSMix'])
                 branches.append(cosmix.branches().assign(dataset=name, reader=reader_name))

@@ -66,7 +66,9 @@ class StudyConfig:
     ``submeasure`` and ``agg`` (BERTScore's P, R or F1, the max or mean over the references), ``utility``
     (U's gain, :data:`UTILITY_GAINS`: ``'relative'``, (P_k - P_0) / P_0 as the paper, or ``'absolute'``,
     P_k - P_0), ``judge`` (the reader name of the judge of a quality graded by one, ``judge-docs`` or
-    ``judge-gold``; default: the first reader), ``ndcg_order``, ``correction``,
+    ``judge-gold``; default: the first reader), ``nuggets`` (a nugget file in TREC RAG's JSONL format, for a
+    quality scored by nuggets; default: the judge makes them from the relevant documents), ``ndcg_order``,
+    ``correction``,
     ``fig4_k``, ``out``, ``title`` (of ``report.html``; default: the name of ``out``), ``verbose``.
     ``decoding_given``: the decoding fields given explicitly (the command line's, by :func:`~.merge.resolve`),
     which hold for every reader; a field not given keeps a reader's own value where its engine has one
@@ -110,6 +112,7 @@ class StudyConfig:
     agg: str = 'max'
     utility: str = 'relative'
     judge: Optional[str] = None
+    nuggets: Optional[str] = None
     ndcg_order: str = 'context'
     correction: Optional[str] = None
     min_n: int = MIN_N
@@ -171,6 +174,8 @@ class StudyConfig:
                 f'judge is the judge of a quality graded by one, not of quality {self.quality!r}')
         if self.judge is not None:
             engine_of(self.judge)
+        require(self.nuggets is None or quality_of(self.quality).needs_nuggets,
+                f'nuggets are those of a quality scored by nuggets, not of quality {self.quality!r}')
         require(self.utility in UTILITY_GAINS, f'utility must be {either(UTILITY_GAINS)}, got {self.utility!r}')
         require(self.submeasure in SUBMEASURES and self.agg in AGGREGATIONS,
                 f'submeasure must be one of {list(SUBMEASURES)} and agg one of {list(AGGREGATIONS)}, '

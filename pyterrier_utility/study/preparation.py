@@ -16,23 +16,22 @@ Example::
 """
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Dict, Optional
 
 import pyterrier as pt
 
 from ..cache import GenerationCache
-from ..protocols import AnswerScorer
 from ..qualities import quality_of
 from ..reader import Reader
 from ..schema import GENERATIONS_FILE
 from ..scoring.bertscore import BertScore
-from ..settings import LabelSet, Placement
+from ..settings import Placement
 from .collection import Collection, load_collection
 from .config import StudyConfig
 from .output import check_out
 from .readers import build_reader
 from .record import print_settings
-from .scorers import load_scorer, scorer_factory
+from .scorers import ScorerFactory, load_scorer, scorer_factory
 from .systems import build_systems
 
 
@@ -57,7 +56,7 @@ class Prepared:
     bertscore: Optional[BertScore]
     judge: Optional[GenerationCache] = None
 
-    def scorer_for(self, collection: Collection) -> Callable[[LabelSet], AnswerScorer]:
+    def scorer_for(self, collection: Collection) -> ScorerFactory:
         """The scorer of P under each label set for ``collection`` (:func:`~.scorers.scorer_factory`)."""
         return scorer_factory(collection.config, collection.dataset, collection.qrels, self.bertscore, self.judge)
 
@@ -74,6 +73,9 @@ def prepare(config: StudyConfig, command: str, argv: Optional[list] = None,
     where the quality needs one, the settings announced and recorded."""
     out = Path(config.out)
     check_out(out)
+    if config.nuggets is not None:  # a faulty nugget file is refused before anything is loaded
+        from ..scoring.nuggets import read_nuggets
+        read_nuggets(config.nuggets)
     collections = {name: load_collection(name, config) for name in config.datasets}
     bertscore = load_scorer(config.scorer) if config.bertscore_needed else None
     readers = {r: build_reader(config, r, out / GENERATIONS_FILE, placement) for r in config.readers}

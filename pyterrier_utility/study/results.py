@@ -10,7 +10,7 @@ import pandas as pd
 
 from .._checks import check
 from ..reader import Reader
-from ..schema import CELL, FRAME_FILES, HEALTH_FILE
+from ..schema import CELL, FRAME_FILES, HEALTH_FILE, NUGGET_FILES
 from ..vocabulary import CORRELATION_METHODS, ZERO_SHOT
 from . import health as answer_health, stats
 from .stats import fold_readers
@@ -34,6 +34,9 @@ class StudyResults:
         scores: each answer's FBERT per label set and the relevant document that gave the maximum
             (``best_docno``).
         queries: ``qid``, ``query``.
+        nuggets, nugget_assignments: for a quality scored by nuggets, the nuggets of each label set and query
+            and each answer's support of each (:meth:`~pyterrier_utility.scoring.nuggets.NuggetScorer.frames`;
+            saved as nuggets.jsonl and nugget_assignments.csv).
         token_logprobs: the answers whose engine reported each token's log-probability: the keys of
             ``answers`` and ``token_logprobs`` (a tuple per answer, in token order; its sum is the
             answer's ``logprob``); saved as token_logprobs.csv, the tuples as JSON lists.
@@ -53,6 +56,8 @@ class StudyResults:
     baseline: Optional[str] = 'Rel'
     ndcg_order: str = 'context'
     settings: Optional[dict] = None
+    nuggets: Optional[pd.DataFrame] = None
+    nugget_assignments: Optional[pd.DataFrame] = None
 
     @classmethod
     def concat(cls, results: Sequence['StudyResults']) -> 'StudyResults':
@@ -60,8 +65,12 @@ class StudyResults:
         first = results[0]
         frames = {name: pd.concat([getattr(r, name) for r in results], ignore_index=True)
                   if all(getattr(r, name) is not None for r in results) else None for name in FRAME_FILES}
+        # Every reader's study scores with the same judge: its nuggets are listed once.
+        found = {name: pd.concat([getattr(r, name) for r in results], ignore_index=True).drop_duplicates(
+                 ignore_index=True) for name in ('nuggets', 'nugget_assignments')
+                 if any(getattr(r, name) is not None for r in results)}
         return cls(**frames, generated=sum(r.generated for r in results), baseline=first.baseline,
-                   ndcg_order=first.ndcg_order)
+                   ndcg_order=first.ndcg_order, **found)
 
     def table(self, alpha: float = 0.05, correction: Optional[str] = None) -> pd.DataFrame:
         """Table 1 in long form; see :func:`pyterrier_utility.study.table1`."""
@@ -125,7 +134,8 @@ class StudyResults:
 
     def save(self, folder: Union[str, Path], *, health: Optional[pd.DataFrame] = None) -> Dict[str, Path]:
         """Writes the study's data into ``folder``: per_query.csv, answers.csv, contexts.csv, scores.csv,
-        queries.csv, token_logprobs.csv (where the engine reported them), health.csv (:meth:`health`)
+        queries.csv, token_logprobs.csv (where the engine reported them), nuggets.jsonl and
+        nugget_assignments.csv (where P was scored by nuggets), health.csv (:meth:`health`)
         and, when answers carry log-probabilities, confidence_correlations.csv
         (:meth:`confidence_correlations`: Pearson, Spearman, Kendall); returns the paths by file name.
         ``health``: :meth:`health`, where the caller has it already. :func:`pyterrier_utility.report.write_study`
@@ -145,6 +155,12 @@ class StudyResults:
             if frame is not None and not (name == 'token_logprobs' and frame.empty):
                 frame.to_csv(folder / file, index=False)
                 paths[file] = folder / file
+        if self.nuggets is not None and self.nugget_assignments is not None:
+            from ..scoring.nuggets import write_nuggets  # the judge's modules only where a study has nuggets
+            paths[NUGGET_FILES['nuggets']] = folder / NUGGET_FILES['nuggets']
+            write_nuggets(self.nuggets, self.queries, paths[NUGGET_FILES['nuggets']])
+            paths[NUGGET_FILES['assignments']] = folder / NUGGET_FILES['assignments']
+            self.nugget_assignments.to_csv(paths[NUGGET_FILES['assignments']], index=False)
         health = self.health() if health is None else health
         health.to_csv(folder / HEALTH_FILE, index=False)
         paths[HEALTH_FILE] = folder / HEALTH_FILE
