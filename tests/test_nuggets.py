@@ -4,6 +4,7 @@ each labelled vital or okay and each answer's support of each assigned by the ju
 scores, checked against a computation written here; every reply that does not parse a NaN with a warning
 naming its queries; the nuggets and assignments written into the study's folder and read back."""
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -236,3 +237,39 @@ def test_a_study_scored_by_nuggets_writes_them_and_their_assignments_and_reads_i
     with pytest.raises(SystemExit):
         cli.main(['study', '--dataset', small_folder, '--nuggets', str(given), '--out', str(again)])
     assert 'nuggets are those of a quality scored by nuggets, not of quality' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_offline_gemma_assigns_given_nuggets_through_the_cache_and_p_is_what_its_replies_give(tmp_path):
+    import ast
+
+    from pyterrier_utility import backends
+    path = tmp_path / 'judge.sqlite'
+    given = {'q1': [Nugget('lift is caused by pressure', 'vital'), Nugget('wings make lift', 'okay')]}
+    answers = ['the wing lift is caused by pressure', 'I do not know']
+
+    def scorer(backend):
+        return NuggetScorer(GenerationCache(backend, path), TOPICS, nuggets=given, quality='nuggets-all')
+    gemma = backends.get_backend('gemma3-270m')
+    first = scorer(gemma)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # an offline reply that gives no labels is NaN, warned
+        scores = first.score_with_reference(['q1', 'q1'], answers)[0]
+    replies = first.assigner.replies([dict(query=TOPICS['q1'], context=a, num_nuggets=2,
+                                           nuggets=[n.text for n in given['q1']]) for a in answers])
+    assert first.assigner.cache.generated == 2  # the two answers' prompts, each asked once
+
+    def independent(reply):
+        try:
+            labels = ast.literal_eval(reply.strip())
+            credit = [{'support': 1, 'partial_support': 0.5, 'not_support': 0}[x.strip().lower()] for x in labels]
+        except (ValueError, SyntaxError, KeyError, AttributeError, TypeError):
+            return float('nan')
+        return sum(credit) / 2 if len(credit) == 2 else float('nan')
+    assert scores.tolist() == pytest.approx([independent(r) for r in replies], nan_ok=True)
+    again = scorer(gemma)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        assert again.score_with_reference(['q1', 'q1'], answers)[0].tolist() == pytest.approx(scores.tolist(),
+                                                                                             nan_ok=True)
+    assert again.assigner.cache.generated == 0
