@@ -809,3 +809,26 @@ def test_cli_attribute_refuses_a_docno_holding_white_space_before_generating(tmp
         f"pyterrier-utility attribute: error: {folder / 'docs.tsv'} line 2: docno 'AB 12' holds white space, where the "
         'BM25 index (PISA) and TREC runs and qrels cut it; give docnos without white space')
     assert backend.calls == [] and not (tmp_path / 'out' / 'utility.qrels').exists()
+
+
+def test_the_sweep_gives_the_attribute_commands_files(tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    from pyterrier_utility.methods.attribution import sweep
+    from pyterrier_utility.study import prepare, study_contexts
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend())
+    options = ['--method', 'kernelshap', 'loo', '--budget', '6', '--evaluate', '2', '--systems', 'Rel', 'NRel',
+               '-k', '2', '3', '--queries', '2', '--samples', '1', '--labels', '2', '1', '--out', str(tmp_path)]
+    assert cli.main(['attribute', *options]) == 0
+    args = cli.parser().parse_args(['attribute', *options])
+    prepared = prepare(cli.config_of(args, args.base), 'attribute')
+    collection, reader = next(iter(prepared.collections.values())), next(iter(prepared.readers.values()))
+    config = collection.config
+    contexts = study_contexts(collection.topics, collection.qrels, prepared.systems(collection, reader), config.ks,
+                              config.label_sets)
+    found = sweep(contexts, reader, prepared.scorer_for(collection), collection.qrels, config.label_sets,
+                  ['kernelshap', 'loo'], config.seed, budget=6, evaluate=2)
+    for frame, name in ((found.coalitions, 'coalitions.csv'), (found.attribution, 'attribution.csv'),
+                        (found.quality, 'attribution_quality.csv')):
+        assert frame.to_csv(index=False) == (tmp_path / name).read_text()
+    assert set(found.attribution['labels']) == {'label>=1', 'label>=2'}
+    assert set(found.attribution['method']) == {'kernelshap', 'loo', 'shapley'}  # shapley: the reference

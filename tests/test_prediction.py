@@ -386,15 +386,15 @@ def test_udcg_prints_pickles_and_composes():
 
 
 def test_the_predict_commands_udcg_follows_each_label_set():
-    from pyterrier_utility.commands.predicting import _context_measures
+    from pyterrier_utility.study.prediction import context_measures
     contexts = pd.DataFrame({'system': ['BM25'] * 2, 'k': [2, 2], 'qid': ['1', '1'], 'position': [2, 1],
                              'docno': ['y', 'x'], 'no_response': [0.6, 0.2]})
     qrels = pd.DataFrame({'qid': ['1', '1'], 'docno': ['x', 'y'], 'label': [1, 2]})
     cells = pd.DataFrame({'labels': ['label>=1', 'label>=2'], 'system': ['BM25'] * 2, 'k': [2, 2]})
-    found = _context_measures(contexts, qrels, cells).set_index('labels')['udcg']
+    found = context_measures(contexts, qrels, cells).set_index('labels')['udcg']
     assert found['label>=1'] == pytest.approx(1 / (1 + math.exp(-(0.8 + 0.4) / 2)))
     assert found['label>=2'] == pytest.approx(1 / (1 + math.exp(-(-0.8 / 3 + 0.4) / 2)))
-    assert 'udcg' not in _context_measures(contexts.drop(columns='no_response'), qrels, cells).columns
+    assert 'udcg' not in context_measures(contexts.drop(columns='no_response'), qrels, cells).columns
 
 
 @pytest.mark.slow
@@ -432,3 +432,34 @@ def test_cli_predict_refuses_a_folder_that_is_not_a_finished_study_in_one_line(t
         cli.main(['predict', '--out', str(tmp_path)])
     assert 'answers.csv does not exist: predict reads a finished study folder' in capsys.readouterr().err
 
+
+
+def test_the_catalogue_records_each_signal_with_its_settings(statistics):
+    settings = P.PredictionParameters(depth=50, wig_k=7, apair_k=5)
+    catalogue = P.Catalogue.of(statistics, settings, k=4, verbose=False)
+    assert list(catalogue.definitions) == [
+        'max_idf', 'mean_idf', 'max_scq', 'nqc', 'nqc_authors', 'wig', 'smv', 'max_score', 'a_pair_ratio', 'spatial',
+        *(P.Readability(f).column for f in P.READABILITY), 'answer_confidence', 'confidence_0shot', 'nDCG@k', 'P@k',
+        'AP@k', 'RR@k']
+    assert catalogue.definitions['a_pair_ratio'].endswith(f'; {P.APairRatio(5, verbose=False)!r}')
+    assert catalogue.definitions['wig'].endswith(f'; {P.WIG(7)!r}')
+    assert catalogue.definitions['spatial'].endswith(f'; {P.Spatial(k=4)!r}')
+    assert catalogue.no_response is None
+
+
+@pytest.mark.slow
+def test_study_signals_and_run_prediction_give_the_predict_commands_files(tmp_path, monkeypatch):
+    from pyterrier_utility import cli
+    from pyterrier_utility.study import prediction
+    monkeypatch.setattr(pu.backends, 'get_backend', lambda spec, **kw: CountingBackend(logprobs=True))
+    assert cli.main(['study', '--systems', 'BM25', 'Rel', '--no-reverse', '-k', '2', '--queries', '4',
+                     '--samples', '1', '--labels', '2', '--out', str(tmp_path)]) == 0
+    assert cli.main(['predict', '--out', str(tmp_path), '--folds', '2', '--resamples', '20', '--apair-k', '3']) == 0
+    settings = P.PredictionParameters(folds=2, n_resamples=20, apair_k=3)
+    study = pu.study.read_study(tmp_path)
+    found = prediction.study_signals(study, prediction.checked_config(study), settings)
+    assert found.signals.to_csv(index=False) == (tmp_path / 'signals.csv').read_text()
+    assert found.definitions == json.loads((tmp_path / 'settings.json').read_text())['prediction']['signals']
+    assert found.prediction.empty and found.signals['nqc'].notna().sum() == 4
+    assert prediction.run_prediction(tmp_path, settings).prediction.to_csv(index=False) == \
+        (tmp_path / 'prediction.csv').read_text()

@@ -15,13 +15,13 @@ from .._lazy import lazy_module
 
 #: Public name -> the module defining it.
 _NAMES = {
-    'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'ContextMeasure': 'measures',
-    'ContextPerplexity': 'perplexity', 'MaxIDF': 'terms', 'MaxScore': 'scores', 'MeanIDF': 'terms', 'NQC': 'scores',
-    'NoResponse': 'abstention', 'PredictionParameters': 'parameters', 'QueryPredictor': '_base',
-    'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms', 'SMV': 'scores', 'Spatial': 'dense',
-    'TermStatistics': 'terms', 'UDCG': 'udcg', 'WIG': 'scores',
+    'APairRatio': 'dense', 'AnswerConfidence': 'answers', 'AuthorsNQC': 'scores', 'Catalogue': 'catalogue',
+    'ContextMeasure': 'measures', 'ContextPerplexity': 'perplexity', 'MaxIDF': 'terms', 'MaxScore': 'scores',
+    'MeanIDF': 'terms', 'NQC': 'scores', 'NoResponse': 'abstention', 'PredictionParameters': 'parameters',
+    'QueryPredictor': '_base', 'READABILITY': 'readability', 'Readability': 'readability', 'SCQ': 'terms',
+    'SMV': 'scores', 'Spatial': 'dense', 'TermStatistics': 'terms', 'UDCG': 'udcg', 'WIG': 'scores',
 }
-_MODULES = ('abstention', 'answers', 'dense', 'evaluation', 'measures', 'parameters', 'perplexity', 'readability',
-            'scores', 'terms', 'udcg')
+_MODULES = ('abstention', 'answers', 'catalogue', 'dense', 'evaluation', 'measures', 'parameters', 'perplexity',
+            'readability', 'scores', 'terms', 'udcg')
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)

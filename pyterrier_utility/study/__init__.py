@@ -19,15 +19,15 @@ from .._lazy import lazy_module
 #: Public name -> the module defining it.
 _NAMES = {
     'PAPER': 'presets', 'PRESETS': 'presets', 'StudyConfig': 'config', 'SYSTEMS': 'config',
-    'read_study': 'folder', 'prepare': 'preparation',
+    'read_study': 'folder', 'prepare': 'preparation', 'run_prediction': 'prediction',
     'adjust': 'stats', 'correlation': 'stats', 'correlations': 'stats', 'paired_ttest': 'stats', 'table1': 'stats',
     'utility_ci': 'stats',
     'StudyResults': 'results', 'run_study': 'sweep', 'system_names': 'sweep', 'study_contexts': 'sweep',
     'DEFAULT_SYSTEMS': 'systems', 'REVERSED_SYSTEMS': 'systems', 'default_systems': 'systems',
 }
 _MODULES = ('collection', 'config', 'config_json', 'folder', 'health', 'merge', 'meta_evaluation', 'output',
-            'preparation', 'presets', 'readers', 'record', 'results', 'scorers', 'stats', 'sweep', 'systems',
-            'validate')
+            'prediction', 'preparation', 'presets', 'readers', 'record', 'results', 'scorers', 'stats', 'sweep',
+            'systems', 'validate')
 
 __all__ = sorted([*_NAMES, *_MODULES])
 __getattr__, __dir__ = lazy_module(globals(), _NAMES, _MODULES)
