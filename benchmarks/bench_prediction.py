@@ -70,9 +70,9 @@ def timed_parts():
     """Seconds spent in each signal transformer (by class), in loading the reader and the encoder, in the
     retrieval run again and the meta-evaluation (a part called inside another counts in the outer), and
     the reader model's forward passes by the part that made them, while the block runs."""
-    from pyterrier_utility.study import prediction
     from pyterrier_utility.prediction import NoResponse, QueryPredictor
     from pyterrier_utility.prediction.dense import _DensePredictor
+    from pyterrier_utility.study import prediction
     seconds: dict = defaultdict(float)
     passes: dict = defaultdict(int)
     running = ['elsewhere']
