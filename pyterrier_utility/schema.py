@@ -70,6 +70,12 @@ QUALITY_COLUMNS = ('labels',) + CELL + ('method', 'coalitions', 'efficient', 'he
                                         'top1')
 #: ``attribution.csv``: one row per document of a context, and whether it is relevant under the row's label set.
 ATTRIBUTION_COLUMNS = ('labels',) + CELL + ('position', 'docno') + ATTRIBUTION_VALUES + ('relevant',)
+#: What a study scored by nuggets writes besides (:class:`~pyterrier_utility.scoring.nuggets.NuggetScorer`):
+#: its nuggets in TREC RAG's JSONL (``--nuggets`` reads them back) and each answer's support of each nugget.
+NUGGET_FILES = {'nuggets': 'nuggets.jsonl', 'assignments': 'nugget_assignments.csv'}
+#: A nugget scorer's frames: each nugget of a label set and query, and each answer's support of each.
+NUGGET_COLUMNS = ('labels', 'qid', 'nugget', 'text', 'importance')
+NUGGET_ASSIGNMENT_COLUMNS = ('labels', 'qid', 'qanswer', 'nugget', 'assignment')
 #: Per CSV file of a study: its columns (after ``dataset``, ``reader`` where named) and those of them
 #: holding numbers (the rest are text).
 CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
@@ -83,12 +89,9 @@ CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'health.csv': (CELL[:2] + HEALTH_COLUMNS, ('k',) + HEALTH_COLUMNS),
     ATTRIBUTION_FILES['coalitions']: (COALITION_COLUMNS, ('k', 'value')),
     ATTRIBUTION_FILES['attribution']: (ATTRIBUTION_COLUMNS, ('k', 'position', 'phi', 'phi_utility', 'stderr')),
-    'nugget_assignments.csv': (('labels', 'qid', 'qanswer', 'nugget', 'assignment'), ('nugget',)),
+    NUGGET_FILES['assignments']: (NUGGET_ASSIGNMENT_COLUMNS, ('nugget',)),
     ATTRIBUTION_FILES['quality']: (QUALITY_COLUMNS, ('k', 'coalitions', 'held_out', 'lds', 'mae', 'spearman')),
 }
-#: What a study scored by nuggets writes besides (:class:`~pyterrier_utility.scoring.nuggets.NuggetScorer`):
-#: its nuggets in TREC RAG's JSONL (``--nuggets`` reads them back) and each answer's support of each nugget.
-NUGGET_FILES = {'nuggets': 'nuggets.jsonl', 'assignments': 'nugget_assignments.csv'}
 #: The frames of a study (:class:`~pyterrier_utility.study.StudyResults`' attributes) and the files
 #: they are saved as.
 FRAME_FILES = {'per_query': 'per_query.csv', 'answers': 'answers.csv', 'contexts': 'contexts.csv',

@@ -40,6 +40,7 @@ from .._messages import warn_qids
 from ..datasets.texts import texts_of
 from ..errors import SettingError
 from ..qualities import NUGGET_QUALITIES, Quality, ScoringInputs, quality_of
+from ..schema import NUGGET_ASSIGNMENT_COLUMNS, NUGGET_COLUMNS
 from ..verdict import Verdict
 
 #: A nugget's importance: must be in a good answer, or worthwhile but not essential.
@@ -399,11 +400,11 @@ class NuggetScorer:
         ``importance``) and the assignments (``labels``, ``qid``, ``qanswer``, ``nugget``, ``assignment``)."""
         nuggets = pd.DataFrame([dict(labels=self.labels, qid=q, nugget=i, text=n.text, importance=n.importance)
                                 for q, found in self._nuggets.items() for i, n in enumerate(found or [], 1)],
-                               columns=['labels', 'qid', 'nugget', 'text', 'importance'])
+                               columns=list(NUGGET_COLUMNS))
         assignments = pd.DataFrame([dict(labels=self.labels, qid=q, qanswer=a, nugget=i, assignment=label)
                                     for (q, a), found in self._assigned.items()
                                     for i, label in enumerate(found or [], 1)],
-                                   columns=['labels', 'qid', 'qanswer', 'nugget', 'assignment'])
+                                   columns=list(NUGGET_ASSIGNMENT_COLUMNS))
         return nuggets, assignments
 
 
