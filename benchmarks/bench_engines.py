@@ -1,9 +1,10 @@
 """The engines side by side on the paper-shaped grid of ``bench_generation.py``: the same prompts and
 seeds answered by
 
-- ``CausalLMBackend`` as the study runs it by default: replica threads of one torch thread each, one per
-  core (``ThreadBackend``), the reference; as replica processes (``ProcessBackend``); and in this process
-  on torch's threads;
+- ``CausalLMBackend`` as the study runs it: replica threads of one torch thread each, one per core
+  (``ThreadBackend``), in each of ``--dtypes`` (exact integer products and bfloat16 by default; the first
+  is the reference); in the first, as replica processes (``ProcessBackend``) and in this process on
+  torch's threads;
 - vLLM's CPU build in process (``VLLMBackend``, prefix caching on), at several ``max_num_seqs``;
 - vLLM CPU servers through ``openai:`` (one and two servers, concurrency 8 and 32);
 - llama.cpp's server (``llamacpp:``) when ``make llamacpp`` has built it: at its best (parallel slots,
@@ -15,6 +16,7 @@ ratio to the replicas' generation time measured in the same run. Everything runs
 
 Usage: python benchmarks/bench_engines.py [--queries 2] [--samples 5] [--max-num-seqs 16 64]
        [--concurrency 8 32] [--servers 1 2] [--slots 4] [--engines hf vllm servers llamacpp]
+       [--dtypes exact bfloat16]
 """
 import argparse
 import json
@@ -110,6 +112,9 @@ def main():
     parser.add_argument('--concurrency', type=int, nargs='+', default=[8, 32])
     parser.add_argument('--slots', type=int, default=4, help="llama.cpp's parallel slots (its concurrency too)")
     parser.add_argument('--engines', nargs='+', default=['hf', 'vllm', 'servers', 'llamacpp'])
+    parser.add_argument('--dtypes', nargs='+', default=['exact', 'bfloat16'],
+                        help="the in-process reader's dtypes as replica threads; the first is the reference, and the "
+                             'one its processes and one process run in')
     parser.add_argument('--servers', nargs='+', type=int, default=[1, 2], help='how many vLLM servers at once')
     parser.add_argument('--vllm-worker', type=Path, help=argparse.SUPPRESS)
     parser.add_argument('--worker-out', type=Path, help=argparse.SUPPRESS)
@@ -133,21 +138,24 @@ def main():
 
     reference = None
     if 'hf' in args.engines:
+        for dtype in args.dtypes:
+            start = time.perf_counter()
+            with pu.backends.ThreadBackend('gemma3-270m', decoding=decoding(args), dtype=dtype) as replicas:
+                started = time.perf_counter() - start
+                seconds = answer_all(replicas, rows)
+                reference = reference or seconds
+                report(f'CausalLMBackend ({dtype}, {len(replicas.nodes)} replica threads of one torch thread)',
+                       started, seconds)
+        dtype = args.dtypes[0]
         start = time.perf_counter()
-        with pu.backends.ThreadBackend('gemma3-270m', decoding=decoding(args)) as replicas:
+        with pu.backends.ProcessBackend('gemma3-270m', decoding=decoding(args), dtype=dtype) as replicas:
             started = time.perf_counter() - start
-            reference = answer_all(replicas, rows)
-            report(f'CausalLMBackend (bfloat16, {len(replicas.nodes)} replica threads of one torch thread)', started,
-                   reference)
-        start = time.perf_counter()
-        with pu.backends.ProcessBackend('gemma3-270m', decoding=decoding(args)) as replicas:
-            started = time.perf_counter() - start
-            report(f'CausalLMBackend (bfloat16, {len(replicas.nodes)} replica processes of one thread)', started,
+            report(f'CausalLMBackend ({dtype}, {len(replicas.nodes)} replica processes of one thread)', started,
                    answer_all(replicas, rows))
         start = time.perf_counter()
-        backend = pu.backends.gemma3_270m(decoding=decoding(args))
+        backend = pu.backends.gemma3_270m(decoding=decoding(args), dtype=dtype)
         started = time.perf_counter() - start
-        report(f'CausalLMBackend (bfloat16, this process, {torch_threads()} threads)', started,
+        report(f'CausalLMBackend ({dtype}, this process, {torch_threads()} threads)', started,
                answer_all(backend, rows))
         del backend
     with tempfile.TemporaryDirectory() as tmp:
