@@ -156,10 +156,13 @@ def weighted(weights: torch.Tensor, values: torch.Tensor, value_scales: torch.Te
 
 def attend_chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
                  kept: Optional[List[torch.Tensor]], start: int, window: int, scaling: float,
-                 limit: int = ACTIVATION_LIMIT) -> Tuple[torch.Tensor, List[torch.Tensor], int]:
+                 limit: int = ACTIVATION_LIMIT, block: int = 32) -> Tuple[torch.Tensor, List[torch.Tensor], int]:
     """A prefill chunk's attention: its queries ``(tokens, heads, dim)`` over the prompt's keys so far
     (``kept``: keys, key scales, values, value scales, from position ``start``) and its own, under the causal
-    mask and the layer's ``window`` (-1: none); with the keys and values to keep and their start."""
+    mask and the layer's ``window`` (-1: none); with the keys and values to keep and their start.
+
+    Computed ``block`` tokens at a time (their scores stay in the CPU's cache), each over the keys it can
+    see: every value is a row's own (its scale, its sums), so the bytes are those of the whole chunk at once."""
     keys, key_scales = tokens_bytes(k, False)
     values, value_scales = tokens_bytes(v, True)
     if kept is not None:
@@ -175,11 +178,19 @@ def attend_chunk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: t
     out = torch.empty(tokens, heads, dim)
     for g in range(kv):
         first, end = g * group, (g + 1) * group
-        scores = scores_of(queries[:, first:end].reshape(tokens * group, dim),
-                           q_scale[:, first:end].reshape(-1, 1), keys[g], key_scales[g], scaling)
-        scores = scores.view(tokens, group, -1).masked_fill_(~seen[:, None], float('-inf'))
-        out[:, first:end] = weighted(softmax(scores).view(tokens * group, -1), values[g],
-                                     value_scales[g]).view(tokens, group, dim)
+        for t0 in range(0, tokens, block):
+            t1 = min(t0 + block, tokens)
+            # The keys any of these tokens sees; the others' weights are zeros, which change no sum.
+            low = 0 if window < 0 else max(0, int(positions[t0].item()) - window + 1 - start)
+            high = int(positions[t1 - 1].item()) + 1 - start
+            count = t1 - t0
+            scores = scores_of(queries[t0:t1, first:end].reshape(count * group, dim),
+                               q_scale[t0:t1, first:end].reshape(-1, 1), keys[g, :, low:high].contiguous(),
+                               key_scales[g, low:high], scaling)
+            scores = scores.view(count, group, -1).masked_fill_(~seen[t0:t1, None, low:high], float('-inf'))
+            out[t0:t1, first:end] = weighted(softmax(scores).view(count * group, -1),
+                                             values[g, :, :, low:high].contiguous(),
+                                             value_scales[g, low:high]).view(count, group, dim)
     if window >= 0 and keys.shape[2] > window - 1:
         cut = keys.shape[2] - (window - 1)
         keys, values = keys[:, :, cut:].contiguous(), values[..., cut:].contiguous()
