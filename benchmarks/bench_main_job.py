@@ -5,17 +5,17 @@ scores cached. Then runs the main job (``--queries N`` for a smaller slice; othe
 ``--``) into a fresh folder, as its own process tree, in each of these ways (``--ways`` picks some):
 
 - ``replicas``: the default: one replica thread of one torch thread per core torch would use, in the study's
-  process, batch-invariant (:class:`~pyterrier_utility.backends.ThreadBackend`);
+  process, the reader exact (integer products, :mod:`~pyterrier_utility.backends.hf.exact`: the same answers on
+  every CPU; :class:`~pyterrier_utility.backends.ThreadBackend`);
 - ``processes``: the same replicas as processes of one thread each, forked from one process that built the
   reader (:class:`~pyterrier_utility.backends.ProcessBackend`);
-- ``in-process``: the study's process computing on torch's threads, batch-invariant (``--replicas 1``);
-- ``exact``: the default's replicas with the reader exact (``--dtype exact``: integer products,
-  :mod:`~pyterrier_utility.backends.hf.exact`), and ``exact-processes``, ``exact-in-process`` the same as
-  replica processes and in one process on torch's threads;
-- ``padded``: in one process on torch's threads, padded batches (``CausalLMBackend(invariant=False)``):
-  what invariance is measured against;
+- ``in-process``: the study's process computing on torch's threads (``--replicas 1``);
+- ``bfloat16``: the replicas with the float reader in bfloat16 (``--dtype bfloat16``), batch-invariant by
+  row tiles and per-row attention;
+- ``padded``: in one process on torch's threads, the reader in bfloat16 in padded batches
+  (``CausalLMBackend(invariant=False)``): what invariance is measured against;
 - ``float32``: the replicas with the reader in float32 (``--dtype float32``), batch-invariant by row tiles;
-- ``exact-avx2`` and ``float32-avx2``: ``exact`` and ``float32`` with oneDNN capped at AVX2 and ATen's kernels at
+- ``avx2`` and ``float32-avx2``: the default and ``float32`` with oneDNN capped at AVX2 and ATen's kernels at
   avx2, standing in for a CPU without bfloat16 (or VNNI) instructions.
 
 For each: its wall time, its generation time (the study's own ``generation:`` line), the answers
@@ -26,8 +26,8 @@ ratios: each way against padded batches, and float32 against the default; whethe
 default, byte for byte (``answers.csv``). A smaller slice's times are scaled to the main job's 20
 queries as an estimate.
 
-Usage: python benchmarks/bench_main_job.py [--queries 20] [--ways replicas processes in-process exact exact-processes
-       exact-in-process padded float32 exact-avx2 float32-avx2]
+Usage: python benchmarks/bench_main_job.py [--queries 20] [--ways replicas processes in-process bfloat16 padded
+       float32 avx2 float32-avx2]
        [--out DIR]
        [-- study options]
 """
@@ -47,7 +47,7 @@ from typing import Dict
 import psutil
 
 #: What a newcomer's first run should take, models prepared (seconds).
-TARGET_S = 600
+TARGET_S = 300
 #: The main job's queries at its defaults (a smaller slice is scaled to them).
 FULL_QUERIES = 20
 #: The ways of running the main job, and what each changes: study options, and the code its processes
@@ -61,18 +61,13 @@ WAYS = {
         backends.ThreadBackend = backends.ProcessBackend
     """, {}),
     'in-process': (['--replicas', '1'], '', {}),
-    'exact': (['--dtype', 'exact'], '', {}),
-    'exact-processes': (['--dtype', 'exact'], """
-        from pyterrier_utility import backends
-        backends.ThreadBackend = backends.ProcessBackend
-    """, {}),
-    'exact-in-process': (['--dtype', 'exact', '--replicas', '1'], '', {}),
-    'padded': (['--replicas', '1'], """
+    'bfloat16': (['--dtype', 'bfloat16'], '', {}),
+    'padded': (['--replicas', '1', '--dtype', 'bfloat16'], """
         from pyterrier_utility.backends.hf.backend import CausalLMBackend
         CausalLMBackend.__init__.__kwdefaults__['invariant'] = False
     """, {}),
     'float32': (['--dtype', 'float32'], '', {}),
-    'exact-avx2': (['--dtype', 'exact'], '', _AVX2),
+    'avx2': ([], '', _AVX2),
     'float32-avx2': (['--dtype', 'float32'], '', _AVX2),
 }
 
@@ -193,19 +188,13 @@ def main():
         if reference is not None and job is not reference and job.way != 'padded':
             print(f'{job.way} against replicas: wall {job.wall / reference.wall:.3f}x, generation '
                   f'{job.generation / reference.generation:.3f}x')
-    if 'exact' in jobs:
-        exact = (jobs['exact'].folder / 'study' / 'answers.csv').read_bytes()
-        for job in jobs.values():
-            if job.way.startswith('exact-'):
-                same = (job.folder / 'study' / 'answers.csv').read_bytes() == exact
-                print(f'{job.way}: answers.csv {"identical to" if same else "DIFFERS from"} the exact replicas\' run')
-    if 'exact-avx2' in jobs and 'float32-avx2' in jobs:
-        capped, floats = jobs['exact-avx2'], jobs['float32-avx2']
+    if 'avx2' in jobs and 'float32-avx2' in jobs:
+        capped, floats = jobs['avx2'], jobs['float32-avx2']
         print(f'exact against float32, both capped at AVX2: generation {capped.generation / floats.generation:.3f}x')
     if reference is not None:
         answers = (reference.folder / 'study' / 'answers.csv').read_bytes()
         for job in jobs.values():
-            if job is not reference and job.way in ('processes', 'in-process'):
+            if job is not reference and job.way in ('processes', 'in-process', 'avx2'):
                 same = (job.folder / 'study' / 'answers.csv').read_bytes() == answers
                 print(f'{job.way}: answers.csv {"identical to" if same else "DIFFERS from"} the replicas\' run')
         full = reference.wall * FULL_QUERIES / args.queries  # a slice is set against the target scaled to 20 queries

@@ -14,6 +14,9 @@ Runs ``pyterrier-utility study`` (``--queries`` of the main job, every other def
 - the rest of generation (batches, the generation cache, the replicas' hand-offs);
 - scoring (BERTScore), and the rest (imports, retrieval, tables, figures, report).
 
+The exact reader's layers and attention run in TorchScript (``backends.hf.exact_kernels``), which py-spy does
+not see into: its samples fall on the Python frames that call them (``_attend_step``, ``_attend_chunk``, and
+``_decoder`` for a layer's work on either side of attention, linear layers and norms together).
 A thread's samples are its CPU time: with two replica threads on two cores, the shares are those of the
 two cores' time together. Needs py-spy (``pip install py-spy``), run as root or where ptrace is allowed.
 

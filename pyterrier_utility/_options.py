@@ -232,9 +232,9 @@ OPTIONS: Dict[str, List[Option]] = {
         (('--chat-template',), 'chat_template', dict(action='store_true', default=None),
          f"{readers_taking('chat_template')}: wrap the prompt in the model's chat template"),
         (('--dtype',), 'dtype', dict(choices=DTYPE_CHOICES),
-         f"{readers_taking('dtype')}: what the model computes in: auto (bfloat16 where the CPU computes it natively, "
-         'else float32), exact (the offline Gemma with its products in integers: the same answers on every CPU), '
-         'bfloat16 or float32'),
+         f"{readers_taking('dtype')}: what the model computes in: auto (the offline Gemma on a CPU: exact; other "
+         'models bfloat16 where the CPU computes it natively, else float32), exact (the offline Gemma with its '
+         'products in integers: the same answers on every CPU), bfloat16 or float32'),
         (('--reproducible',), 'reproducible', dict(action='store_true', default=None),
          f"{readers_taking('reproducible')}: compute every answer alone (one sequence or request at a time per "
          'engine, no cached prefix reused), so fresh generation gives the same answers on every run'),

@@ -39,9 +39,9 @@ class EngineOptions:
         endpoint: ``'completions'`` (the raw prompt) or ``'chat'`` (a chat message).
         tensor_parallel_size: GPUs per vLLM model.
         chat_template: wrap the prompt in the model's chat template.
-        dtype: what a model in this process computes in: ``'auto'`` (bfloat16 where the CPU computes it
-            natively, float32 on other CPUs), ``'exact'`` (the offline Gemma's products in integers: the same
-            answers on every CPU), ``'bfloat16'`` or ``'float32'``.
+        dtype: what a model in this process computes in: ``'auto'`` (the offline Gemma on a CPU: exact;
+            other models bfloat16 where the CPU computes it natively, float32 on other CPUs), ``'exact'`` (the
+            offline Gemma's products in integers: the same answers on every CPU), ``'bfloat16'`` or ``'float32'``.
         reproducible: fresh answers the same on every run (each engine's ``reproducibility`` says how).
         timeout: seconds per request.
         max_retries: retries of a failed request.

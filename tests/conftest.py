@@ -67,8 +67,11 @@ def minilm():
 
 @pytest.fixture(scope='session')
 def gemma():
+    """The offline Gemma in floats (bfloat16 where the CPU computes it natively, else float32): the model the
+    batch-invariant float path computes."""
     from pyterrier_utility import backends
-    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4)
+    from pyterrier_utility.backends.hf.dtype import resolve_dtype
+    return backends.gemma3_270m(temperature=0, max_new_tokens=8, batch_size=4, dtype=resolve_dtype('auto', 'cpu'))
 
 
 @pytest.fixture(scope='session')

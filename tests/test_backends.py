@@ -129,6 +129,22 @@ def test_prefix_reuse_gives_the_answers_of_no_reuse_in_any_order(gemma):
     assert [o.text for o in together.generate(prompts[::-1], seeds=[5] * 3)][::-1] == expected
 
 
+def test_the_offline_gemma_computes_exactly_on_a_cpu_unless_another_dtype_is_given(monkeypatch):
+    """``gemma3_270m()`` (the study's default reader) is exact on a CPU; a dtype given, or an accelerator,
+    keeps what was asked; SmolLM2, which exact passes do not compute, keeps ``auto``."""
+    from pyterrier_utility.backends import _offline
+    asked = []
+    monkeypatch.setattr(_offline, '_offline', lambda path, reader, model_id, kwargs: asked.append(kwargs))
+    monkeypatch.setattr(_offline, 'gemma3_270m_path', lambda: None)
+    monkeypatch.setattr(_offline, '_converted', lambda name, fn: None)
+    _offline.gemma3_270m()
+    _offline.gemma3_270m(dtype='auto', device='cpu')
+    _offline.gemma3_270m(dtype='bfloat16')
+    _offline.gemma3_270m(device='cuda')
+    _offline.smollm2_135m()
+    assert [k.get('dtype') for k in asked] == ['exact', 'exact', 'bfloat16', None, None]
+
+
 def test_dtype_is_chosen_for_the_cpu_and_keys_the_cache(gemma, monkeypatch):
     import torch
 

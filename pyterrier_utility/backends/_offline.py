@@ -9,6 +9,7 @@ from .._files import built_once, cache_dir
 from .._messages import inform
 from ..engines import OFFLINE
 from .hf import CausalLMBackend
+from .hf.dtype import EXACT
 
 
 def _converted(name: str, gguf_path_fn) -> Path:
@@ -89,10 +90,16 @@ def gemma3_270m(**kwargs) -> CausalLMBackend:
     converted model in seconds. Keyword arguments go to :class:`CausalLMBackend` (``decoding=`` or single
     fields, such as ``temperature=0``, change the decoding).
 
+    On a CPU it computes exactly unless another ``dtype`` is given (``dtype='auto'``, the default, is
+    ``'exact'`` there: integer products, the same answers on every CPU, :mod:`~.hf.exact`); on an
+    accelerator, in the model's own dtype.
+
     Example::
 
         reader = pyterrier_utility.Reader(gemma3_270m())
     """
+    if kwargs.get('dtype', 'auto') == 'auto' and torch.device(kwargs.get('device') or 'cpu').type == 'cpu':
+        kwargs['dtype'] = EXACT
     return _offline(gemma3_270m_path(), 'gemma3-270m', 'gemma-3-270m-q4_k_m', kwargs)
 
 
