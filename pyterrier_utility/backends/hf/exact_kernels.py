@@ -19,7 +19,7 @@ import torch
 from .exact_ops import (
     ACTIVATION_LIMIT,
     KV_LIMIT,
-    WEIGHT_LIMIT,
+    ExactLinear,
     bytes_of,
     gelu_tanh,
     linear,
@@ -87,9 +87,9 @@ class Weights(torch.nn.Module):
                              ('o', attention.o_proj.weight),
                              ('gate_up', torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
                              ('down', mlp.down_proj.weight)):
-            q, scale = quantized(weight.detach().to(torch.float32), WEIGHT_LIMIT)
-            self.register_buffer(name, q.to(torch.int8))
-            self.register_buffer(name + '_scale', scale[:, 0].contiguous())
+            integers = ExactLinear(weight)
+            self.register_buffer(name, integers.weight)
+            self.register_buffer(name + '_scale', integers.scale)
         for name in ('input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm',
                      'post_feedforward_layernorm'):
             self.register_buffer(name, 1 + getattr(hf_layer, name).weight.detach().float())
