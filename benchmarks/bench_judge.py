@@ -223,7 +223,7 @@ def main():
     print(f'grades: {int(grades.isna().sum())} NaN of {len(grades)}; ' + ', '.join(
         f'{int(g)}: {n}' for g, n in grades.dropna().value_counts().sort_index().items()))
 
-    scores = pd.read_csv(folder / 'scores.csv', dtype={'qid': str})
+    scores = pd.read_csv(folder / 'scores.csv', dtype={'qid': str}).rename(columns={'quality': 'fbert'})  # P is FBERT
     scores = scores[scores['labels'] == str(config.label_sets[0])]
     paired = scores.merge(answers, on=['system', 'k', 'qid', 'sample']).dropna(subset=['grade', 'fbert'])
     rho = pooled_rho(paired)

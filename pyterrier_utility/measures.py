@@ -35,15 +35,16 @@ def _column_measure(column: str, name: str, desc: str):
 
 
 def _quality_measures(quality: Quality):
-    return (_column_measure('fbert', quality.measure, f'Answer quality P_k: {quality.description}'),
-            _column_measure('fbert_0shot', quality.p0_measure, f'0-shot answer quality P_0: {quality.description} '
+    return (_column_measure('quality', quality.measure, f'Answer quality P_k: {quality.description}'),
+            _column_measure('quality_0shot', quality.p0_measure, f'0-shot answer quality P_0: {quality.description} '
                             '(shared by the systems of one reader: not significance-tested)'))
 
 
 _FBERT_MEASURES = _quality_measures(FBERT_DOCS)
-#: Answer quality P_k: max BERTScore F1 of the k-shot answer against the relevant documents (column ``fbert``).
+#: Answer quality P_k: max BERTScore F1 of the k-shot answer against the relevant documents (column ``quality``
+#: of a study by FBERT).
 FBERT = _FBERT_MEASURES[0]
-#: 0-shot answer quality P_0 (column ``fbert_0shot``). Not a property of the system: every system of
+#: 0-shot answer quality P_0 (column ``quality_0shot``). Not a property of the system: every system of
 #: one reader shares each query's 0-shot answer, so in ``pt.Experiment(baseline=...)`` its ``+``,
 #: ``-`` and ``p-value`` columns compare a value with itself (0, 0, NaN) and are not a test.
 FBERT0 = _FBERT_MEASURES[1]
@@ -54,7 +55,7 @@ Utility = _column_measure('utility', 'Utility', "Context utility U = (P_k - P_0)
 
 
 def quality_measures(quality: str = DEFAULT_QUALITY):
-    """The measures of P_k (column ``fbert``) and P_0 (``fbert_0shot``) named for what ``quality``
+    """The measures of P_k (column ``quality``) and P_0 (``quality_0shot``) named for what ``quality``
     computes (its :class:`~pyterrier_utility.qualities.Quality`'s ``measure``): :data:`FBERT` and
     :data:`FBERT0` for the paper's FBERT, ``EM`` and ``EM_0shot``, ``F1`` and ``F1_0shot``, ``BERTScore``
     and ``BERTScore_0shot`` against gold answers.

@@ -12,9 +12,11 @@ Table 1's headings and captions and the report. Adding a quality is its descript
 before torch is loaded: the package's scorer classes register with their descriptions when their
 modules are imported (:meth:`Quality.register`).
 
-The study's files keep P in the columns ``fbert`` (P_k) and ``fbert_0shot`` (P_0) whatever the quality,
-as every saved study and cache holds them; ``settings.json`` records the quality, which names them
-wherever they are shown.
+The frames and the study's files hold P in the columns ``quality`` (P_k; P of each answer in
+``scores.csv``) and ``quality_0shot`` (P_0), whatever the quality, as a pyterrier run holds ``score`` whatever
+the model; ``settings.json`` records the quality, whose measure names them wherever they are shown. A
+study folder from before these names (``fbert``, ``fbert_0shot``) is read with them renamed
+(:data:`~pyterrier_utility.schema.FORMER_COLUMNS`).
 
 Example::
 

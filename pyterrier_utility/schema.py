@@ -16,9 +16,13 @@ from .vocabulary import CORRELATION_METHODS, PREDICTION_TARGETS
 
 #: One cell of the study: a system's contexts at k for one query.
 CELL = ('system', 'k', 'qid')
-#: ``per_query.csv``'s measures; P is undefined for a query without a relevant document under a
-#: label set, and U also when the 0-shot FBERT is 0, so those may be empty (NaN).
-PER_QUERY_MEASURES = ('ndcg', 'fbert_0shot', 'fbert', 'utility')
+#: ``per_query.csv``'s measures: nDCG@k, P_0, P_k (named for what they hold, the answer quality, whichever
+#: quality ``settings.json`` records) and U; P is undefined for a query without a relevant document under a
+#: label set, and U also when P_0 is 0, so those may be empty (NaN).
+PER_QUERY_MEASURES = ('ndcg', 'quality_0shot', 'quality', 'utility')
+#: P's columns in a study folder written before they were named for the answer quality: the readers of
+#: ``per_query.csv`` and ``scores.csv`` rename them.
+FORMER_COLUMNS = {'fbert': 'quality', 'fbert_0shot': 'quality_0shot'}
 PER_QUERY_MAY_BE_EMPTY = PER_QUERY_MEASURES[1:]
 #: ``per_query.csv``'s values of a row: the contexts given and the measures.
 PER_QUERY_VALUES = ('n_docs',) + PER_QUERY_MEASURES
@@ -81,7 +85,7 @@ NUGGET_ASSIGNMENT_COLUMNS = ('labels', 'qid', 'qanswer', 'nugget', 'assignment')
 CSV_COLUMNS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     'per_query.csv': (PER_QUERY_COLUMNS, tuple(PER_QUERY_INTEGERS) + PER_QUERY_MEASURES),
     'answers.csv': (CELL + ('sample', 'qanswer'), ('k', 'sample')),
-    'scores.csv': (('labels',) + CELL + ('sample', 'fbert', 'best_docno'), ('k', 'sample', 'fbert')),
+    'scores.csv': (('labels',) + CELL + ('sample', 'quality', 'best_docno'), ('k', 'sample', 'quality')),
     'contexts.csv': (CELL + ('position', 'docno', 'label', 'text'), ('k', 'position', 'label')),
     'queries.csv': (('qid', 'query'), ()),
     'correlations.csv': (CORRELATION_COLUMNS, ('k',) + CORRELATION_FIELDS[1:]),

@@ -87,8 +87,8 @@ MAX_REFERENCE_K = 8
 
 # What predicts utility (the predict command, :mod:`~pyterrier_utility.commands.predicting`).
 #: What the signals are correlated with: U (per_query.csv's ``utility``, under the study's gain), the absolute
-#: gain P_k - P_0 (the authors' utility) and P_k (``fbert``).
-PREDICTION_TARGETS = ('utility', 'gain', 'fbert')
+#: gain P_k - P_0 (the authors' utility) and P_k (``quality``).
+PREDICTION_TARGETS = ('utility', 'gain', 'quality')
 #: The levels of ``prediction.csv``'s rows: over the queries of one (labels, system, k) cell, or over the
 #: cells of a label set (Kendall's tau between the orderings of the cells by mean signal and mean target).
 PREDICTION_LEVELS = ('query', 'system')

@@ -399,7 +399,7 @@ def test_shapley_shares_of_a_known_game_split_the_utility():
     assert np.allclose(out['phi_utility'], out['phi'] / out['qid'].map(p_0), atol=1e-12)
     assert (out['method'] == 'shapley').all() and out['stderr'].isna().all()
     for qid, rows in out.groupby('qid'):
-        assert rows['fbert_0shot'].iloc[0] == pytest.approx(p_0[qid], abs=1e-12)
+        assert rows['quality_0shot'].iloc[0] == pytest.approx(p_0[qid], abs=1e-12)
         assert rows['phi_utility'].sum() == pytest.approx(rows['utility'].iloc[0], abs=1e-9)
 
 
@@ -413,7 +413,7 @@ def test_leave_one_out_and_single_on_a_known_game(method, expected):
 def test_permutation_sampling_in_the_transformer_is_efficient_with_a_standard_error():
     out = ContextAttribution(reader(samples=1), GameScorer(), method='permutation', budget=12, seed=1)(RANKING)
     for _, rows in out.groupby('qid'):
-        assert rows['phi'].sum() == pytest.approx(rows['fbert'].iloc[0] - rows['fbert_0shot'].iloc[0], abs=1e-9)
+        assert rows['phi'].sum() == pytest.approx(rows['quality'].iloc[0] - rows['quality_0shot'].iloc[0], abs=1e-9)
     assert out['stderr'].notna().all() and (out['method'] == 'permutation').all()
 
 
@@ -449,7 +449,7 @@ def test_tmc_in_the_transformer_asks_the_reader_round_by_round_and_stops_walks_e
     table = {games.parse_coalition(c): v for c, v in zip(values['coalition'], values['value'])}
     expected = games.estimate(table.__getitem__, 4, 'tmc', 2 + 3 * 4, seed=0).phi
     assert np.array_equal(out.sort_values('position')['phi'].to_numpy(), expected)
-    gain = out['fbert'].iloc[0] - out['fbert_0shot'].iloc[0]
+    gain = out['quality'].iloc[0] - out['quality_0shot'].iloc[0]
     assert abs(out['phi'].sum() - gain) <= games.TOLERANCE * abs(gain)
 
 
@@ -481,7 +481,7 @@ def test_the_whole_and_empty_coalitions_are_the_pipelines_p_k_and_p_0(minilm):
     pipeline = pt.Transformer.from_df(ranking) >> r >> pu.UtilityEvaluator(r, scorer)
     expected = pipeline(TOPICS).drop_duplicates('qid').set_index('qid')
     out = ContextAttribution(r, scorer)(ranking).drop_duplicates('qid').set_index('qid')
-    for column in ('fbert', 'fbert_0shot', 'utility'):
+    for column in ('quality', 'quality_0shot', 'utility'):
         assert np.allclose(out[column], expected.loc[out.index, column], atol=1e-9, rtol=0)
 
 
@@ -646,8 +646,8 @@ def test_cli_attribute_after_a_study_generates_only_the_missing_coalitions(tmp_p
                              na_values={'value': ['']})
     for qid, rows in coalitions.groupby('qid'):
         p_0, p_k = rows.set_index('coalition')['value'][['', '1 2 3']]
-        assert p_0 == pytest.approx(per_query.loc[qid, 'fbert_0shot'], abs=1e-6)
-        assert p_k == pytest.approx(per_query.loc[qid, 'fbert'], abs=1e-6)
+        assert p_0 == pytest.approx(per_query.loc[qid, 'quality_0shot'], abs=1e-6)
+        assert p_k == pytest.approx(per_query.loc[qid, 'quality'], abs=1e-6)
         assert (p_k - p_0) / p_0 == pytest.approx(per_query.loc[qid, 'utility'], abs=1e-6)
     # The study's page, written again, shows the attribution; the folder reads it back.
     assert 'id="attribution"' in (tmp_path / 'report.html').read_text()

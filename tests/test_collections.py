@@ -163,7 +163,7 @@ def test_holm_correction_is_statsmodels_on_each_family():
     for system, shift in (('Rel', 0), ('A', 0.05), ('B', 0.2), ('C', 0.02)):
         for i in range(12):
             rows.append(('label>=2', system, 5, f'q{i}', 0.5, 0.2 + shift + rng.normal(0, 0.1) + i * 0.01))
-    per_query = pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'fbert_0shot', 'utility'])
+    per_query = pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'quality_0shot', 'utility'])
     raw = ex.table1(per_query).set_index('system')['p_baseline']
     holm = ex.table1(per_query, correction='holm').set_index('system')['p_baseline']
     expected = multipletests(raw[['A', 'B', 'C']].to_numpy(), method='holm')[1]
@@ -226,7 +226,7 @@ def test_the_paper_presets_dev_small_path_on_a_binary_collection(binary, tmp_pat
     assert set(per_query['labels']) == {'label in {1}'} and sorted(per_query['k'].unique()) == [2, 5, 10, 15]
     assert list(dict.fromkeys(per_query['system'])) == ['BM25', 'BM25-r', 'Neural', 'Neural-r']
     assert per_query['qid'].nunique() == 6 and per_query['utility'].notna().all()
-    zero = per_query['fbert_0shot'].mean()
+    zero = per_query['quality_0shot'].mean()
     paper = (out / 'table1_paper.md').read_text()
     legend, rows = paper.split('\n\n')
     assert legend.startswith('Mean utility, n = 6 queries; \u2021 differs from its unreversed ordering')

@@ -75,7 +75,7 @@ def per_query(rel_minus_nrel) -> pd.DataFrame:
         for system, utility in (('NRel', nrel), ('Rel', nrel + difference + rng.normal(0, 0.02, 8))):
             for q, u in enumerate(utility):
                 rows.append(('label>=2', system, k, f'q{q}', k, 0.5, 0.5, 0.5 * (1 + u), u))
-    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert',
+    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'quality_0shot', 'quality',
                                        'utility'])
 
 

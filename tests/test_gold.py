@@ -216,12 +216,13 @@ def test_cli_study_scores_p_against_the_gold_answers(collection, quality, tmp_pa
     assert list(per_query.index) == ['q1', 'q2', 'q3']  # q4 has no gold answer
     measure = ems if quality == 'em' else (lambda a, golds: max(f1_score(a, g) for g in golds))
     gold = {q: answers for q, _, answers in QA_QUERIES}
-    for system, column in (('0-shot', 'fbert_0shot'), ('Rel', 'fbert')):
+    for system, column in (('0-shot', 'quality_0shot'), ('Rel', 'quality')):
         rows = answers[answers['system'] == system].set_index('qid')['qanswer']
         assert per_query[column].tolist() == pytest.approx([measure(rows[q], gold[q]) for q in per_query.index])
     if quality == 'em':
         # Only q3's 0-shot answer is one of its gold answers.
-        assert per_query['fbert_0shot'].tolist() == [0.0, 0.0, 1.0] and per_query['fbert'].tolist() == [0.0, 0.0, 0.0]
+        assert per_query['quality_0shot'].tolist() == [0.0, 0.0, 1.0]
+        assert per_query['quality'].tolist() == [0.0, 0.0, 0.0]
         assert per_query['utility'].isna().tolist() == [True, True, False] and per_query.loc['q3', 'utility'] == -1.0
     else:
         # q1: 'wing lift is caused by pressure seed 0 1 contexts' against 'pressure': P 1/10, R 1 -> 2/11.
@@ -229,8 +230,8 @@ def test_cli_study_scores_p_against_the_gold_answers(collection, quality, tmp_pa
         #     'shock waves form at mach one seed 0 1 contexts' against 'mach one': P 2/10, R 1 -> 1/3.
         # q3: 0-shot F1 1 (it is a gold answer); 'flap raises lift seed 0 1 contexts' shares 'seed 0
         #     contexts' with it: P 3/7, R 3/6 -> 6/13 ('flaps' is not 'flap': no stemming).
-        assert per_query['fbert_0shot'].tolist() == pytest.approx([0.0, 0.5, 1.0])
-        assert per_query['fbert'].tolist() == pytest.approx([2 / 11, 1 / 3, 6 / 13])
+        assert per_query['quality_0shot'].tolist() == pytest.approx([0.0, 0.5, 1.0])
+        assert per_query['quality'].tolist() == pytest.approx([2 / 11, 1 / 3, 6 / 13])
         assert per_query['utility'].tolist()[1:] == pytest.approx([(1 / 3 - 1 / 2) / (1 / 2), 6 / 13 - 1])
     # P is named for what it computes wherever it is headed: never FBERT, which is BERTScore against the
     # relevant documents; the same in the tables the report command writes again.
@@ -243,6 +244,10 @@ def test_cli_study_scores_p_against_the_gold_answers(collection, quality, tmp_pa
     for text in [(folder / file).read_text() for folder in (out, tmp_path / 'again')
                  for file in ('table1.md', 'table1_paper.md', 'table1.tex', 'report.html')] + [page]:
         assert 'FBERT' not in text
+    # The study's files hold P in columns named for the answer quality, not for FBERT.
+    for file in ('per_query.csv', 'scores.csv'):
+        header = (out / file).read_text().splitlines()[0].split(',')
+        assert 'quality' in header and not [c for c in header if 'fbert' in c]
 
 
 def test_gold_quality_settings_are_checked_once():

@@ -54,7 +54,7 @@ def _per_query(rel, nrel):
         for q in range(6):
             rows += [('label>=2', 'Rel', k, str(q), r + q / 100), ('label>=2', 'NRel', k, str(q), n - q / 100)]
     frame = pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'utility'])
-    return frame.assign(fbert_0shot=0.4)
+    return frame.assign(quality_0shot=0.4)
 
 
 def test_positive_control_holds_or_fails_per_k():

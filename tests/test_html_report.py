@@ -20,14 +20,14 @@ from pyterrier_utility.study import stats
 PER_QUERY = pd.DataFrame({
     'labels': ['label>=2'] * 4, 'system': ['A', 'A', 'A-r', 'A-r'], 'k': [2, 2, 2, 2], 'qid': ['q1', 'q2', 'q1', 'q2'],
     'n_docs': [2, 1, 2, 1], 'ndcg': [0.9, 0.25, 0.6131471927654584, 0.25],
-    'fbert_0shot': [0.5, 0.0, 0.5, 0.0], 'fbert': [0.6, 0.3, 0.55, 0.3], 'utility': [0.2, np.nan, 0.1, np.nan]})
+    'quality_0shot': [0.5, 0.0, 0.5, 0.0], 'quality': [0.6, 0.3, 0.55, 0.3], 'utility': [0.2, np.nan, 0.1, np.nan]})
 ANSWERS = pd.DataFrame({
     'system': ['0-shot'] * 4 + ['A'] * 4 + ['A-r'] * 4, 'k': [0] * 4 + [2] * 8, 'qid': ['q1', 'q1', 'q2', 'q2'] * 3,
     'sample': [0, 1] * 6,
     'qanswer': ['lift is force', 'no idea', '', 'heat </script><!-- x', 'upward force', 'lift', 'nose heats',
                 'friction', 'force up', 'lift', 'nose heats', 'friction']})
 SCORES = ANSWERS[['system', 'k', 'qid', 'sample']].assign(
-    fbert=[0.4, 0.6, 0.0, 0.0, 0.7, 0.5, 0.3, 0.3, 0.6, 0.5, 0.3, 0.3],
+    quality=[0.4, 0.6, 0.0, 0.0, 0.7, 0.5, 0.3, 0.3, 0.6, 0.5, 0.3, 0.3],
     best_docno=['d1', 'd1', 'd4', 'd4', 'd1', 'd1', 'd4', 'd4', 'd1', 'd1', 'd4', 'd4'])
 SCORES.insert(0, 'labels', 'label>=2')
 CONTEXTS = pd.DataFrame({
@@ -91,7 +91,7 @@ def test_report_embeds_the_csv_values_unchanged(tmp_path):
     decoded = pd.DataFrame({
         'labels': [data['labels'][i] for i in rows['labels']], 'system': [data['systems'][i] for i in rows['system']],
         'k': rows['k'], 'qid': [data['queries']['qid'][i] for i in rows['qid']], 'n_docs': rows['n_docs'],
-        **{c: rows[c].astype(float) for c in ('ndcg', 'fbert_0shot', 'fbert', 'utility')}})
+        **{c: rows[c].astype(float) for c in ('ndcg', 'quality_0shot', 'quality', 'utility')}})
     pd.testing.assert_frame_equal(decoded, pd.read_csv(folder / 'per_query.csv', dtype={'qid': str}))
     assert data['queries']['text'] == ['what is lift', 'why does the nose heat up']
 
@@ -108,9 +108,25 @@ def test_report_embeds_the_csv_values_unchanged(tmp_path):
                          zip(group['docno'], group['text'], group['label'])]
     for (system, k, qid), group in SCORES.groupby(['system', 'k', 'qid']):
         key = cell(qid, system, k).replace('|', '|0|', 1)
-        assert data['scores'][key] == [list(x) for x in zip(group['sample'], group['fbert'], group['best_docno'])]
+        assert data['scores'][key] == [list(x) for x in zip(group['sample'], group['quality'], group['best_docno'])]
     # An answer holding '</script>' and '<!--' stays inside the data.
     assert path.read_text().count('</script>') == 2
+
+
+def test_a_folder_with_the_former_names_of_p_is_read_and_reported_as_one_with_the_current(tmp_path):
+    """A study written when P's columns were fbert and fbert_0shot reads back with them renamed."""
+    from pyterrier_utility.study.folder import read_study
+    current = write_study(tmp_path / 'current', queries=3, figures=False)
+    former = Path(shutil.copytree(current, tmp_path / 'former'))
+    for name in ('per_query.csv', 'scores.csv'):
+        frame = pd.read_csv(current / name, dtype=str, keep_default_na=False)
+        assert {'quality'} <= set(frame.columns)
+        frame.rename(columns={'quality': 'fbert', 'quality_0shot': 'fbert_0shot'}).to_csv(former / name, index=False)
+    assert 'fbert' in (former / 'scores.csv').read_text().splitlines()[0]
+    now, then = read_study(current), read_study(former)
+    for frame in ('per_query', 'scores'):
+        pd.testing.assert_frame_equal(getattr(then, frame), getattr(now, frame))
+    assert embedded(write_report(former))['rows'] == embedded(write_report(current))['rows']
 
 
 def test_report_embeds_what_the_engine_said_of_each_answer(tmp_path):
@@ -277,7 +293,7 @@ def test_report_in_a_browser(tmp_path, browser):
     per_query = pd.read_csv(folder / 'per_query.csv')
     expected = per_query[(per_query['system'] == 'BM25') & (per_query['k'] == 3)]
     assert [(r[0], r[1], r[2]) for r in shown] == [(s, 'BM25', '3') for s in expected['labels']]
-    assert [r[7] for r in shown] == [f'{v:.3f}' for v in expected['fbert']]
+    assert [r[7] for r in shown] == [f'{v:.3f}' for v in expected['quality']]
 
     browser.evaluate('document.querySelector("#rows tbody tr").click()')
     contexts = pd.read_csv(folder / 'contexts.csv', dtype={'qid': str})

@@ -345,8 +345,8 @@ def test_studies_of_2_and_4_queries_and_of_1_and_2_samples_agree_on_every_shared
                                                                                             'qid'])
                  for n in ('two', 'four')}
     shared = per_query['four'].loc[per_query['two'].index]
-    pd.testing.assert_frame_equal(shared[['fbert', 'fbert_0shot', 'utility']],
-                                  per_query['two'][['fbert', 'fbert_0shot', 'utility']])
+    pd.testing.assert_frame_equal(shared[['quality', 'quality_0shot', 'utility']],
+                                  per_query['two'][['quality', 'quality_0shot', 'utility']])
 
 
 @pytest.mark.slow
@@ -374,8 +374,8 @@ def test_an_attribution_in_its_own_folder_explains_the_utility_of_its_study(tmp_
     attributed = per_query[(per_query['k'] == 2) & per_query.index.get_level_values('system').isin(['BM25', 'Rel'])]
     assert len(attributed) == 2 * 2
     for (system, qid), row in attributed.iterrows():
-        assert shapley[system, 2, qid, ''] == pytest.approx(row['fbert_0shot'], abs=1e-7)
-        assert shapley[system, 2, qid, '1 2'] == pytest.approx(row['fbert'], abs=1e-7)
+        assert shapley[system, 2, qid, ''] == pytest.approx(row['quality_0shot'], abs=1e-7)
+        assert shapley[system, 2, qid, '1 2'] == pytest.approx(row['quality'], abs=1e-7)
     shared = loo.index.intersection(shapley.index)
     assert len(shared) >= 2 * 2 * 2 and (loo[shared] == shapley[shared]).all()
     attribution = pd.read_csv(folders['shapley'] / 'attribution.csv', dtype={'qid': str})

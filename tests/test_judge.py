@@ -106,7 +106,7 @@ def test_the_offline_gemma_judges_a_study_and_a_judge_built_again_generates_noth
     replies = judge.verdict.replies([dict(query=TOPICS['q1'], references=DOCS['d1'], answer=answers.loc[s, 'qanswer'])
                                      for s in ('0-shot', 'Rel')])
     assert judge.verdict.cache.generated == 0
-    assert [per_query.loc['q1', 'fbert_0shot'], per_query.loc['q1', 'fbert']] == pytest.approx(
+    assert [per_query.loc['q1', 'quality_0shot'], per_query.loc['q1', 'quality']] == pytest.approx(
         [independent_grade(r) for r in replies], nan_ok=True)
 
 

@@ -15,7 +15,7 @@ def run_with(values):
     for qid, (fbert, fb0, u) in values.items():
         for rank, docno in enumerate(['d1', 'd2']):
             rows.append({'qid': qid, 'query': qid, 'docno': docno, 'score': 2.0 - rank, 'rank': rank,
-                         'qanswer': 'a', 'fbert': fbert, 'fbert_0shot': fb0, 'utility': u})
+                         'qanswer': 'a', 'quality': fbert, 'quality_0shot': fb0, 'utility': u})
     return pd.DataFrame(rows)
 
 
@@ -71,5 +71,5 @@ def test_pt_experiment_reuses_saved_runs_with_save_format_pickle_not_trec(cranfi
     pd.testing.assert_frame_equal(experiment(pickle, tmp_path / 'pickled'), first)
     assert len(backend.calls) == generated  # read back, nothing generated
     experiment('trec', tmp_path / 'trec')
-    with pytest.raises(KeyError, match='fbert|utility'):
+    with pytest.raises(KeyError, match='quality|utility'):
         experiment('trec', tmp_path / 'trec')

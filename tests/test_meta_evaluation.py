@@ -20,7 +20,7 @@ def _signals(systems=('BM25', 'Rel'), queries=6, labels=('label>=2',), ks=(2,)):
     """signals.csv's rows for hand-made cells: ``max_score`` only where the system is not an oracle."""
     rng = np.random.default_rng(3)
     rows = [dict(labels=label, system=system, k=k, qid=f'q{q}', utility=rng.normal(), gain=rng.normal(),
-                 fbert=rng.uniform(), spatial=rng.normal(), max_score=np.nan if system == 'Rel' else rng.normal())
+                 quality=rng.uniform(), spatial=rng.normal(), max_score=np.nan if system == 'Rel' else rng.normal())
             for label in labels for system in systems for k in ks for q in range(queries)]
     return pd.DataFrame(rows)
 
@@ -96,8 +96,8 @@ def test_too_few_queries_or_cells_for_a_coefficient_are_named_in_one_warning_eac
                                    {'BM25': ['spatial']})
     assert [str(w.message) for w in caught] == [
         "no Kendall's tau over the (system, k) cells of label>=2 for every signal (1 cell): it needs 3 cells"]
-    rho = found.set_index(['level', 'signal', 'target']).loc[('query', 'max_score', 'fbert'), 'spearman']
-    assert rho == pytest.approx(stats.spearmanr(one['max_score'], one['fbert'])[0])
+    rho = found.set_index(['level', 'signal', 'target']).loc[('query', 'max_score', 'quality'), 'spearman']
+    assert rho == pytest.approx(stats.spearmanr(one['max_score'], one['quality'])[0])
 
 
 @pytest.mark.slow

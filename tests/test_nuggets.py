@@ -218,11 +218,11 @@ def test_a_study_scored_by_nuggets_writes_them_and_their_assignments_and_reads_i
     answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str}, keep_default_na=False)
     per_query = pd.read_csv(out / 'per_query.csv', dtype={'qid': str}).set_index('qid')
     # Each P read here from the assignments written, by the track's formula.
-    for system, column in (('0-shot', 'fbert_0shot'), ('Rel', 'fbert')):
+    for system, column in (('0-shot', 'quality_0shot'), ('Rel', 'quality')):
         answer = answers[(answers['system'] == system) & (answers['qid'] == 'q1')]['qanswer'].iloc[0]
         labels = assignments[assignments['qanswer'] == answer].sort_values('nugget')['assignment'].tolist()
         assert per_query.loc['q1', column] == pytest.approx(track_scores(['vital', 'okay'], labels)['all'])
-    assert per_query.loc['q1', 'fbert'] == pytest.approx(0.75) and np.isnan(per_query.loc['q2', 'fbert'])
+    assert per_query.loc['q1', 'quality'] == pytest.approx(0.75) and np.isnan(per_query.loc['q2', 'quality'])
     table = (out / 'table1.md').read_text()
     assert '| k | 0-shot NuggetA | Rel |' in table and 'FBERT' not in table
     # The study's own nugget file read back: nothing made or labelled again, the same P.
@@ -232,8 +232,8 @@ def test_a_study_scored_by_nuggets_writes_them_and_their_assignments_and_reads_i
     with pytest.warns(UserWarning, match=rf'NuggetA is NaN \(the nugget file {given} has none for it\): qid q2'):
         assert cli.main(args + ['--nuggets', str(out / 'nuggets.jsonl'), '--out', str(again)]) == 0
     assert not any(p.startswith(('You are NuggetizeLLM', 'You are NuggetizeScoreLLM')) for p in judge.calls)
-    assert pd.read_csv(again / 'per_query.csv', dtype={'qid': str})['fbert'].tolist() == pytest.approx(
-        per_query['fbert'].tolist(), nan_ok=True)
+    assert pd.read_csv(again / 'per_query.csv', dtype={'qid': str})['quality'].tolist() == pytest.approx(
+        per_query['quality'].tolist(), nan_ok=True)
     with pytest.raises(SystemExit):
         cli.main(['study', '--dataset', small_folder, '--nuggets', str(given), '--out', str(again)])
     assert 'nuggets are those of a quality scored by nuggets, not of quality' in capsys.readouterr().err

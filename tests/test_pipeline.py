@@ -71,7 +71,7 @@ def test_offline_reader_answers_from_context(cranfield, minilm, gemma):
     out = (pu.OracleSampler(qrels, cranfield.texts, labels=2) % 2 >> reader >> evaluate)(topics)
     assert set(out['qid']) == {'1', '2'}
     assert out['qanswer'].str.len().gt(0).any()  # an empty answer is possible: scored 0, warned
-    assert out['fbert'].between(0, 1).all() and out['fbert_0shot'].between(0, 1).all()
+    assert out['quality'].between(0, 1).all() and out['quality_0shot'].between(0, 1).all()
 
 
 @pytest.mark.slow

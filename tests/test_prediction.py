@@ -279,7 +279,7 @@ def test_cli_predict_writes_signals_and_prediction_and_generates_nothing(tmp_pat
     assert list(signals.columns[:7]) == list(pu.schema.SIGNALS_COLUMNS)
     assert len(signals) == len(per_query) == 2 * 2 * 6
     joined = signals.merge(per_query, on=['labels', 'system', 'k', 'qid'])
-    assert np.allclose(joined['gain'], joined['fbert_y'] - joined['fbert_0shot'], equal_nan=True)
+    assert np.allclose(joined['gain'], joined['quality_y'] - joined['quality_0shot'], equal_nan=True)
     bm25 = signals[signals['system'] == 'BM25']
     assert bm25[['nqc', 'nqc_authors', 'wig', 'smv', 'max_score', 'a_pair_ratio', 'spatial', 'flesch',
                  'answer_confidence', 'confidence_0shot', 'max_idf']].notna().all().all()
@@ -426,7 +426,7 @@ def test_cli_predict_refuses_a_folder_that_is_not_a_finished_study_in_one_line(t
     assert stopped.value.code == 2
     error = capsys.readouterr().err.strip()
     assert error.count('\n') == 0 and f'{tmp_path} is not a study folder: it holds no per_query.csv' in error
-    (tmp_path / 'per_query.csv').write_text('labels,system,k,qid,n_docs,ndcg,fbert_0shot,fbert,utility\n'
+    (tmp_path / 'per_query.csv').write_text('labels,system,k,qid,n_docs,ndcg,quality_0shot,quality,utility\n'
                                             'label>=2,BM25,1,1,1,0.5,0.5,0.6,0.2\n')
     with pytest.raises(SystemExit):
         cli.main(['predict', '--out', str(tmp_path)])

@@ -73,11 +73,11 @@ def test_a_quality_registered_here_is_a_study_choice_end_to_end(toy, small_folde
     answers = pd.read_csv(out / 'answers.csv', dtype={'qid': str}, keep_default_na=False)
     # The fake reader's answers: 0-shot 'no context (seed 0, 0 contexts)' (6 words), Rel at k=1 q1's
     # 'the wing lift is caused by pressure (seed 0, 1 contexts)' (10 words).
-    assert per_query['fbert_0shot'].tolist() == [0.6, 0.6] and per_query.loc['q1', 'fbert'] == 1.0
-    for system, column in (('0-shot', 'fbert_0shot'), ('Rel', 'fbert')):
+    assert per_query['quality_0shot'].tolist() == [0.6, 0.6] and per_query.loc['q1', 'quality'] == 1.0
+    for system, column in (('0-shot', 'quality_0shot'), ('Rel', 'quality')):
         rows = answers[answers['system'] == system].set_index('qid')['qanswer']
         assert per_query[column].tolist() == pytest.approx([length(rows[q]) for q in per_query.index])
-    assert per_query['utility'].tolist() == pytest.approx(list((per_query['fbert'] - 0.6) / 0.6))
+    assert per_query['utility'].tolist() == pytest.approx(list((per_query['quality'] - 0.6) / 0.6))
     assert '| k | 0-shot Length | Rel |' in (out / 'table1.md').read_text()
     assert '0-shot: the mean Length of the answers without context' in (out / 'table1.tex').read_text()
     assert cli.main(['report', str(out), '--out', str(tmp_path / 'again'), '--html']) == 0
@@ -87,7 +87,7 @@ def test_a_quality_registered_here_is_a_study_choice_end_to_end(toy, small_folde
     assert cli.main(['experiment', '--dataset', small_folder, '--quality', 'length', '-k', '1', '--systems', 'Rel',
                      '--labels', '2', '--out', str(experiment)]) == 0
     table = pd.read_csv(experiment / 'experiment.csv').set_index('name')
-    assert table.loc['Rel', 'Length'] == pytest.approx(per_query['fbert'].mean())
+    assert table.loc['Rel', 'Length'] == pytest.approx(per_query['quality'].mean())
     assert table.loc['Rel', 'Length_0shot'] == pytest.approx(0.6) and no_bertscore == []
 
 

@@ -259,7 +259,7 @@ def test_run_study_and_the_pipeline_give_identical_p_and_u(cranfield, minilm):
     scorer = pu.FBertScorer(qrels, cranfield.texts, labels=3, model_type=minilm)
     piped = (rel % 2 >> reader >> pu.UtilityEvaluator(reader, scorer))(topics).drop_duplicates('qid')
     study = results.per_query.set_index('qid')
-    for column in ('fbert', 'fbert_0shot', 'utility'):
+    for column in ('quality', 'quality_0shot', 'utility'):
         np.testing.assert_array_equal(study.loc[piped['qid'], column].values, piped[column].values)
     # The recorded contexts are the documents the pipeline gave the reader, in order.
     given = (rel % 2)(topics)

@@ -17,7 +17,7 @@ def per_query(n, shift=1.0, labels='label>=2'):
     rows = [(labels, system, 2, f'q{i}', 1.0 - 0.1 * i if system != 'NRel' else 0.0, 0.5,
              u + shift * (system == 'A') + 0.01 * rng.uniform(), ) for system in ('A', 'Rel', 'NRel')
             for i, u in enumerate(base)]
-    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'ndcg', 'fbert_0shot', 'utility'])
+    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'ndcg', 'quality_0shot', 'utility'])
 
 
 def test_marks_need_min_n_paired_queries():
@@ -44,7 +44,7 @@ def test_latex_table():
     table = pd.DataFrame({
         'labels': ['label>=2'] * 4 + ['label>=3'] * 4, 'k': [1, 1, 3, 3] * 2, 'system': ['A', 'Rel'] * 4,
         'utility': [-0.12345, 0.5, 0.2, 0.1, 0.3, 0.6, -0.1, 0.2], 'n': [43] * 8,
-        'fbert_0shot': [0.41] * 4 + [0.39] * 4, 'p_baseline': [0.01, np.nan] * 4, 'p_reversal': [np.nan] * 8,
+        'quality_0shot': [0.41] * 4 + [0.39] * 4, 'p_baseline': [0.01, np.nan] * 4, 'p_reversal': [np.nan] * 8,
         'mark': ['\u2020', ''] * 4})
     assert rendering.table1_paper(table, 'latex') == (
         '\\begin{table}\n\\centering\n'
@@ -90,13 +90,13 @@ def test_utility_as_mean_of_per_sample_ratios():
     # P_0 = 0.5 and 0.25 in samples 0 and 1, P_k = 0.6 and 0.5: the ratio of means is
     # (0.55 - 0.375) / 0.375 = 0.4667, the mean of per-sample ratios (0.2 + 1.0) / 2 = 0.6.
     scores = pd.DataFrame({'labels': ['label>=2'] * 4, 'system': ['0-shot', '0-shot', 'A', 'A'], 'k': [0, 0, 2, 2],
-                           'qid': ['q1'] * 4, 'sample': [0, 1, 0, 1], 'fbert': [0.5, 0.25, 0.6, 0.5]})
-    pq = pd.DataFrame({'labels': ['label>=2'], 'system': ['A'], 'k': [2], 'qid': ['q1'], 'fbert_0shot': [0.375],
-                       'fbert': [0.55], 'utility': [(0.55 - 0.375) / 0.375]})
+                           'qid': ['q1'] * 4, 'sample': [0, 1, 0, 1], 'quality': [0.5, 0.25, 0.6, 0.5]})
+    pq = pd.DataFrame({'labels': ['label>=2'], 'system': ['A'], 'k': [2], 'qid': ['q1'], 'quality_0shot': [0.375],
+                       'quality': [0.55], 'utility': [(0.55 - 0.375) / 0.375]})
     out = stats.per_sample_utility(pq, scores)
     assert list(out.columns) == list(pq.columns)
     assert out['utility'].iloc[0] == pytest.approx(0.6)
-    zero = scores.assign(fbert=[0.0, 0.25, 0.6, 0.5])
+    zero = scores.assign(quality=[0.0, 0.25, 0.6, 0.5])
     assert stats.per_sample_utility(pq, zero)['utility'].iloc[0] == pytest.approx(1.0)  # sample 0 left out
 
 
@@ -107,11 +107,11 @@ def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_d
     dl = pd.DataFrame({
         'dataset': 'DL19', 'labels': ['label in {2,3}'] * 2 + ['label in {3}'] * 2, 'k': [2] * 4,
         'system': ['BM25', 'Rel'] * 2, 'utility': [0.058, 0.103, 0.031, 0.124], 'n': [43] * 4,
-        'fbert_0shot': [0.643] * 2 + [0.61] * 2, 'p_baseline': [0.01, np.nan] * 2, 'p_reversal': [np.nan] * 4,
+        'quality_0shot': [0.643] * 2 + [0.61] * 2, 'p_baseline': [0.01, np.nan] * 2, 'p_reversal': [np.nan] * 4,
         'mark': ['\u2020', ''] * 2})
     dev = pd.DataFrame({
         'dataset': 'dev_small', 'labels': 'label in {1}', 'k': [2, 2], 'system': ['BM25', 'BM25-r'],
-        'utility': [0.041, 0.039], 'n': [6980] * 2, 'fbert_0shot': [0.557] * 2, 'p_baseline': [np.nan] * 2,
+        'utility': [0.041, 0.039], 'n': [6980] * 2, 'quality_0shot': [0.557] * 2, 'p_baseline': [np.nan] * 2,
         'p_reversal': [np.nan, 0.001], 'mark': ['', '\u2021']})
     table = pd.concat([dl, dev], ignore_index=True)
     rows = rendering.table1_paper(table).split('\n\n')[1]
@@ -135,7 +135,7 @@ def test_a_dataset_with_one_label_set_fills_the_last_block_as_the_paper_prints_d
 def test_each_table_names_the_column_its_frame_lacks_before_computing():
     from pyterrier.validate import InputValidationError
     frame = per_query(5)
-    for name, missing, compute in (('table1', 'fbert_0shot', stats.table1), ('table1', 'labels', stats.table1),
+    for name, missing, compute in (('table1', 'quality_0shot', stats.table1), ('table1', 'labels', stats.table1),
                                    ('correlations', 'ndcg', stats.correlations),
                                    ('utility_ci', 'utility', stats.utility_ci)):
         with pytest.raises(InputValidationError, match=rf"^{name}: input has no column '{missing}'"):

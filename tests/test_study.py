@@ -67,14 +67,15 @@ def test_study_generates_each_distinct_prompt_and_seed_once_and_nothing_on_rerun
 
 def test_study_values(tmp_path, minilm):
     out = study(CountingBackend(), None, minilm).per_query
-    assert list(out.columns) == ['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot', 'fbert', 'utility']
+    assert list(out.columns) == ['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'quality_0shot', 'quality',
+                                 'utility']
     assert list(dict.fromkeys(out['system'])) == ['A', 'A-r', 'B', 'Rel']
     assert len(out) == 2 * 4 * 2
     row = out[(out.system == 'A-r') & (out.k == 2) & (out.qid == 'q1')].iloc[0]
     # Context order d2 (label 1), d1 (label 2); trec_eval's nDCG uses the label as gain.
     assert row['ndcg'] == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
     assert row['n_docs'] == 2
-    assert np.allclose(out['utility'], (out['fbert'] - out['fbert_0shot']) / out['fbert_0shot'])
+    assert np.allclose(out['utility'], (out['quality'] - out['quality_0shot']) / out['quality_0shot'])
     empty = out[(out.system == 'B') & (out.qid == 'q2')]
     assert (empty['n_docs'] == 0).all() and (empty['ndcg'] == 0).all() and (empty['utility'] == 0).all()
     same = out[out.k == 1].pivot(index='qid', columns='system', values='utility')
@@ -102,8 +103,8 @@ def synthetic(n=12, seed=3):
             for i in range(n):
                 rows.append(('label>=2', system, k, f'q{i}', k, ndcg[i], 0.5, 0.5 * (1 + values[system][i]),
                              values[system][i]))
-    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'fbert_0shot',
-                                       'fbert', 'utility'])
+    return pd.DataFrame(rows, columns=['labels', 'system', 'k', 'qid', 'n_docs', 'ndcg', 'quality_0shot',
+                                       'quality', 'utility'])
 
 
 def test_table1_marks_match_scipy():
@@ -140,7 +141,7 @@ def test_table1_ignores_nan_queries_and_identical_systems():
 def test_table1_markdown_layout():
     table = pd.DataFrame({
         'labels': ['label>=2'] * 4, 'k': [1, 1, 3, 3], 'system': ['A', 'Rel', 'A', 'Rel'],
-        'utility': [0.12345, -0.5, 0.2, 0.1], 'n': [5] * 4, 'fbert_0shot': [0.4] * 4,
+        'utility': [0.12345, -0.5, 0.2, 0.1], 'n': [5] * 4, 'quality_0shot': [0.4] * 4,
         'p_baseline': [0.01, np.nan, 0.2, np.nan], 'p_reversal': [np.nan] * 4, 'mark': ['\u2020', '', '', '']})
     assert report.table1_markdown(table) == (
         '**label>=2**: mean utility, n = 5 queries; \u2020 differs from Rel, \u2021 differs from its unreversed '
@@ -201,7 +202,7 @@ def test_cli_study_writes_table_figures_and_csvs(tmp_path, monkeypatch, capsys):
     first = (tmp_path / 'table1_paper.md').read_text().splitlines()[4].split('|')[1:-1]
     assert first[0].strip() == 'BM25'
     for j, lab in enumerate(['label>=2', 'label>=3']):
-        zero = table.loc[table['labels'] == lab, 'fbert_0shot'].iloc[0]
+        zero = table.loc[table['labels'] == lab, 'quality_0shot'].iloc[0]
         assert float(first[1 + 3 * j]) == pytest.approx(zero, abs=5e-4)
     header = '| k | 0-shot FBERT | BM25 | BM25-r | Neural | Neural-r | Rel | NRel |'
     assert header in (tmp_path / 'table1.md').read_text()
@@ -288,7 +289,7 @@ def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypa
     per_query = pd.read_csv(tmp_path / 'per_query.csv', dtype={'qid': str})
     assert list(per_query.columns[:2]) == ['reader', 'labels'] and set(per_query['reader']) == {'gemma3-270m',
                                                                                                   'smollm2-135m'}
-    zero = per_query.groupby(['reader', 'qid'])['fbert_0shot'].first().unstack('reader')
+    zero = per_query.groupby(['reader', 'qid'])['quality_0shot'].first().unstack('reader')
     assert (zero['gemma3-270m'] != zero['smollm2-135m']).all()  # each reader's own 0-shot answers
     answers = pd.read_csv(tmp_path / 'answers.csv')
     assert answers.groupby('reader')['qanswer'].apply(lambda a: a.str.split(':').str[0].unique().tolist()).to_dict() \
@@ -298,7 +299,7 @@ def test_several_readers_each_with_its_own_zero_shot_baseline(tmp_path, monkeypa
     scorer = pu.FBertScorer(d.get_qrels(), d.texts, labels=2, model_type=minilm)
     first = answers[(answers['system'] == '0-shot') & (answers['reader'] == 'smollm2-135m')].iloc[0]
     own = per_query[(per_query['reader'] == 'smollm2-135m') & (per_query['labels'] == 'label>=2')
-                    & (per_query['qid'] == str(first['qid']))]['fbert_0shot'].iloc[0]
+                    & (per_query['qid'] == str(first['qid']))]['quality_0shot'].iloc[0]
     assert own == pytest.approx(scorer.score([str(first['qid'])], [first['qanswer']])[0], abs=1e-6)
     # Table 1 stacks a block per reader, headed so.
     paper, latex = (tmp_path / 'table1_paper.md').read_text(), (tmp_path / 'table1.tex').read_text()
@@ -361,7 +362,7 @@ def test_a_study_of_a_backend_that_gives_no_log_probabilities_writes_no_confiden
 def test_confidence_correlations_are_those_of_each_querys_mean_over_samples(method, fn):
     utility = [0.1, 0.4, 0.2, 0.9]
     per_query = pd.DataFrame({'labels': 'label>=2', 'system': 'A', 'k': 1, 'qid': ['q1', 'q2', 'q3', 'q4'],
-                              'n_docs': 1, 'ndcg': 1.0, 'fbert_0shot': 0.5, 'fbert': 0.5, 'utility': utility})
+                              'n_docs': 1, 'ndcg': 1.0, 'quality_0shot': 0.5, 'quality': 0.5, 'utility': utility})
     per_query = pd.concat([per_query, per_query.assign(system='B')], ignore_index=True)
     samples = {'q1': (-2.0, -1.0), 'q2': (-0.5, -0.7), 'q3': (-1.2, -1.6), 'q4': (-0.1, -0.3)}
     answers = pd.DataFrame(
@@ -434,7 +435,7 @@ def test_an_absolute_study_tests_p_k_minus_p_0_and_report_redraws_a_relative_stu
     assert json.loads((absolute / 'settings.json').read_text())['utility'] == 'absolute'
     assert json.loads((relative / 'settings.json').read_text())['utility'] == 'relative'
     per_query = pd.read_csv(absolute / 'per_query.csv', dtype={'qid': str})
-    gain = per_query['fbert'] - per_query['fbert_0shot']
+    gain = per_query['quality'] - per_query['quality_0shot']
     assert (per_query['utility'] == gain).all()
     table = pd.read_csv(absolute / 'table1.csv').fillna({'mark': ''})
     assert len(table) == 2 * 4  # k x systems (BM25, BM25-r, Rel, NRel)

@@ -40,8 +40,8 @@ def test_evaluator_averages_samples_and_reuses_zero_shot(counting_backend, resul
     out = evaluator(reader(results))
     q1 = out[out.qid == 'q1']
     assert list(q1['docno']) == ['d2', 'd1', 'd3']  # context rows kept, one per document
-    assert q1['fbert'].iloc[0] == pytest.approx(0.7)
-    assert q1['fbert_0shot'].iloc[0] == pytest.approx(0.4)
+    assert q1['quality'].iloc[0] == pytest.approx(0.7)
+    assert q1['quality_0shot'].iloc[0] == pytest.approx(0.4)
     assert q1['utility'].iloc[0] == pytest.approx(0.75)
     assert out[out.qid == 'q2']['utility'].iloc[0] == pytest.approx(-0.25)
     assert q1['qanswer'].iloc[0] == 'first doc (seed 0, 3 contexts)'
@@ -59,7 +59,7 @@ def test_zero_shot_fbert_of_zero_gives_nan_and_warning(counting_backend, results
     with pytest.warns(UserWarning, match='q1, q2'):
         out = UtilityEvaluator(reader, TableScorer(table))(reader(results))
     assert out['utility'].isna().all()
-    assert (out['fbert_0shot'] == 0).all()
+    assert (out['quality_0shot'] == 0).all()
 
 
 def test_single_sample_keeps_plain_answer(counting_backend, results):
@@ -68,7 +68,7 @@ def test_single_sample_keeps_plain_answer(counting_backend, results):
              'no context (seed 0, 0 contexts)': 0.3}
     out = UtilityEvaluator(reader, TableScorer(table))(reader(results))
     assert list(out.columns) == list(results.columns) + ['qanswer', 'logprob', 'mean_logprob', 'tokens', 'truncated',
-                                                        'fbert', 'fbert_0shot', 'utility']
+                                                        'quality', 'quality_0shot', 'utility']
     assert out[out.qid == 'q1']['qanswer'].iloc[0] == 'first doc (seed 0, 3 contexts)'
     assert out[out.qid == 'q1']['utility'].iloc[0] == pytest.approx(1.0)
 
@@ -76,7 +76,7 @@ def test_single_sample_keeps_plain_answer(counting_backend, results):
 def test_empty_input_gives_empty_typed_frame(counting_backend, results):
     reader = Reader(counting_backend)
     out = UtilityEvaluator(reader, TableScorer({}))(reader(results).iloc[:0])
-    assert out.empty and {'fbert', 'fbert_0shot', 'utility'} <= set(out.columns)
+    assert out.empty and {'quality', 'quality_0shot', 'utility'} <= set(out.columns)
 
 
 def test_pyterrier_rag_answer_measures_read_the_evaluators_output(counting_backend, results):
@@ -132,4 +132,4 @@ def test_the_evaluators_absolute_gain_reaches_the_utility_measure_of_pt_experime
                                names=['A'], perquery=True)
     got = experiment.pivot(index='qid', columns='measure', values='value')
     assert got['Utility'].to_dict() == pytest.approx({'q1': 0.6, 'q2': 0.2})
-    assert (got['Utility'] == got['FBERT'] - by_qid['fbert_0shot']).all()
+    assert (got['Utility'] == got['FBERT'] - by_qid['quality_0shot']).all()

@@ -5,7 +5,7 @@ import pytest
 from pyterrier_utility.errors import FrameError, SettingError
 from pyterrier_utility.study.validate import read_per_query
 
-HEADER = 'labels,system,k,qid,n_docs,ndcg,fbert_0shot,fbert,utility\n'
+HEADER = 'labels,system,k,qid,n_docs,ndcg,quality_0shot,quality,utility\n'
 ROWS = ['label>=2,Rel,1,1,1,1.0,0.5,0.75,0.5\n', 'label>=2,BM25,1,1,1,0.0,0.5,0.25,-0.5\n',
         'label>=2,BM25,2,1,2,0.5,0.0,0.25,\n']
 
@@ -20,7 +20,7 @@ def test_a_study_file_is_read_typed(tmp_path):
     frame = read_per_query(write(tmp_path, HEADER + ''.join(ROWS)))
     expected = pd.DataFrame({'labels': ['label>=2'] * 3, 'system': ['Rel', 'BM25', 'BM25'], 'k': [1, 1, 2],
                              'qid': ['1', '1', '1'], 'n_docs': [1, 1, 2], 'ndcg': [1.0, 0.0, 0.5],
-                             'fbert_0shot': [0.5, 0.5, 0.0], 'fbert': [0.75, 0.25, 0.25],
+                             'quality_0shot': [0.5, 0.5, 0.0], 'quality': [0.75, 0.25, 0.25],
                              'utility': [0.5, -0.5, float('nan')]})
     pd.testing.assert_frame_equal(frame, expected)
 
@@ -29,7 +29,7 @@ def test_what_the_study_writes_reads_back_equal(tmp_path):
     written = pd.DataFrame({'dataset': ['a', 'b'], 'reader': ['gemma3-270m', 'gemma3-270m'], 'labels': ['l', 'l'],
                             'system': ['S, with comma', 'S'],
                             'k': [3, 3], 'qid': ['007', '7'], 'n_docs': [3, 0], 'ndcg': [0.25, 0.0],
-                            'fbert_0shot': [0.1, 0.2], 'fbert': [0.3, 0.2], 'utility': [2.0, 0.0]})
+                            'quality_0shot': [0.1, 0.2], 'quality': [0.3, 0.2], 'utility': [2.0, 0.0]})
     written.to_csv(tmp_path / 'per_query.csv', index=False)
     pd.testing.assert_frame_equal(read_per_query(tmp_path / 'per_query.csv'), written)
 
@@ -49,7 +49,7 @@ def test_what_the_study_writes_reads_back_equal(tmp_path):
     (HEADER + ROWS[0].replace(',1,1,1,', ',,1,1,'), r'line 2, column k: is empty'),
     (HEADER + ROWS[0].replace(',1,1,1,', ',0,1,1,'), r"line 2, column k: is not an integer >= 1 \('0'\)"),
     (HEADER + ROWS[0].replace(',1,1,1,', ',1.5,1,1,'), r"line 2, column k: is not an integer >= 1 \('1.5'\)"),
-    (HEADER + ROWS[0].replace('0.75', 'high'), r"line 2, column fbert: is not a number \(nor empty\) \('high'\)"),
+    (HEADER + ROWS[0].replace('0.75', 'high'), r"line 2, column quality: is not a number \(nor empty\) \('high'\)"),
     (HEADER + ROWS[0].replace('Rel', ' '), r'line 2, column system: is empty'),
 ])
 def test_a_malformed_file_is_named_by_line_and_column(tmp_path, text, message):

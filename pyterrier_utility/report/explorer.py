@@ -62,7 +62,7 @@ def report_data(study: StudyFolder) -> dict:
     FBERT, EM, ...); ``contexts``, ``answers`` and ``scores``
     map ``'query|system|k'`` (``scores``: ``'query|labels|system|k'``) to the cell's contexts
     ``[doc, label]`` in position order, answers ``[sample, answer]`` and scores
-    ``[sample, fbert, best_docno]``. NaN is null.
+    ``[sample, quality, best_docno]``. NaN is null.
 
     Args:
         study: a study folder, as :func:`~pyterrier_utility.study.folder.read_study` reads it.
@@ -106,7 +106,7 @@ def report_data(study: StudyFolder) -> dict:
         for label_code, part in scores.groupby(scores['labels'].map(labels.index)):
             for key, rows in _cells(part, query, systems, 'sample').items():
                 q, rest = key.split('|', 1)
-                data['scores'][f'{q}|{label_code}|{rest}'] = [[int(r.sample), _json_value(r.fbert), r.best_docno]
+                data['scores'][f'{q}|{label_code}|{rest}'] = [[int(r.sample), _json_value(r.quality), r.best_docno]
                                                              for r in rows]
     data.update(systems=systems.values, zero_shot=systems.code(ZERO_SHOT), answer_texts=answers.values,
                 docs={'docno': docnos, 'text': [t for _, _, t in docs.values]})

@@ -68,7 +68,7 @@ def table1_markdown(table: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha:
                  '', '| ' + ' | '.join(header) + ' |', '|' + '---:|' * len(header)]
         for k, row in part.groupby('k', sort=False):
             cells = {s: f'{u:.{digits}f}{m}' for s, u, m in zip(row['system'], row['utility'], row['mark'])}
-            lines.append('| ' + ' | '.join([str(k), f'{row["fbert_0shot"].iloc[0]:.{digits}f}{_zero(row)}']
+            lines.append('| ' + ' | '.join([str(k), f'{row["quality_0shot"].iloc[0]:.{digits}f}{_zero(row)}']
                                            + [cells.get(s, '') for s in systems]) + ' |')
         blocks.append('\n'.join(lines))
     return _with_notes('\n\n'.join(blocks) + '\n', notes)
@@ -88,16 +88,16 @@ def _label_slots(table: pd.DataFrame):
 
 
 def _paper_layout(table: pd.DataFrame):
-    """Rows (dataset, 0-shot FBERT per label-set block, system, cells) and columns (label-set block
+    """Rows (dataset, 0-shot P per label-set block, system, cells) and columns (label-set block
     (:func:`_label_slots`), k), as the paper prints them; a cell is (mean U, mark, best), best being
     the highest mean U of its column within the dataset among the systems other than the oracles; a
-    0-shot FBERT is (value, mark)."""
+    0-shot P is (value, mark)."""
     table = table if 'dataset' in table.columns else table.assign(dataset='')
     label_sets, placed = _label_slots(table)
     ks = list(dict.fromkeys(table['k']))
     rows = []
     for dataset, part in table.groupby('dataset', sort=False):
-        zeros = [(part.loc[part['labels'] == lab, 'fbert_0shot'].iloc[0], _zero(part)) if lab is not None
+        zeros = [(part.loc[part['labels'] == lab, 'quality_0shot'].iloc[0], _zero(part)) if lab is not None
                  else (float('nan'), '') for lab in placed[dataset]]
         finite = part[np.isfinite(part['utility'].to_numpy(float)) & ~part['system'].isin(ORACLES)]
         best = finite.groupby(['labels', 'k'])['utility'].max()
@@ -118,7 +118,7 @@ def table1_paper(table: pd.DataFrame, fmt: str = 'markdown', baseline: Optional[
                  notes: Sequence[str] = (), block: str = 'Dataset', gain: str = 'relative',
                  quality: str = DEFAULT_QUALITY) -> str:
     """Table 1 in the paper's layout: datasets stacked, a row per system, a column per k for each
-    label set side by side, the 0-shot FBERT of each dataset, † and ‡, and the number of queries.
+    label set side by side, the 0-shot P of each dataset, † and ‡, and the number of queries.
     ``block`` heads the column naming the stacked blocks (``'Reader'`` where they are a study's readers,
     :func:`~pyterrier_utility.study.stats.block_heading`).
     A dataset with fewer label sets than another fills the last blocks of columns, as the paper
@@ -158,7 +158,7 @@ def _lead_columns(rows, block: str = 'Dataset') -> List[str]:
 
 def _paper_cells(n_labels: int, n_ks: int, rows, name, number, cell):
     """Each row of the paper's layout as ``(first of its dataset, cells)``: (dataset,) system, then per
-    label set its 0-shot FBERT and its k cells, written by ``name``, ``number`` and ``cell``."""
+    label set its 0-shot P and its k cells, written by ``name``, ``number`` and ``cell``."""
     several = len(_lead_columns(rows)) > 1
     for d, zeros, s, cells in rows:
         out = ([name(d) if zeros is not None else ''] if several else []) + [name(s)]

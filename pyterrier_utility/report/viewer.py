@@ -49,7 +49,7 @@ class QueryView:
         scores = {}
         if st.scores is not None:
             s = self._of_query(st.scores, labels=self.rows['labels'].iloc[0], system=system, k=k)
-            scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['fbert'], s['best_docno'])}
+            scores = {sample: (f, d) for sample, f, d in zip(s['sample'], s['quality'], s['best_docno'])}
         cut = cell['truncated'].eq(True) if 'truncated' in cell.columns else [False] * len(cell)
         rows = [[f'{sample:g}', html.escape(answer) + (CUT_MARK if was_cut else ''),
                  cell_number(scores.get(sample, (math.nan,))[0]), html.escape(str(scores.get(sample, ('', '–'))[1]))]
@@ -73,11 +73,11 @@ class QueryView:
         first, st = self.rows.iloc[0], self.study
         text = '' if st.queries is None else ' '.join(self._of_query(st.queries)['query'])
         parts = [f'<h3>Query {html.escape(first.qid)}: {html.escape(text)}</h3>',
-                 f'<h4>0-shot: P_0 {cell_number(first.fbert_0shot)} ({html.escape(first.labels)})</h4>',
+                 f'<h4>0-shot: P_0 {cell_number(first.quality_0shot)} ({html.escape(first.labels)})</h4>',
                  self._answers(ZERO_SHOT, 0)]
         for row in self.rows.itertuples():
             parts += [f'<h4>{html.escape(row.system)}, k={row.k:g}: nDCG@k {cell_number(row.ndcg)}, '
-                      f'P_k {cell_number(row.fbert)}, U {cell_number(row.utility)}</h4>',
+                      f'P_k {cell_number(row.quality)}, U {cell_number(row.utility)}</h4>',
                       self._contexts(row.system, row.k), self._answers(row.system, row.k)]
         return '<div class="pu-query">' + '\n'.join(parts) + '</div>'
 

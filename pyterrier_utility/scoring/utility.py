@@ -51,8 +51,8 @@ def utility(p_k, p_0, gain: str = 'relative'):
 
 
 def with_gain(per_query: pd.DataFrame, gain: str) -> pd.DataFrame:
-    """``per_query`` with its ``utility`` computed again under ``gain`` from its ``fbert`` (P_k) and
-    ``fbert_0shot`` (P_0): a finished study read either way, nothing generated or scored again (both gains
+    """``per_query`` with its ``utility`` computed again under ``gain`` from its ``quality`` (P_k) and
+    ``quality_0shot`` (P_0): a finished study read either way, nothing generated or scored again (both gains
     of a query are functions of its mean P_k and P_0 over samples).
 
     Example::
@@ -60,11 +60,11 @@ def with_gain(per_query: pd.DataFrame, gain: str) -> pd.DataFrame:
         table1(with_gain(pd.read_csv('results/study/per_query.csv'), 'absolute'))
     """
     validate_columns('with_gain', per_query, list(PER_QUERY_MAY_BE_EMPTY))
-    return per_query.assign(utility=utility(per_query['fbert'], per_query['fbert_0shot'], gain))
+    return per_query.assign(utility=utility(per_query['quality'], per_query['quality_0shot'], gain))
 
 
 class UtilityEvaluator(pt.Transformer):
-    """Adds ``fbert`` (P_k), ``fbert_0shot`` (P_0) and ``utility`` (U) to a reader's output.
+    """Adds ``quality`` (P_k), ``quality_0shot`` (P_0) and ``utility`` (U) to a reader's output.
 
     P_k is the mean P (the scorer's quality: FBERT, EM, ...) of the query's k-shot answers over
     samples; P_0 the mean P of the same reader's 0-shot answers for the same samples (seeds). 0-shot
@@ -77,15 +77,15 @@ class UtilityEvaluator(pt.Transformer):
     measures expect) and, when the reader draws several samples, ``qanswers`` the tuple of all of
     them in sample order (what :class:`~pyterrier_utility.LLMRetEval` judges). So nDCG@k still
     applies, and :attr:`measures` (P named for the scorer's quality, and
-    :data:`~pyterrier_utility.Utility`) read it. The columns are named ``fbert`` and ``fbert_0shot``
-    whatever the quality, as every saved study holds them.
+    :data:`~pyterrier_utility.Utility`) read it. The columns are named for what they hold, the answer quality,
+    whatever the quality is (as pyterrier's ``score`` is whatever the model); the measures name it.
 
     Args:
         reader: the reader that produced the k-shot answers.
         scorer: the answer-quality scorer: an :class:`~pyterrier_utility.FBertScorer` (the paper's
             FBERT against relevant documents) or a :class:`~pyterrier_utility.GoldAnswerScorer`
             (EM, token F1 or BERTScore against gold answers); any
-            :class:`~pyterrier_utility.protocols.AnswerScorer`. Its P fills ``fbert``.
+            :class:`~pyterrier_utility.protocols.AnswerScorer`. Its P fills ``quality``.
         gain: ``'relative'`` or ``'absolute'`` (:data:`~pyterrier_utility.vocabulary.UTILITY_GAINS`): what
             ``utility`` holds, and so what the :data:`~pyterrier_utility.Utility` measure reads.
 
@@ -97,7 +97,7 @@ class UtilityEvaluator(pt.Transformer):
 
     To save and reuse runs, ``pt.Experiment(..., save_dir=d, save_mode='reuse', save_format=pickle)``
     (the ``pickle`` module): the default TREC files keep only qid, docno, rank and score, so the
-    measures would find no ``fbert`` or ``utility`` column (a ``KeyError``) when reading them back.
+    measures would find no ``quality`` or ``utility`` column (a ``KeyError``) when reading them back.
     """
 
     def __init__(self, reader: Reader, scorer: AnswerScorer, gain: str = 'relative'):
@@ -125,17 +125,17 @@ class UtilityEvaluator(pt.Transformer):
         """P of the answers of several key frames in one call (each distinct answer of a query
         scored once, every text encoded in one pass)."""
         joined = pd.concat([k[['qid', 'qanswer']] for k in keys], ignore_index=True)
-        fbert, best = self.scorer.score_with_reference(joined['qid'], joined['qanswer'])
+        quality, best = self.scorer.score_with_reference(joined['qid'], joined['qanswer'])
         out, start = [], 0
         for k in keys:
-            out.append(k.assign(fbert=fbert[start:start + len(k)], best_docno=best[start:start + len(k)]))
+            out.append(k.assign(quality=quality[start:start + len(k)], best_docno=best[start:start + len(k)]))
             start += len(k)
         return out
 
     def evaluate(self, frame: pd.DataFrame, by: Sequence[str] = ('qid',)) -> Tuple[pd.DataFrame, pd.DataFrame]:
         """The evaluation of a reader's output whose rows are grouped by ``by`` (``('qid',)`` in a
         pipeline; ``('system', 'k', 'qid')`` in a study, where one frame holds every context):
-        per group ``fbert`` (P_k, the mean over samples), ``fbert_0shot`` (P_0 of its query, from
+        per group ``quality`` (P_k, the mean over samples), ``quality_0shot`` (P_0 of its query, from
         the reader's 0-shot answers) and ``utility``; and the per-answer scores of the 0-shot and
         k-shot answers (0-shot rows with ``system`` '0-shot' and ``k`` 0 when those are in ``by``, and
         any other column of ``by`` but ``qid`` empty)."""
@@ -143,10 +143,10 @@ class UtilityEvaluator(pt.Transformer):
         self._check_own(frame if 'sample' in frame.columns else frame.assign(sample=0), by)
         zero_frame = self.reader.zero_shot(frame[['qid', 'query']])
         zero, k_shot = self._scored([self._keys(zero_frame, ['qid']), self._keys(frame, by)])
-        p_0 = zero.groupby('qid', sort=False)['fbert'].mean()
-        groups = k_shot.groupby(by, sort=False)['fbert'].mean().rename('fbert').reset_index()
-        groups['fbert_0shot'] = groups['qid'].map(p_0).astype(float)
-        groups['utility'] = utility(groups['fbert'], groups['fbert_0shot'], self.gain)
+        p_0 = zero.groupby('qid', sort=False)['quality'].mean()
+        groups = k_shot.groupby(by, sort=False)['quality'].mean().rename('quality').reset_index()
+        groups['quality_0shot'] = groups['qid'].map(p_0).astype(float)
+        groups['utility'] = utility(groups['quality'], groups['quality_0shot'], self.gain)
         if self.gain == 'relative':
             warn_qids(f'utility is NaN because the 0-shot {self.scorer.measure} is 0 ({self.scorer.references})',
                       p_0.index[p_0 == 0])
@@ -174,15 +174,15 @@ class UtilityEvaluator(pt.Transformer):
         frame = inp if 'sample' in inp.columns else inp.assign(sample=0)
         if frame.empty:
             return inp.drop(columns=['sample'], errors='ignore').assign(
-                fbert=pd.Series(dtype=float), fbert_0shot=pd.Series(dtype=float),
+                quality=pd.Series(dtype=float), quality_0shot=pd.Series(dtype=float),
                 utility=pd.Series(dtype=float))
         groups = self.evaluate(frame)[0].set_index('qid')
         first = frame[frame['sample'] == frame['sample'].min()].drop(columns=['sample'])
         if frame['sample'].nunique() > 1:
             ordered = frame.sort_values('sample', kind='stable').drop_duplicates(['qid', 'sample'])
             first = first.assign(qanswers=first['qid'].map(ordered.groupby('qid', sort=False)['qanswer'].agg(tuple)))
-        return first.assign(fbert=first['qid'].map(groups['fbert']),
-                            fbert_0shot=first['qid'].map(groups['fbert_0shot']),
+        return first.assign(quality=first['qid'].map(groups['quality']),
+                            quality_0shot=first['qid'].map(groups['quality_0shot']),
                             utility=first['qid'].map(groups['utility'])).reset_index(drop=True)
 
     @property

@@ -2,11 +2,12 @@
 
 The study writes (``dataset`` first only in a study over several collections):
 
-- ``per_query.csv``: labels, system, k, qid, n_docs, ndcg, fbert_0shot, fbert, utility (required);
+- ``per_query.csv``: labels, system, k, qid, n_docs, ndcg, quality_0shot, quality, utility (required);
 - ``answers.csv``: system (``'0-shot'`` with k 0 for the answers without context), k, qid, sample, qanswer
   (and, from studies that record them, logprob, mean_logprob, truncated: empty where unknown, see
   ``OPTIONAL``);
-- ``scores.csv``: labels, system, k, qid, sample, fbert, best_docno (the FBERT of each answer);
+- ``scores.csv``: labels, system, k, qid, sample, quality, best_docno (P of each answer; a study
+  from before these names holds ``fbert`` and ``fbert_0shot``, read as ``quality`` and ``quality_0shot``);
 - ``contexts.csv``: system, k, qid, position (1-based, the reader's order), docno, label (empty:
   unjudged), text (after the ``transfer`` command, also each reader's oracle, system ``Util:<reader>``);
 - ``queries.csv``: qid, query;
@@ -32,7 +33,7 @@ from ..qualities import DEFAULT_QUALITY, quality_of
 from ..schema import ANSWER_INFO, ATTRIBUTION_FILES, CSV_COLUMNS, FRAME_FILES, MISSING, SETTINGS_FILE
 from ..vocabulary import UTILITY_GAINS
 from .stats import block_heading
-from .validate import read_per_query
+from .validate import read_per_query, with_current_names
 
 #: Per file: columns read when present (studies before them lack them), as ``'number'`` (NaN where
 #: empty) or ``'flag'`` (True, False, or None where empty: the engine did not say).
@@ -121,7 +122,7 @@ def read_health(path: Path) -> pd.DataFrame:
 
 def _header(path: Path, needed) -> pd.Index:
     """The columns of a CSV file, or a :class:`FrameError` naming those of ``needed`` it lacks."""
-    header = pd.read_csv(path, nrows=0).columns
+    header = pd.Index(with_current_names(pd.read_csv(path, nrows=0).columns))
     missing = [c for c in needed if c not in header]
     if missing:
         raise FrameError(f'{path}: no column {", ".join(map(repr, missing))} (needs {list(needed)}, '
@@ -132,6 +133,7 @@ def _header(path: Path, needed) -> pd.Index:
 def _read_typed(path: Path, numbers) -> pd.DataFrame:
     """A CSV file with its ``numbers`` columns (and the optional ones present) typed."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.columns = with_current_names(frame.columns)
     optional = {c: kind for c, kind in OPTIONAL.get(path.name, {}).items() if c in frame.columns}
     for column in list(numbers) + [c for c, kind in optional.items() if kind == 'number']:
         text = frame[column].str.strip()

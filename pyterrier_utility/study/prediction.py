@@ -194,7 +194,8 @@ def study_signals(study: StudyFolder, config: StudyConfig, settings: PredictionP
                                                                  no_logprob))
 
     per_query = study.per_query.drop(columns=['dataset']).astype({'qid': str})
-    signals = per_query.assign(gain=per_query['fbert'] - per_query['fbert_0shot']).rename(columns={'ndcg': 'nDCG@k'})
+    signals = per_query.assign(gain=per_query['quality'] - per_query['quality_0shot'])
+    signals = signals.rename(columns={'ndcg': 'nDCG@k'})
     signals = signals.merge(query_level.drop(columns='query').reset_index(), on='qid', how='left')
     for frame, on in ((ranking_level, ['system', 'qid']), (context_level, CELL), (reader_level, CELL)):
         if frame:

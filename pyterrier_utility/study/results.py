@@ -23,7 +23,7 @@ class StudyResults:
     Attributes:
         per_query: one row per (dataset,) label set, system, k and query: ``labels``, ``system``,
             ``k``, ``qid``, ``n_docs`` (contexts given), ``ndcg`` (nDCG@k, see ``ndcg_order``),
-            ``fbert_0shot`` (P_0), ``fbert`` (P_k) and ``utility`` (U); ``dataset`` first when the
+            ``quality_0shot`` (P_0), ``quality`` (P_k) and ``utility`` (U); ``dataset`` first when the
             study was given a dataset name.
         answers: every answer: (``dataset``,) ``system`` (``'0-shot'`` for the answers without
             context), ``k`` (0 for 0-shot), ``qid``, ``sample``, ``qanswer``, and what the backend

@@ -67,7 +67,7 @@ def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: floa
     ``p_baseline``: the system against ``baseline``; ``p_reversal``: a reversed system (name ending
     in ``reversed_suffix``) against its unreversed ordering. ``mark`` holds ``†`` where
     ``p_baseline < alpha`` and ``‡`` where ``p_reversal < alpha``. Means and tests use the queries
-    whose utility is finite (``n``); ``fbert_0shot`` is the mean 0-shot FBERT of the label set.
+    whose utility is finite (``n``); ``quality_0shot`` is the mean 0-shot P of the label set.
     With ``correction`` (e.g. ``'holm'``), each family of tests — the systems against the baseline,
     the reversals against their orderings, within one dataset, label set and k — is corrected, and
     the p-values reported are the corrected ones. A test over fewer than ``min_n`` paired queries
@@ -75,19 +75,19 @@ def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: floa
 
     Args:
         per_query: :attr:`StudyResults.per_query` (``labels``, ``system``, ``k``, ``qid``,
-            ``fbert_0shot``, ``utility``; ``dataset`` for a study over several).
+            ``quality_0shot``, ``utility``; ``dataset`` for a study over several).
         baseline: the system every other is tested against (``None``: no such test).
         alpha: the significance level.
         reversed_suffix: how reversed systems are named.
         correction: a multiple-testing correction method of statsmodels, or ``None``.
         min_n: the fewest paired queries a mark is given on (:data:`MIN_N`).
     """
-    validate_columns('table1', per_query, ['labels', *CELL, 'fbert_0shot', 'utility'])
+    validate_columns('table1', per_query, ['labels', *CELL, 'quality_0shot', 'utility'])
     rows = []
     keys, groups = _cells(per_query, 'k')
     for key, cell in groups:
         systems = list(dict.fromkeys(cell['system']))
-        p0 = cell.drop_duplicates('qid')['fbert_0shot'].mean()
+        p0 = cell.drop_duplicates('qid')['quality_0shot'].mean()
         base_tests = [_test(cell, system, baseline, systems) for system in systems]
         rev_tests = [_test(cell, system, system[:-len(reversed_suffix)] if system.endswith(reversed_suffix) else None,
                            systems) for system in systems]
@@ -99,7 +99,7 @@ def table1(per_query: pd.DataFrame, baseline: Optional[str] = 'Rel', alpha: floa
                     + (REVERSAL_MARK if pr < alpha and nr >= min_n else ''))
             rows.append((*key, system, np.nanmean(u) if np.isfinite(u).any() else float('nan'),
                          int(np.isfinite(u).sum()), p0, pb, pr, mark))
-    return pd.DataFrame(rows, columns=keys + ['system', 'utility', 'n', 'fbert_0shot', 'p_baseline',
+    return pd.DataFrame(rows, columns=keys + ['system', 'utility', 'n', 'quality_0shot', 'p_baseline',
                                               'p_reversal', 'mark'])
 
 
@@ -187,7 +187,7 @@ def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     Args:
         per_query: :attr:`StudyResults.per_query`.
         scores: :attr:`StudyResults.scores` (``labels``, ``system``, ``k``, ``qid``, ``sample``,
-            ``fbert``; the 0-shot answers as ``system`` '0-shot'; ``dataset`` for several).
+            ``quality``; the 0-shot answers as ``system`` '0-shot'; ``dataset`` for several).
 
     Example::
 
@@ -195,10 +195,10 @@ def per_sample_utility(per_query: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     """
     keys = [c for c in ('dataset', 'labels') if c in per_query.columns]
     zero = scores[scores['system'] == ZERO_SHOT].drop_duplicates(keys + ['qid', 'sample'])
-    zero = zero.set_index(keys + ['qid', 'sample'])['fbert'].rename('p0')
+    zero = zero.set_index(keys + ['qid', 'sample'])['quality'].rename('p0')
     k_shot = scores[scores['system'] != ZERO_SHOT].join(zero, on=keys + ['qid', 'sample'])
     with np.errstate(divide='ignore', invalid='ignore'):
-        ratio = (k_shot['fbert'] - k_shot['p0']) / k_shot['p0'].where(k_shot['p0'] != 0)
+        ratio = (k_shot['quality'] - k_shot['p0']) / k_shot['p0'].where(k_shot['p0'] != 0)
     u = k_shot.assign(u=ratio).groupby(keys + list(CELL), sort=False)['u'].mean()
     out = per_query.drop(columns='utility').join(u.rename('utility'), on=keys + list(CELL))
     return out[per_query.columns]

@@ -238,7 +238,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
         scorer_for: the scorer of P under a label set (default: :class:`~pyterrier_utility.FBertScorer`
             against that label set's documents with ``bertscore``, the paper's FBERT); e.g.
             ``lambda labels: GoldAnswerScorer(answers, 'em')`` for P against gold answers, whatever
-            the label set (which then drives only Rel and nDCG). P fills the ``fbert`` columns.
+            the label set (which then drives only Rel and nDCG). P fills the ``quality`` columns.
         gain: what U is: ``'relative'``, (P_k - P_0) / P_0 (the paper's), or ``'absolute'``, P_k - P_0
             (:func:`~pyterrier_utility.scoring.utility.utility`).
         baseline: the system significance is tested against in :meth:`StudyResults.table`.
@@ -289,7 +289,7 @@ def run_study(topics: pd.DataFrame, qrels: pd.DataFrame, systems: Mapping[str, p
             'docno'].nunique().reindex(pd.MultiIndex.from_frame(cells), fill_value=0).values)
         rows.insert(4, 'ndcg', [ndcg[s, k].get(q, 0.0) for s, k, q in zip(rows['system'], rows['k'], rows['qid'])])
         frames.append(rows[list(PER_QUERY_COLUMNS[1:])]
-                      .assign(fbert_0shot=lambda d: d['fbert_0shot'].astype(float)))
+                      .assign(quality_0shot=lambda d: d['quality_0shot'].astype(float)))
         scores.append(per_answer.assign(labels=str(labels)))
     clock.done(f'scoring: {answered["qanswer"].nunique()} distinct answers, {len(label_sets)} label sets')
     names = system_names(list(systems), reverse, orderings, windows)

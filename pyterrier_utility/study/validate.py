@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..errors import FrameError, SettingError
 from ..schema import (
+    FORMER_COLUMNS,
     MISSING,
     PER_QUERY_COLUMNS,
     PER_QUERY_INTEGERS,
@@ -41,7 +42,7 @@ def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
     if not text.strip():
         raise FrameError(f'{path}: empty; expected {expected}')
     reader = csv.reader(text.splitlines(keepends=True))
-    header = next(reader)
+    header = with_current_names(next(reader))
     missing = [c for c in PER_QUERY_COLUMNS if c not in header]
     if missing:
         raise FrameError(f'{path}, line 1 (the header): no column {missing}; expected {expected}')
@@ -78,6 +79,14 @@ def read_per_query(path: Union[str, Path]) -> pd.DataFrame:
         raise FrameError(f'{path}, lines {same}: one row per {", ".join(key)} expected, these lines repeat '
                          f'{dict(first[key])}; the file mixes runs or was appended to')
     return frame
+
+
+def with_current_names(header):
+    """A study file's header with P's columns of a folder written before they were named for the answer
+    quality (``fbert``, ``fbert_0shot``: :data:`~pyterrier_utility.schema.FORMER_COLUMNS`) renamed, unless it
+    also holds the current ones."""
+    header = list(header)
+    return [c if FORMER_COLUMNS.get(c, c) in header else FORMER_COLUMNS.get(c, c) for c in header]
 
 
 def _fail(path: Path, lines, column: str, bad: pd.Series, what: str, frame: pd.DataFrame = None) -> None:

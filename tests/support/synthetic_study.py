@@ -51,21 +51,21 @@ def _scores(rng, answers: pd.DataFrame, contexts: pd.DataFrame, label_sets: Sequ
     for labels in label_sets:
         frame = answers[['system', 'k', 'qid', 'sample']].copy()
         frame.insert(0, 'labels', labels)
-        frame['fbert'] = rng.uniform(0.3, 0.9, len(frame)).round(6)
+        frame['quality'] = rng.uniform(0.3, 0.9, len(frame)).round(6)
         frame['best_docno'] = [rng.choice(relevant[q]) if q in relevant.index else '' for q in frame['qid']]
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 
 def _per_query(rng, scores: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataFrame:
-    mean = scores.groupby(['labels', 'system', 'k', 'qid'], sort=False)['fbert'].mean().reset_index()
-    zero = mean[mean['system'] == '0-shot'].set_index(['labels', 'qid'])['fbert']
+    mean = scores.groupby(['labels', 'system', 'k', 'qid'], sort=False)['quality'].mean().reset_index()
+    zero = mean[mean['system'] == '0-shot'].set_index(['labels', 'qid'])['quality']
     pq = mean[mean['system'] != '0-shot'].reset_index(drop=True)
     sizes = contexts.groupby(['system', 'k', 'qid']).size()
     pq.insert(4, 'n_docs', [int(sizes.get((s, k, q), 0)) for s, k, q in zip(pq['system'], pq['k'], pq['qid'])])
     pq.insert(5, 'ndcg', rng.uniform(0, 1, len(pq)))
-    pq.insert(6, 'fbert_0shot', [zero[lab, q] for lab, q in zip(pq['labels'], pq['qid'])])
-    pq['utility'] = (pq['fbert'] - pq['fbert_0shot']) / pq['fbert_0shot']
+    pq.insert(6, 'quality_0shot', [zero[lab, q] for lab, q in zip(pq['labels'], pq['qid'])])
+    pq['utility'] = (pq['quality'] - pq['quality_0shot']) / pq['quality_0shot']
     return pq
 
 

@@ -39,7 +39,7 @@ class ContextAttribution(pt.Transformer):
     the reader gives it; a query without documents is left out; both warned), in rank order, with
     ``position`` (1-based, Context 1 first), ``phi``, ``phi_utility`` (phi / v(empty), NaN where
     v(empty) is 0), ``method`` and ``stderr`` (permutation's standard error of phi; NaN for the
-    other methods), and the query's ``fbert`` (v(all) = P_k), ``fbert_0shot`` (v(empty) = P_0) and
+    other methods), and the query's ``quality`` (v(all) = P_k), ``quality_0shot`` (v(empty) = P_0) and
     ``utility`` (U), so :data:`~pyterrier_utility.FBERT` and :data:`~pyterrier_utility.Utility`
     evaluate it in ``pt.Experiment`` beside nDCG@k. For ``shapley`` and ``permutation`` the
     ``phi_utility`` of a query sum to its U; for ``loo`` and ``single`` only when the documents do
@@ -94,7 +94,7 @@ class ContextAttribution(pt.Transformer):
                 ) -> pd.DataFrame:
         """The value of the coalitions ``wanted`` of each context (its ``_context`` number), the empty
         one from the 0-shot prompt: ``_context``, ``by``, ``coalition`` (:func:`~.games.coalition_name`)
-        and ``fbert``, the empty one first per context, then as asked. The prompts of every context go
+        and ``quality``, the empty one first per context, then as asked. The prompts of every context go
         to the reader in one call, the 0-shot ones with them, so the evaluator finds them all answered."""
         rows, names = [], []
         for context, docs in contexts.groupby('_context', sort=False):
@@ -111,10 +111,10 @@ class ContextAttribution(pt.Transformer):
         context_of = firsts.set_index(by)['_context']
         groups = groups.assign(_context=context_of.reindex(pd.MultiIndex.from_frame(groups[by])
                                                            if len(by) > 1 else groups[by[0]]).values)
-        empty = groups.drop_duplicates('_context').assign(coalition='', fbert=lambda g: g['fbert_0shot'])
+        empty = groups.drop_duplicates('_context').assign(coalition='', quality=lambda g: g['quality_0shot'])
         empty = empty[[frozenset() in wanted[c] for c in empty['_context']]]
         values = pd.concat([empty, groups[groups['coalition'] != '']], ignore_index=True)
-        return values.sort_values('_context', kind='stable')[['_context'] + key + ['fbert']]
+        return values.sort_values('_context', kind='stable')[['_context'] + key + ['quality']]
 
     def coalitions_of(self, contexts: pd.DataFrame, by: List[str]) -> Tuple[Dict[int, Dict], pd.DataFrame]:
         """Plays each context's game as far as the method reads it: the coalitions it asks for, in
@@ -134,7 +134,7 @@ class ContextAttribution(pt.Transformer):
             if not wanted:
                 return known, pd.concat(frames, ignore_index=True).sort_values('_context', kind='stable')
             values = self._values(contexts, by, wanted)
-            for context, coalition, value in zip(values['_context'], values['coalition'], values['fbert']):
+            for context, coalition, value in zip(values['_context'], values['coalition'], values['quality']):
                 known[context][games.parse_coalition(coalition)] = float(value)
             frames.append(values)
 
@@ -166,8 +166,8 @@ class ContextAttribution(pt.Transformer):
         rows = contexts.assign(phi=phi, phi_utility=share, method=self.method,
                                stderr=[estimates[c].stderr[i] for c, i in zip(contexts['_context'], index)],
                                efficient=self.method in games.EFFICIENT,
-                               fbert=p_k, fbert_0shot=p_0, utility=utility(p_k, p_0))
-        coalitions = values[by + ['coalition', 'fbert']].rename(columns={'fbert': 'value'}).reset_index(drop=True)
+                               quality=p_k, quality_0shot=p_0, utility=utility(p_k, p_0))
+        coalitions = values[by + ['coalition', 'quality']].rename(columns={'quality': 'value'}).reset_index(drop=True)
         return rows.drop(columns='_context'), coalitions
 
     def coalition_values(self, inp: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +184,7 @@ class ContextAttribution(pt.Transformer):
         contexts = self._contexts(inp, by)
         sizes = contexts.groupby('_context', sort=False).size()
         values = self._values(contexts, by, {c: list(wanted(k)) for c, k in sizes.items()})
-        return values[by + ['coalition', 'fbert']].rename(columns={'fbert': 'value'}).reset_index(drop=True)
+        return values[by + ['coalition', 'quality']].rename(columns={'quality': 'value'}).reset_index(drop=True)
 
     def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
         return self.evaluate(inp)[0]

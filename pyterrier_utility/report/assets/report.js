@@ -15,8 +15,8 @@
     ['qid', 'qid', i => D.queries.qid[R.qid[i]]],
     ['query', 'Query', i => D.queries.text[R.qid[i]] || ''],
     ['ndcg', 'nDCG@k', i => R.ndcg[i]],
-    ['fbert_0shot', 'P_0', i => R.fbert_0shot[i]],
-    ['fbert', 'P_k', i => R.fbert[i]],
+    ['quality_0shot', 'P_0', i => R.quality_0shot[i]],
+    ['quality', 'P_k', i => R.quality[i]],
     ['utility', 'U', i => R.utility[i]],
   ].filter(c => c[0] !== 'dataset' || D.named_datasets);
 
@@ -148,7 +148,7 @@
   function pane(i) {
     return el('div', {class: 'pane', 'data-system': D.systems[R.system[i]], 'data-k': R.k[i]},
       el('h3', {}, `${D.systems[R.system[i]]}, k=${R.k[i]}`),
-      el('p', {class: 'metrics'}, `nDCG@${R.k[i]} ${fmt(R.ndcg[i])} · P_0 ${fmt(R.fbert_0shot[i])} · P_k ${fmt(R.fbert[i])} · `,
+      el('p', {class: 'metrics'}, `nDCG@${R.k[i]} ${fmt(R.ndcg[i])} · P_0 ${fmt(R.quality_0shot[i])} · P_k ${fmt(R.quality[i])} · `,
         el('span', {class: uClass(R.utility[i])}, `U ${fmt(R.utility[i])}`), ` · ${R.n_docs[i]} ${R.n_docs[i] === 1 ? "context" : "contexts"}`),
       el('h4', {}, 'Contexts, in the order the reader saw them'), contextList(i),
       el('h4', {}, 'Answers'), answerTable(i));
