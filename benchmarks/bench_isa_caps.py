@@ -3,8 +3,9 @@
 Runs ``pyterrier-utility study`` (a slice: ``--queries 2 -k 1 3 --systems BM25 Rel --samples 2`` unless
 other study options follow ``--``) into a fresh folder under oneDNN's ``ONEDNN_MAX_CPU_ISA`` and ATen's
 ``ATEN_CPU_CAPABILITY`` caps, which stand in for other CPUs (an AMD EPYC with bfloat16 instructions and no
-AMX, a Xeon without AMX, laptops with AVX-VNNI or AVX2 alone), and prints for each: the ISA oneDNN and
-ATen report, the wall and generation time, and whether ``answers.csv`` and ``token_logprobs.csv`` are those
+AMX, a Xeon without AMX, laptops with AVX-VNNI or AVX2 alone), and MKL's (``MKL_ENABLE_INSTRUCTIONS``,
+``MKL_CBWR``: the code paths MKL takes on other CPUs), and prints for each: the ISA oneDNN, ATen and MKL
+report, the wall and generation time, and whether ``answers.csv`` and ``token_logprobs.csv`` are those
 of the run without a cap, byte for byte. A cap the CPU lacks is said and skipped.
 
 Usage: python benchmarks/bench_isa_caps.py [--dtype exact] [-- study options]
@@ -24,7 +25,10 @@ from pyterrier_utility.backends.hf.exact_ops import ISA_CAPS
 #: Each cap: its environment and the CPU flag it needs (none: always).
 CAPS = {'none': ({}, None), **ISA_CAPS}
 _PROBE = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
+          'b = torch.ones(8, 8, dtype=torch.float64); b @ b; '
           'print("aten:" + torch.backends.cpu.get_cpu_capability())')
+#: The environment variables of the caps, none of which a run inherits unless its cap sets it.
+_CAP_VARIABLES = ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR')
 
 
 def flags() -> set:
@@ -33,12 +37,14 @@ def flags() -> set:
 
 
 def run(env: dict, study: list, folder: Path):
-    environment = {k: v for k, v in os.environ.items() if k not in ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY')}
+    environment = {k: v for k, v in os.environ.items() if k not in _CAP_VARIABLES}
     environment.update(env)
-    probe = subprocess.run([sys.executable, '-c', _PROBE], env={**environment, 'ONEDNN_VERBOSE': '1'},
-                           capture_output=True, text=True, check=True).stdout
+    verbose = {'ONEDNN_VERBOSE': '1', 'MKL_VERBOSE': '1'}
+    probe = subprocess.run([sys.executable, '-c', _PROBE], env={**environment, **verbose}, capture_output=True,
+                           text=True, check=True).stdout
     onednn, aten = re.search(r'isa:([^\n]*)', probe), re.search(r'aten:(\w+)', probe)
-    isa = f'{onednn.group(1)}; ATen {aten.group(1)}'  # type: ignore[union-attr]
+    mkl = re.search(r'64 architecture (.*?)(?:, Lnx|, Win|$)', probe, re.M)
+    isa = f'{onednn.group(1)}; ATen {aten.group(1)}; MKL {mkl.group(1) if mkl else "?"}'  # type: ignore[union-attr]
     start = time.perf_counter()
     done = subprocess.run([sys.executable, '-m', 'pyterrier_utility.cli', 'study', '--out', str(folder), *study],
                           env=environment, capture_output=True, text=True)

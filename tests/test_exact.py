@@ -62,6 +62,73 @@ def test_an_exact_sum_is_the_same_bytes_in_any_order_batch_or_padding_and_close_
     torch.testing.assert_close(row_logsumexp(logits), torch.logsumexp(logits, -1), rtol=0, atol=1e-5)
 
 
+def _functions(x32: torch.Tensor, x64: torch.Tensor) -> dict:
+    """The exact path's float functions on ``x32`` (float32) and ``x64`` (float64)."""
+    angles = x64.abs() * 1000
+    return {'exp': exact_ops.exp(-x32.abs()), 'exp64': exact_ops.exp(-x64.abs()), 'log': exact_ops.log(x64.abs()),
+            'tanh': exact_ops.tanh(x32), 'gelu': exact_ops.gelu_tanh(x32), 'cos': exact_ops.cos_sin(angles)[0],
+            'sin': exact_ops.cos_sin(angles)[1],
+            'rms_norm': exact_ops.rms_norm(x32[:x32.shape[0] // 8 * 8].view(-1, 8), torch.ones(8), 1e-6)}
+
+
+def test_the_float_functions_are_the_same_bytes_at_every_length_offset_and_thread_count_and_close_to_torchs():
+    """Each function of the exact path on a slice of a tensor (every offset and many lengths: a vector's
+    tail is where ATen's kernels switch to scalar code) and on one thread or two equals the whole tensor's
+    values there, and is close to torch's own function in float64."""
+    rng = np.random.default_rng(3)
+    x32 = torch.from_numpy((rng.standard_normal(70_001) * 6).astype(np.float32))
+    x64 = torch.from_numpy(rng.standard_normal(70_001) * 6)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            whole = _functions(x32, x64)
+            for start, length in itertools.product(range(17), [1, 2, 7, 15, 16, 17, 31, 33, 64, 1000]):
+                part = _functions(x32[start:start + length].clone(), x64[start:start + length].clone())
+                for name, values in part.items():
+                    rows = slice(start // 8, None) if name == 'rms_norm' else slice(start, start + length)
+                    if name != 'rms_norm':
+                        assert torch.equal(values, whole[name][rows]), (name, threads, start, length)
+    finally:
+        torch.set_num_threads(before)
+    d32, d64 = x32.double(), x64
+    close = {'exp': torch.exp(-d32.abs()), 'exp64': torch.exp(-d64.abs()), 'log': torch.log(d64.abs()),
+             'tanh': torch.tanh(d32),
+             'gelu': d32 / (1 + torch.exp(-2 * (d32 + 0.044715 * d32 ** 3) * exact_ops._GELU_C)),
+             'cos': torch.cos(d64.abs() * 1000), 'sin': torch.sin(d64.abs() * 1000)}
+    tolerance = {'exp': (0, 2**-24), 'exp64': (0, 2**-52), 'log': (2**-51, 0), 'tanh': (2**-22, 2**-24),
+                 'gelu': (2**-16, 2**-30), 'cos': (0, 2**-50), 'sin': (0, 2**-50)}
+    for name, reference in close.items():
+        rtol, atol = tolerance[name]
+        torch.testing.assert_close(whole[name].double(), reference, rtol=rtol, atol=atol, msg=name)
+    rows = x32[:70_000].view(-1, 8).double()
+    torch.testing.assert_close(whole['rms_norm'].double(), rows / rows.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt(),
+                               rtol=2**-21, atol=0)
+
+
+_FUNCTIONS_DIGEST = ('import hashlib, numpy as np, torch, sys; sys.path.insert(0, {tests!r}); import test_exact; '
+                     'rng = np.random.default_rng(4); '
+                     'x = torch.from_numpy((rng.standard_normal(10_007) * 6).astype(np.float32)); '
+                     'y = torch.from_numpy(rng.standard_normal(10_007) * 6); '
+                     'd = hashlib.sha256(); '
+                     '[d.update(v.numpy().tobytes()) for v in test_exact._functions(x, y).values()]; '
+                     'print(d.hexdigest())')
+
+
+def test_the_float_functions_are_the_same_bytes_under_every_isa_cap_the_cpu_has():
+    """The exact path's float functions under each cap of :data:`CAPS` the CPU has (MKL's code paths among
+    them, where ``torch.exp`` and its neighbours change their last bits) against none."""
+    def digest(env: dict) -> str:
+        environment = {k: v for k, v in os.environ.items() if k not in (
+            'ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR')}
+        command = _FUNCTIONS_DIGEST.format(tests=str(Path(__file__).parent))
+        return subprocess.run([sys.executable, '-c', command], env={**environment, **env}, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    uncapped = digest({})
+    ran = [cap for cap, (env, flag) in CAPS.items() if flag in _cpu_flags() and digest(env) == uncapped]
+    assert ran == [cap for cap, (_, flag) in CAPS.items() if flag in _cpu_flags()]
+
+
 #: Float products: what the exact path must not compute on float operands (float64 ones only of integers).
 PRODUCTS = {'mm', 'bmm', 'addmm', 'baddbmm', 'matmul', 'linear', 'dot', 'einsum', 'mv', 'addmv',
             '_scaled_dot_product_flash_attention_for_cpu', 'scaled_dot_product_attention', 'convolution'}
@@ -70,9 +137,15 @@ REDUCTIONS = {'sum', 'mean', 'cumsum', 'prod', '_softmax', '_log_softmax', 'logs
               'norm', 'linalg_vector_norm'}
 
 
+#: Float functions whose last bits depend on the CPU: those ATen hands to MKL's vector functions (whose code
+#: path MKL picks by the CPU) and those it computes in scalar code in a tensor's tail (``exp2``, ``sigmoid``).
+CPU_FUNCTIONS = {'exp', 'log', 'log2', 'log10', 'tanh', 'sqrt', 'cos', 'sin', 'tan', 'acos', 'asin', 'atan', 'erf',
+                 'erfc', 'erfinv', 'exp2', 'sigmoid', 'gelu', 'silu', 'softplus', 'pow'}
+
+
 class _FloatArithmetic(TorchDispatchMode):
     """Records each float product and float reduction whose operands are not integers below 2**53 (whose
-    sums are then exact in any order)."""
+    sums are then exact in any order), and each call of a float function of :data:`CPU_FUNCTIONS`."""
 
     def __init__(self):
         super().__init__()
@@ -80,6 +153,9 @@ class _FloatArithmetic(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
+        if name.rstrip('_') in CPU_FUNCTIONS and any(isinstance(a, torch.Tensor) and a.is_floating_point()
+                                                     for a in args):
+            self.found.append((name, 'a function computed by the CPU\'s own code', ()))
         if name in PRODUCTS | REDUCTIONS:
             for tensor in (a for a in args if isinstance(a, torch.Tensor)):
                 if not tensor.is_floating_point():
@@ -95,17 +171,18 @@ class _FloatArithmetic(TorchDispatchMode):
 def test_no_product_or_sum_of_the_exact_path_is_computed_on_floats(gemma_exact):
     """Prefill in chunks, a cached prefix, decode steps of several prompts' rows and the sampler: every
     product's operands are integers (int8, or float64 holding integers, whose products and sums are exact),
-    and every sum is of integers."""
+    every sum is of integers, and no float function is one whose bytes depend on the CPU."""
     gemma_exact.prefixes.clear()
     with _FloatArithmetic() as watch:
         answers = gemma_exact.generate([p for p in PROMPTS for _ in SEEDS], seeds=list(SEEDS) * len(PROMPTS))
     assert all(a.tokens > 1 for a in answers)
     assert watch.found == []
-    # The watch itself: a float product and a float sum are seen.
+    # The watch itself: a float product, a float sum and MKL's exponential are seen.
     with _FloatArithmetic() as watch:
         torch.ones(2, 3) @ torch.ones(3, 2)
         torch.ones(4).sum()
-    assert {name for name, _, _ in watch.found} == {'mm', 'sum'}
+        torch.ones(4).exp_()
+    assert {name for name, _, _ in watch.found} == {'mm', 'sum', 'exp_'}
 
 
 def _answers(outputs):
@@ -175,24 +252,27 @@ def _cpu_flags() -> set:
 CAPS = exact_ops.ISA_CAPS
 
 _ISA_CHECK = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
+              'b = torch.ones(8, 8, dtype=torch.float64); b @ b; '
               'print("aten:" + torch.backends.cpu.get_cpu_capability())')
 
 #: The sha256 of the small study's answers.csv and token_logprobs.csv (:func:`_run_under`), recorded on a
-#: 2-core AMD EPYC (avx512_bf16, no AMX). The claim is the same bytes on every CPU, so every other machine's
-#: study is checked against these.
-RECORDED = '73201f1396a033d18ec8d333074c95d433517ed08cb1583b88765b4618e4e8ba'
+#: 2-core Intel Xeon with AMX (the same under every cap of :data:`CAPS` there). The claim is the same bytes on
+#: every CPU, so every other machine's study is checked against these.
+RECORDED = '346b345f998c048bf77230ed3d4521e9393471b024c2d61c5a75240fa3947fce'
 
 
 def _run_under(env: dict, out: Path) -> tuple:
     """The ISA oneDNN and ATen report under ``env`` (and no other cap), and the digest of a small study's
     answers and token log-probabilities run under it."""
     environment = {**os.environ, **env}
-    for name in ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY'):
+    for name in ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR'):
         if name not in env:
             environment.pop(name, None)
-    probe = subprocess.run([sys.executable, '-c', _ISA_CHECK], env={**environment, 'ONEDNN_VERBOSE': '1'},
+    probe = subprocess.run([sys.executable, '-c', _ISA_CHECK], env={**environment, 'ONEDNN_VERBOSE': '1',
+                                                                    'MKL_VERBOSE': '1'},
                            capture_output=True, text=True, check=True).stdout
-    isa = (re.search(r'isa:([^\n]*)', probe).group(1), re.search(r'aten:(\w+)', probe).group(1))  # type: ignore
+    isa = (re.search(r'isa:([^\n]*)', probe).group(1), re.search(r'aten:(\w+)', probe).group(1),  # type: ignore
+           re.search(r'64 architecture (.*?)(?:, Lnx|, Win|$)', probe, re.M).group(1))  # type: ignore
     study = ['study', '--dtype', 'exact', '--queries', '1', '-k', '1', '--systems', 'Rel', '--no-reverse',
              '--samples', '2', '--max-new-tokens', '16', '--out', str(out)]
     command = f'from pyterrier_utility import cli; raise SystemExit(cli.main({study!r}))'
@@ -211,15 +291,21 @@ def uncapped(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_study_gives_the_bytes_recorded_on_another_cpu(uncapped):
-    """The small study's answers and log-probabilities here are byte for byte those recorded on an AMD
-    EPYC: a Xeon with AMX, or any other CPU, gives the same."""
+    """The small study's answers and log-probabilities here are byte for byte those recorded on an Intel
+    Xeon with AMX: an AMD EPYC, or any other CPU, gives the same."""
     assert uncapped[1] == RECORDED, (uncapped[0], uncapped[2])
+
+
+#: What MKL's banner names for the code path each MKL cap sets.
+_MKL_PATHS = {'MKL AVX2': '(Intel(R) AVX2)', 'MKL SSE4_2': '(Intel(R) SSE4.2)',
+              'MKL compatible': 'Intel(R) Architecture processors'}
 
 
 def _own(cap: str, isa: tuple) -> bool:
     """Whether ``cap`` is what this CPU runs with no cap (its run would be the uncapped run again)."""
     return (cap == 'ATen avx512' and isa[1] == 'AVX512'
-            or cap == 'oneDNN AVX512_CORE_BF16' and 'amx_int8' not in _cpu_flags())
+            or cap == 'oneDNN AVX512_CORE_BF16' and 'amx_int8' not in _cpu_flags()
+            or cap in _MKL_PATHS and _MKL_PATHS[cap] in isa[2])
 
 
 @pytest.mark.slow

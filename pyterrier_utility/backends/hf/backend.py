@@ -16,6 +16,7 @@ from ..._messages import warn
 from ...engines import HUGGINGFACE
 from ...settings import Decoding
 from .._base import Answer, DecodingBackendBase, cut_at_stop, split_decoding, work_batches
+from . import exact_ops
 from .dtype import EXACT, resolve_dtype, run_dtype
 from .exact import ExactBatch, exact_model, supports_exact
 from .invariant import batch_invariant, row_logsumexp, threads_text, tiled
@@ -27,9 +28,10 @@ from .sampling import SeededSampling
 
 
 def _final(model, logits: torch.Tensor) -> torch.Tensor:
-    """``logits`` as the model's forward returns them: capped where its config caps them (Gemma 2)."""
+    """``logits`` as the model's forward returns them: capped where its config caps them (Gemma 2), by
+    :func:`~.exact_ops.tanh`, the same bytes on every CPU."""
     cap = getattr(model.config.get_text_config(), 'final_logit_softcapping', None)
-    return torch.tanh(logits / cap) * cap if cap else logits
+    return exact_ops.tanh(logits / cap) * cap if cap else logits
 
 
 #: How an invariant backend batches: part of the generation cache key.
@@ -216,7 +218,8 @@ class CausalLMBackend(DecodingBackendBase):
     @property
     def dtype_name(self) -> str:
         if self.exact:
-            return 'exact (int8 products: 8-bit weights, 14-bit activations, 16-bit keys and values)'
+            return ('exact (int8 products: 8-bit weights, 14-bit activations, 16-bit keys and values; float functions '
+                    'from expm1, log1p and rsqrt)')
         return str(self.dtype).replace('torch.', '')
 
     @property

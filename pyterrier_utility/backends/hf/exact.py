@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from .exact_kernels import Weights, compiled_layer, kernels
-from .exact_ops import ExactLinear
+from .exact_ops import ExactLinear, cos_sin
 
 #: The architectures :func:`exact_model` computes (``config.model_type``).
 EXACT_MODEL_TYPES = ('gemma3_text',)
@@ -112,8 +112,8 @@ def _runs(owner: List[int]) -> List[Tuple[int, int, int]]:
 
 
 class _Rotary:
-    """Rotary embeddings' cos and sin per position (float64 angles, rounded once to float32), grown as
-    positions are asked for."""
+    """Rotary embeddings' cos and sin per position (float64 angles, their cosines and sines by
+    :func:`~.exact_ops.cos_sin`, rounded once to float32), grown as positions are asked for."""
 
     def __init__(self, theta: float, dim: int):
         self.inverse = torch.tensor([theta ** (-(2 * i) / dim) for i in range(dim // 2)], dtype=torch.float64)
@@ -125,7 +125,8 @@ class _Rotary:
             size = max(needed, 2 * len(self.cos), 1024)
             angles = torch.arange(size, dtype=torch.float64)[:, None] * self.inverse[None]
             angles = torch.cat([angles, angles], dim=-1)
-            self.cos, self.sin = torch.cos(angles).to(torch.float32), torch.sin(angles).to(torch.float32)
+            cos, sin = cos_sin(angles)
+            self.cos, self.sin = cos.to(torch.float32), sin.to(torch.float32)
         return self.cos[positions], self.sin[positions]
 
 

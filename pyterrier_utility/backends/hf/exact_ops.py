@@ -13,11 +13,17 @@ matrix instructions or its number of threads) and whatever else is computed besi
   while below 2**53.
 - **Reductions.** A sum over a row is of integers (:func:`exact_sum`: each term a whole number of
   units, a 2**36th of the row's largest), exact in float64 in any order. A maximum is exact in any order.
-- **Functions.** ``torch.exp``, ``torch.tanh``, ``torch.sqrt``, ``torch.cos`` and ``torch.sin`` give the
-  same bytes under ATen's AVX2, AVX-512 and scalar kernels, tails and strides included (the test suite
-  checks it under each ``ATEN_CPU_CAPABILITY`` the CPU has); GELU is written from ``tanh``, since ATen's
-  own GELU kernel rounds differently per ISA.
+- **Functions.** Exponentials, logarithms, ``tanh`` and square roots come from ``torch.expm1``,
+  ``torch.log1p`` and ``torch.rsqrt`` (:func:`exp`, :func:`log`, :func:`tanh`, :func:`rms_norm`), cosines
+  and sines from a polynomial in basic arithmetic (:func:`cos_sin`). ``torch.exp``, ``torch.log``,
+  ``torch.tanh``, ``torch.sqrt``, ``torch.cos`` and ``torch.sin`` call Intel MKL's vector functions, whose
+  code path (AVX-512, AVX2, SSE4.2, or another for a CPU not Intel's) MKL picks for the CPU it finds and
+  whose last bits differ between paths; ``torch.exp2`` and ``torch.sigmoid`` compute a tensor's tail in
+  scalar code, which rounds differently from their vector code. The three used here run the same vector
+  code in every position under ATen's AVX2 and AVX-512 kernels (the test suite checks it under each
+  ``ATEN_CPU_CAPABILITY`` and ``MKL_ENABLE_INSTRUCTIONS`` the CPU has, and at every length and offset).
 """
+import math
 from typing import Tuple
 
 import torch
@@ -25,7 +31,8 @@ import torch
 #: The ISA caps exact answers are checked under (``tests/test_exact.py``, ``benchmarks/bench_isa_caps.py``): each
 #: its environment (oneDNN's cap on the integer products, ATen's on the element-wise kernels) and the CPU flag it
 #: needs. They stand in for an AMD EPYC (bfloat16 and VNNI, no AMX), a Xeon without AMX, and laptops with
-#: AVX-VNNI or AVX2 alone.
+#: AVX-VNNI or AVX2 alone; MKL's (its vector functions' code path, which MKL picks by the CPU's maker and kind)
+#: for the paths MKL takes on other CPUs.
 ISA_CAPS = {
     'oneDNN AVX512_CORE_BF16': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'avx512_bf16'),
     'oneDNN AVX512_CORE_VNNI': ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_VNNI'}, 'avx512_vnni'),
@@ -34,6 +41,9 @@ ISA_CAPS = {
     'ATen avx512': ({'ATEN_CPU_CAPABILITY': 'avx512'}, 'avx512bw'),
     'ATen avx2': ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
     'oneDNN AVX2, ATen avx2': ({'ONEDNN_MAX_CPU_ISA': 'AVX2', 'ATEN_CPU_CAPABILITY': 'avx2'}, 'avx2'),
+    'MKL AVX2': ({'MKL_ENABLE_INSTRUCTIONS': 'AVX2'}, 'avx2'),
+    'MKL SSE4_2': ({'MKL_ENABLE_INSTRUCTIONS': 'SSE4_2'}, 'sse4_2'),
+    'MKL compatible': ({'MKL_CBWR': 'COMPATIBLE'}, 'sse2'),
 }
 #: The largest integer of the second operand of an integer product, whose parts are 7 bits (with -64).
 PART_LIMIT = 64
@@ -45,6 +55,9 @@ ACTIVATION_LIMIT = 63 * 128 + 63
 #: The largest key and value integer: 16 bits, as a high and a low signed byte (``hi * 256 + lo``), the
 #: first operand of attention's products.
 KV_LIMIT = 127 * 256 + 127
+#: The rows of a weight quantized at a time (:class:`ExactLinear`): a float32 copy of the whole tied output
+#: layer would be 0.67 GB beside its bfloat16 original, about a third of the offline reader's peak.
+QUANTIZED_ROWS = 4096
 #: The most terms of a product of an 8-bit and a 7-bit part whose result float32 holds exactly.
 _FLOAT32_TERMS = 2**24 // (128 * PART_LIMIT)
 
@@ -55,6 +68,69 @@ def quantized(x: torch.Tensor, limit: int) -> Tuple[torch.Tensor, torch.Tensor]:
     amax = x.abs().amax(-1, keepdim=True)
     scale = torch.where(amax > 0, amax / limit, torch.ones_like(amax))
     return torch.round(x / scale).clamp_(-limit, limit), scale
+
+
+def exp(x: torch.Tensor) -> torch.Tensor:
+    """``e ** x`` for ``x <= 0`` (``-inf`` included, which gives 0) as ``expm1(x) + 1``, in ``x``'s dtype:
+    its error at most ``2**-24`` in float32 and ``2**-53`` in float64, below the units a softmax's weights
+    and sums are counted in."""
+    return torch.expm1(x.contiguous()).add_(1)
+
+
+#: ln 2 and sqrt(1/2), in float64.
+_LN2, _SQRT_HALF = 0.6931471805599453, 0.7071067811865476
+
+
+def log(x: torch.Tensor) -> torch.Tensor:
+    """The natural logarithm of positive ``x`` (float64): ``x = m * 2**e`` (``torch.frexp``, exact), ``m``
+    doubled below sqrt(1/2) so that it is in [sqrt(1/2), sqrt(2)), and ``log(x) = log1p(m - 1) + e * ln 2``
+    with ``m - 1`` exact (and ``e`` 0 near 1, where the logarithm is small)."""
+    mantissa, exponent = torch.frexp(x.contiguous())
+    low = mantissa < _SQRT_HALF
+    mantissa = torch.where(low, mantissa * 2, mantissa)
+    exponent = torch.where(low, exponent - 1, exponent)
+    return torch.log1p(mantissa - 1) + exponent.to(x.dtype) * _LN2
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """``tanh(x)`` element by element as ``-m / (2 + m)`` with ``m = expm1(-2|x|)`` (in (-1, 0], so
+    neither overflow nor cancellation), the sign of ``x`` put back."""
+    m = torch.expm1(x.abs().mul(-2).contiguous())
+    return torch.copysign(-m / (m + 2), x)
+
+
+#: pi / 2 in three parts (fdlibm's ``pio2_1``, ``pio2_2``, ``pio2_3``), the first two of 33 bits, so that
+#: their products with a quadrant count below 2**20 are exact.
+_PIO2 = (1.57079632673412561417e+00, 6.07710050630396597660e-11, 2.02226624871116645580e-21)
+#: Taylor coefficients of sin (r**3 / 3!, ..., r**17 / 17!) and cos (r**2 / 2!, ..., r**18 / 18!), signed.
+_SIN = [(-1) ** i / math.factorial(2 * i + 1) for i in range(1, 9)]
+_COS = [(-1) ** i / math.factorial(2 * i) for i in range(1, 10)]
+
+
+def _horner(r2: torch.Tensor, coefficients) -> torch.Tensor:
+    """``c1 * r2 + c2 * r2**2 + ...``, by Horner's rule."""
+    total = torch.full_like(r2, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        total = total * r2 + c
+    return total * r2
+
+
+def cos_sin(angles: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The cosines and sines of float64 ``angles`` (below 2**20 * pi / 2 in magnitude) in basic arithmetic:
+    the angle less its nearest multiple of pi / 2 (a three-part pi / 2, so the remainder is exact to about
+    2**-70), then Taylor polynomials on [-pi / 4, pi / 4], whose next terms are below 2**-60. Every
+    operation is an IEEE addition, multiplication or rounding, the same bytes on every CPU."""
+    quadrant = torch.round(angles * (2 / math.pi))
+    r = angles - quadrant * _PIO2[0]
+    r = r - quadrant * _PIO2[1]
+    r = r - quadrant * _PIO2[2]
+    r2 = r * r
+    sin = r + r * _horner(r2, _SIN)
+    cos = 1 + _horner(r2, _COS)
+    turn = torch.remainder(quadrant, 4)
+    sin_out = torch.where(turn == 0, sin, torch.where(turn == 1, cos, torch.where(turn == 2, -sin, -cos)))
+    cos_out = torch.where(turn == 0, cos, torch.where(turn == 1, -sin, torch.where(turn == 2, -cos, sin)))
+    return cos_out, sin_out
 
 
 def parts(q: torch.Tensor) -> torch.Tensor:
@@ -108,14 +184,14 @@ def exact_sum(terms: torch.Tensor, units: int = SUM_UNITS) -> torch.Tensor:
 def softmax(scores: torch.Tensor) -> torch.Tensor:
     """The softmax of each row (last dimension; ``-inf`` for a masked entry), its normaliser an
     :func:`exact_sum`."""
-    terms = torch.exp(scores - scores.amax(-1, keepdim=True))
+    terms = exp(scores - scores.amax(-1, keepdim=True))
     return terms / exact_sum(terms).to(torch.float32)
 
 
 def rms_norm(x: torch.Tensor, gain: torch.Tensor, eps: float) -> torch.Tensor:
     """``x / sqrt(mean(x**2) + eps) * gain`` over the last dimension, the sum an :func:`exact_sum`."""
     mean = (exact_sum(x * x) / x.shape[-1]).to(torch.float32)
-    return x * (1 / torch.sqrt(mean + eps)) * gain
+    return x * torch.rsqrt(mean + eps) * gain
 
 
 #: sqrt(2 / pi), GELU's tanh approximation's constant.
@@ -123,9 +199,10 @@ _GELU_C = 0.7978845608028654
 
 
 def gelu_tanh(x: torch.Tensor, c: float = _GELU_C) -> torch.Tensor:
-    """GELU's tanh approximation (``gelu_pytorch_tanh``), element by element from ``torch.tanh``."""
+    """GELU's tanh approximation (``gelu_pytorch_tanh``), ``x * (tanh(inner) + 1) / 2``, element by element
+    as ``x / (2 + expm1(-2 * inner))`` (the same function: no cancellation, and 0 where ``expm1`` overflows)."""
     inner = (x + x * x * x * 0.044715) * c
-    return x * 0.5 * (torch.tanh(inner) + 1)
+    return x / (torch.expm1((inner * -2).contiguous()) + 2)
 
 
 #: Output channels per integer product: a wider layer (the tied output layer, 262 144 channels) is computed in
@@ -165,9 +242,14 @@ class ExactLinear:
     """
 
     def __init__(self, weight: torch.Tensor):
-        q, scale = quantized(weight.detach().to(torch.float32), WEIGHT_LIMIT)
-        self.weight = q.to(torch.int8)
-        self.scale = scale[:, 0].contiguous()
+        weight = weight.detach()
+        self.weight = torch.empty(weight.shape, dtype=torch.int8)
+        self.scale = torch.empty(weight.shape[0], dtype=torch.float32)
+        for first in range(0, weight.shape[0], QUANTIZED_ROWS):
+            rows = slice(first, first + QUANTIZED_ROWS)
+            q, scale = quantized(weight[rows].to(torch.float32), WEIGHT_LIMIT)
+            self.weight[rows] = q.to(torch.int8)
+            self.scale[rows] = scale[:, 0]
         self._linear = linear
 
     @property

@@ -40,6 +40,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch.nn import functional as F
 
+from . import exact_ops
+
 #: The name the batch-invariant attention is registered under with transformers.
 ATTENTION = 'pyterrier_utility_batch_invariant'
 #: The row tiles tried, smallest first (:func:`row_tile`).
@@ -198,13 +200,18 @@ def row_logsumexp(x: torch.Tensor) -> torch.Tensor:
     """The log-sum-exp of each row of a 2-D float tensor, the same bits for a row alone or among any
     others, on any number of threads and any CPU: each term ``exp(x - max)`` (at most 1) is rounded to a
     whole number of 2**-30ths and the integers are summed exactly (in any order), :data:`SUM_CHUNK`
-    columns at a time. torch's own sum adds in an order set by the threads and the vector width."""
+    columns at a time. torch's own sum adds in an order set by the threads and the vector width.
+
+    A term is ``expm1(x - max) + 1`` in float64 (:func:`~.exact_ops.exp`), so its integer is that of
+    ``expm1`` plus one unit's count, and the logarithm is :func:`~.exact_ops.log`: ``torch.exp`` and
+    ``torch.log`` call MKL, whose last bits depend on the CPU."""
     top = x.amax(dim=-1, keepdim=True)  # exact in any order
     total = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
     for start in range(0, x.shape[1], SUM_CHUNK):
-        terms = (x[:, start:start + SUM_CHUNK].float() - top).exp_().mul_(SUM_UNITS).round_()
-        total += terms.to(torch.int32).sum(-1, dtype=torch.int64)
-    return top[:, 0].float() + torch.log(total.to(torch.float64) / SUM_UNITS).to(torch.float32)
+        below = (x[:, start:start + SUM_CHUNK].float() - top).double()
+        terms = torch.expm1(below).mul_(SUM_UNITS).round_()  # in [-SUM_UNITS, 0]: the term less one
+        total += terms.to(torch.int32).sum(-1, dtype=torch.int64) + below.shape[1] * SUM_UNITS
+    return top[:, 0].float() + exact_ops.log(total.to(torch.float64) / SUM_UNITS).to(torch.float32)
 
 
 def _register() -> None:

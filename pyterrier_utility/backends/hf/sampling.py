@@ -4,6 +4,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from .exact_ops import exp, log
 from .invariant import row_logsumexp
 
 
@@ -51,7 +52,8 @@ class SeededSampling:
     """
     #: How tokens are drawn: part of the generation cache key, since another way of drawing
     #: gives other answers for the same seeds.
-    METHOD = 'Gumbel-max over the top-k candidates (ties kept), noise SplitMix64(seed, step, token)'
+    METHOD = ('Gumbel-max over the top-k candidates (ties kept), noise SplitMix64(seed, step, token), its logarithms '
+              'from frexp and log1p')
 
     def __init__(self, seeds: Sequence[int], temperature: float, top_k: int, top_p: Optional[float] = None,
                  min_p: Optional[float] = None):
@@ -104,15 +106,16 @@ class SeededSampling:
         seeds = self.seeds if rows is None else self.seeds[list(rows)]
         values, tokens = self.candidates(scores)
         values, tokens = values.cpu().double(), tokens.cpu()
-        gumbel = -torch.log(-torch.log(uniforms(seeds, self.step, tokens)))
+        gumbel = -log(-log(uniforms(seeds, self.step, tokens)))
         self.step += 1
         return tokens.gather(1, (values + gumbel).argmax(-1, keepdim=True))[:, 0]
 
 
 def _softmax(values: torch.Tensor) -> torch.Tensor:
     """The softmax of each row, its sum in an order that does not depend on threads (a whole
-    vocabulary's row is otherwise summed on several)."""
-    return torch.exp(values - row_logsumexp(values)[:, None])
+    vocabulary's row is otherwise summed on several), its exponentials in float64 by the same code on every
+    CPU (:func:`~.exact_ops.exp`)."""
+    return exp((values - row_logsumexp(values)[:, None]).double()).to(values.dtype)
 
 
 def _top_p(values: torch.Tensor, top_p: float) -> torch.Tensor:
