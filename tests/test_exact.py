@@ -96,7 +96,7 @@ def test_the_float_functions_are_the_same_bytes_at_every_length_offset_and_threa
              'tanh': torch.tanh(d32),
              'gelu': d32 / (1 + torch.exp(-2 * (d32 + 0.044715 * d32 ** 3) * exact_ops._GELU_C)),
              'cos': torch.cos(d64.abs() * 1000), 'sin': torch.sin(d64.abs() * 1000)}
-    tolerance = {'exp': (0, 2**-24), 'exp64': (0, 2**-52), 'log': (2**-51, 0), 'tanh': (2**-22, 2**-24),
+    tolerance = {'exp': (0, 2**-24), 'exp64': (0, 2**-50), 'log': (2**-48, 0), 'tanh': (2**-22, 2**-24),
                  'gelu': (2**-16, 2**-30), 'cos': (0, 2**-50), 'sin': (0, 2**-50)}
     for name, reference in close.items():
         rtol, atol = tolerance[name]
