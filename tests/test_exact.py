@@ -313,7 +313,7 @@ def _own(cap: str, isa: tuple) -> bool:
 @pytest.mark.parametrize('cap', list(CAPS))
 def test_a_study_gives_the_same_bytes_under_every_isa_cap_the_cpu_has(cap, uncapped, tmp_path):
     """A small study (its answers.csv and token_logprobs.csv) under each cap the CPU supports, against the
-    study with none: the cap is in effect (oneDNN or ATen reports another ISA) and the bytes are the same. A
+    study with none: the cap is in effect (oneDNN, ATen or MKL reports another ISA) and the bytes are the same. A
     cap the CPU lacks, or that is the CPU's own best (the uncapped study), is skipped saying so."""
     env, flag = CAPS[cap]
     if flag not in _cpu_flags():
