@@ -521,3 +521,21 @@ def test_the_kernel_cache_bounds_are_set_unless_given_and_left_out_of_other_engi
     assert os.environ[ideep] == '512' and os.environ[onednn] == str(_onednn.PRIMITIVE_CACHE_CAPACITY)
     given = _onednn.engine_environment(dict(os.environ))
     assert given[ideep] == '512' and onednn not in given
+
+
+@pytest.mark.slow
+def test_the_converted_gemma_begins_every_text_with_bos_whatever_transformers_converts_it(gemma):
+    """The GGUF says Gemma's tokenizer adds ``<bos>``; the converted folder's tokenizer does, and a tokenizer
+    converted without it (as transformers 5.19 converts it) is given it, the same ids alone and in pairs."""
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    from pyterrier_utility.backends import _offline
+    tokenizer = AutoTokenizer.from_pretrained(str(_offline.gemma3_270m_path()))
+    single, pair = tokenizer('a b').input_ids, tokenizer('a', 'b').input_ids
+    assert single[0] == tokenizer.bos_token_id == 2 and pair.count(2) == 2
+    assert gemma.tokenizer('Question: what?').input_ids[0] == 2
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(single='$A', pair='$A $B:1')
+    assert tokenizer('a b').input_ids == single[1:]
+    _offline.bos_as_in_gguf(tokenizer, _offline.gemma3_270m_gguf())
+    assert (tokenizer('a b').input_ids, tokenizer('a', 'b').input_ids) == (single, pair)

@@ -24,6 +24,7 @@ def _converted(name: str, gguf_path_fn) -> Path:
         start = time.time()
         gguf = Path(gguf_path_fn())
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        bos_as_in_gguf(tokenizer, gguf)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
                                                      dtype=torch.float32)
         # The weights are dequantised already; the remembered GGUF quantiser only blocks saving.
@@ -34,6 +35,26 @@ def _converted(name: str, gguf_path_fn) -> Path:
         tokenizer.save_pretrained(staging)
         inform(f'pyterrier_utility: {name} ready in {time.time() - start:.0f} s')
     return built_once(target, convert, f'the converted model {name}', done=lambda p: (p / 'config.json').exists())
+
+
+def bos_as_in_gguf(tokenizer, gguf: Path) -> None:
+    """Makes ``tokenizer`` (converted from ``gguf``) begin every text with its BOS token where the GGUF says so
+    (``tokenizer.ggml.add_bos_token``), as Gemma's does. Some transformers releases (5.19, vLLM's CPU build's)
+    convert Gemma's tokenizer without it, and the model's answers to a prompt without its ``<bos>`` are
+    others: the converted folder is the same whichever of the project's virtualenvs makes it."""
+    import gguf as gguf_files
+    from tokenizers import processors
+    field = gguf_files.GGUFReader(str(gguf)).fields.get('tokenizer.ggml.add_bos_token')
+    if field is None or not bool(field.parts[field.data[0]][0]):
+        return
+    bos, bos_id = tokenizer.bos_token, tokenizer.bos_token_id
+    if tokenizer('a').input_ids[:1] == [bos_id]:
+        return
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single=f'{bos} $A', pair=f'{bos} $A {bos}:1 $B:1', special_tokens=[(bos, bos_id)])
+    if tokenizer('a').input_ids[:1] != [bos_id]:
+        raise RuntimeError(f'the tokenizer converted from {gguf} does not begin a text with {bos}, as the file '
+                           'says it must')
 
 
 def gemma3_270m_gguf() -> Path:
