@@ -20,15 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from pyterrier_utility.backends.hf.exact_ops import ISA_CAPS
+from pyterrier_utility.backends.hf.exact_ops import CAP_VARIABLES, ISA_CAPS
 
 #: Each cap: its environment and the CPU flag it needs (none: always).
 CAPS = {'none': ({}, None), **ISA_CAPS}
 _PROBE = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
           'b = torch.ones(8, 8, dtype=torch.float64); b @ b; '
           'print("aten:" + torch.backends.cpu.get_cpu_capability())')
-#: The environment variables of the caps, none of which a run inherits unless its cap sets it.
-_CAP_VARIABLES = ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR')
 
 
 def flags() -> set:
@@ -37,7 +35,7 @@ def flags() -> set:
 
 
 def run(env: dict, study: list, folder: Path):
-    environment = {k: v for k, v in os.environ.items() if k not in _CAP_VARIABLES}
+    environment = {k: v for k, v in os.environ.items() if k not in CAP_VARIABLES}
     environment.update(env)
     verbose = {'ONEDNN_VERBOSE': '1', 'MKL_VERBOSE': '1'}
     probe = subprocess.run([sys.executable, '-c', _PROBE], env={**environment, **verbose}, capture_output=True,

@@ -119,8 +119,7 @@ def test_the_float_functions_are_the_same_bytes_under_every_isa_cap_the_cpu_has(
     """The exact path's float functions under each cap of :data:`CAPS` the CPU has (MKL's code paths among
     them, where ``torch.exp`` and its neighbours change their last bits) against none."""
     def digest(env: dict) -> str:
-        environment = {k: v for k, v in os.environ.items() if k not in (
-            'ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR')}
+        environment = {k: v for k, v in os.environ.items() if k not in exact_ops.CAP_VARIABLES}
         command = _FUNCTIONS_DIGEST.format(tests=str(Path(__file__).parent))
         return subprocess.run([sys.executable, '-c', command], env={**environment, **env}, capture_output=True,
                               text=True, check=True).stdout.strip()
@@ -265,7 +264,7 @@ def _run_under(env: dict, out: Path) -> tuple:
     """The ISA oneDNN and ATen report under ``env`` (and no other cap), and the digest of a small study's
     answers and token log-probabilities run under it."""
     environment = {**os.environ, **env}
-    for name in ('ONEDNN_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY', 'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR'):
+    for name in exact_ops.CAP_VARIABLES:
         if name not in env:
             environment.pop(name, None)
     probe = subprocess.run([sys.executable, '-c', _ISA_CHECK], env={**environment, 'ONEDNN_VERBOSE': '1',

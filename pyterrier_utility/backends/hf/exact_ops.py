@@ -45,6 +45,8 @@ ISA_CAPS = {
     'MKL SSE4_2': ({'MKL_ENABLE_INSTRUCTIONS': 'SSE4_2'}, 'sse4_2'),
     'MKL compatible': ({'MKL_CBWR': 'COMPATIBLE'}, 'sse2'),
 }
+#: The environment variables of :data:`ISA_CAPS`: a run under one cap inherits none of the others.
+CAP_VARIABLES = tuple(sorted({name for env, _ in ISA_CAPS.values() for name in env}))
 #: The largest integer of the second operand of an integer product, whose parts are 7 bits (with -64).
 PART_LIMIT = 64
 #: The largest weight integer (8 bits): the first operand of a layer's product.
