@@ -19,6 +19,7 @@ import torch
 from .exact_ops import (
     ACTIVATION_LIMIT,
     KV_LIMIT,
+    PART_LIMIT,
     ExactLinear,
     bytes_of,
     gelu_tanh,
@@ -29,13 +30,22 @@ from .exact_ops import (
     softmax,
 )
 
+#: The most terms of a product of a signed byte and an activation's parts whose ``128 * high + low`` int32
+#: holds: each term at most ``128 * (128 * 64 + 64)``.
+INT32_TERMS = (2**31 - 1) // (128 * (128 * PART_LIMIT + PART_LIMIT))
 
-def exact_product(product: torch.Tensor, rows: int) -> torch.Tensor:
-    """The integers (int64) of a product of two bytes (``(2 * n, ...)`` rows, high first) by two 7-bit parts
-    (``2 * rows`` columns, high first): ``(n, rows)``, exact."""
-    c = product.view(2, -1, 2, rows).to(torch.int64)
-    high, low = c[0], c[1]
-    return (high[:, 0] * 128 + high[:, 1]) * 256 + low[:, 0] * 128 + low[:, 1]
+
+def exact_product(product: torch.Tensor, rows: int, terms: int, exact_terms: int = INT32_TERMS) -> torch.Tensor:
+    """The integers (in float64, exact) of a product of two bytes (``(2 * n, ...)`` rows, high first) by two
+    7-bit parts (``2 * rows`` columns, high first), each a sum of ``terms`` products: ``(n, rows)``. A byte's
+    two products are combined in int32 while it holds them (``terms`` up to :data:`INT32_TERMS`), else in
+    float64."""
+    c = product.view(2, -1, 2, rows)
+    if terms <= exact_terms:
+        high = torch.add(c[0, :, 1], c[0, :, 0], alpha=128).to(torch.float64)
+        return torch.add(torch.add(c[1, :, 1], c[1, :, 0], alpha=128), high, alpha=256)
+    high = c[0, :, 0].to(torch.float64).mul_(128).add_(c[0, :, 1])
+    return torch.add(c[1, :, 0].to(torch.float64).mul_(128).add_(c[1, :, 1]), high, alpha=256)
 
 
 def rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -139,7 +149,7 @@ def scores_of(queries: torch.Tensor, q_scale: torch.Tensor, keys: torch.Tensor, 
     keys (two bytes, int8 ``(2, tokens, dim)``, with ``key_scales`` (tokens,)): ``(rows, tokens)``."""
     rows = queries.shape[0]
     product = torch._int_mm(keys.reshape(-1, keys.shape[-1]), parts(queries).view(2 * rows, -1).t())
-    exact = exact_product(product, rows).t().to(torch.float32)
+    exact = exact_product(product, rows, keys.shape[-1]).t().to(torch.float32)
     return exact.mul_(q_scale).mul_(key_scales).mul_(scaling)
 
 
@@ -150,7 +160,7 @@ def weighted(weights: torch.Tensor, values: torch.Tensor, value_scales: torch.Te
     shared, rows = values.shape[-1], weights.shape[0]
     weights, scale = quantized(weights * value_scales, limit)
     split = parts(weights[:, :shared].contiguous()).view(2 * rows, shared)
-    total = exact_product(torch._int_mm(values.reshape(-1, shared), split.t()), rows).t()  # (rows, dim)
+    total = exact_product(torch._int_mm(values.reshape(-1, shared), split.t()), rows, shared).t()  # (rows, dim)
     return total.to(torch.float32).mul_(scale)
 
 
@@ -233,7 +243,7 @@ def attend_step(q: torch.Tensor, held: List[torch.Tensor], n: int, window: int, 
             keys, key_scales, prompt_value_scales = prompts[i][0], prompts[i][1], prompts[i][3]
             length, span = keys.shape[2], end - first
             b = q_parts[:, first:end, first_head:end_head].reshape(2 * span * group, dim).t()
-            product = exact_product(torch._int_mm(keys[g].view(2 * length, dim), b), span * group)
+            product = exact_product(torch._int_mm(keys[g].view(2 * length, dim), b), span * group, dim)
             place = scores[first:end, :, own:own + length]
             place.copy_(product.t().view(span, group, length)).mul_(key_scales[g])
             if visible >= 0 and length > visible:  # past the window: masked
@@ -248,7 +258,7 @@ def attend_step(q: torch.Tensor, held: List[torch.Tensor], n: int, window: int, 
             values = prompts[i][2]
             length, span = values.shape[-1], end - first
             b = w_parts[:, first:end, :, own:own + length].reshape(2 * span * group, length).t()
-            product = exact_product(torch._int_mm(values[g].view(2 * dim, length), b), span * group)
+            product = exact_product(torch._int_mm(values[g].view(2 * dim, length), b), span * group, length)
             total[first:end] += product.t().view(span, group, dim)
         out[:, first_head:end_head] = total.to(torch.float32).mul_(scale)
     return out

@@ -60,8 +60,9 @@ KV_LIMIT = 127 * 256 + 127
 #: The rows of a weight quantized at a time (:class:`ExactLinear`): a float32 copy of the whole tied output
 #: layer would be 0.67 GB beside its bfloat16 original, about a third of the offline reader's peak.
 QUANTIZED_ROWS = 4096
-#: The most terms of a product of an 8-bit and a 7-bit part whose result float32 holds exactly.
-_FLOAT32_TERMS = 2**24 // (128 * PART_LIMIT)
+#: The most terms of a product of 8-bit integers and an activation's parts whose ``128 * high + low`` int32
+#: holds: each term at most ``127 * (128 * 64 + 64)``.
+_INT32_TERMS = (2**31 - 1) // (WEIGHT_LIMIT * (128 * PART_LIMIT + PART_LIMIT))
 
 
 def quantized(x: torch.Tensor, limit: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -137,10 +138,13 @@ def cos_sin(angles: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 
 def parts(q: torch.Tensor) -> torch.Tensor:
     """Activation integers (as floats, within :data:`ACTIVATION_LIMIT`) as their high and low 7-bit parts,
-    stacked on a new first dimension: ``q == 128 * hi + lo``, each within ``[-64, 63]``."""
-    whole = q.to(torch.int32)
-    high = (whole + 64) >> 7
-    return torch.stack([high, whole - high * 128]).to(torch.int8)
+    stacked on a new first dimension: ``q == 128 * hi + lo``, each within ``[-64, 63]`` (``hi`` the floor of
+    ``(q + 64) / 128``; every step exact in float32)."""
+    high = torch.floor((q + 64) * (1 / 128))
+    out = torch.empty([2] + list(q.shape), dtype=torch.int8)
+    out[1].copy_(torch.sub(q, high, alpha=128))
+    out[0].copy_(high)
+    return out
 
 
 def bytes_of(q: torch.Tensor) -> torch.Tensor:
@@ -157,14 +161,13 @@ def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch._int_mm(a, b)
 
 
-def combined(high: torch.Tensor, low: torch.Tensor, terms: int, exact_terms: int = _FLOAT32_TERMS) -> torch.Tensor:
+def combined(high: torch.Tensor, low: torch.Tensor, terms: int, exact_terms: int = _INT32_TERMS) -> torch.Tensor:
     """``128 * high + low`` (products with the two parts of :func:`parts`, each a sum of ``terms``
-    products with 8-bit integers) in float32, rounded once from the exact integer."""
-    if terms <= exact_terms:  # each part exact in float32: one rounding, the sum's
-        out = high.to(torch.float32)
-        out.mul_(128)
-        return out.add_(low)
-    return (high.to(torch.float64) * 128 + low.to(torch.float64)).to(torch.float32)
+    products with 8-bit integers), exact: in int32 while it holds them, else in float64; a product with a
+    float rounds it once."""
+    if terms <= exact_terms:
+        return torch.add(low, high, alpha=128)
+    return high.to(torch.float64).mul_(128).add_(low)
 
 
 #: The terms of :func:`exact_sum` are integers up to this many units: a row of up to 2**16 of them sums
@@ -225,14 +228,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, limit: in
     split = parts(q).view(2 * count, inner).t()
     if channels <= block:
         product = int_mm(weight, split)  # (out, 2 * rows)
-        out = combined(product[:, :count], product[:, count:], inner)
-        out = out.mul_(scale[:, None]).mul_(row_scale.t()).t()
+        out = torch.mul(combined(product[:, :count], product[:, count:], inner), scale[:, None])
+        out = out.mul_(row_scale.t()).t()
     else:
         out = torch.empty(count, channels)
+        # A few rows' products fill a block of 1 MiB with more channels: fewer operations, the same values.
+        block = max(block, (1 << 18) // (2 * count))
         for first in range(0, channels, block):
             product = int_mm(weight[first:first + block], split)
-            part = combined(product[:, :count], product[:, count:], inner)
-            out[:, first:first + block] = part.mul_(scale[first:first + block, None]).mul_(row_scale.t()).t()
+            part = torch.mul(combined(product[:, :count], product[:, count:], inner), scale[first:first + block, None])
+            out[:, first:first + block] = part.mul_(row_scale.t()).t()
     return out.reshape(list(x.shape[:-1]) + [channels])
 
 
