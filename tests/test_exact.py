@@ -35,10 +35,43 @@ def test_an_integer_product_is_exact_for_full_bytes_by_seven_bit_parts():
         assert torch.equal(exact_ops.int_mm(a, b.t()).long(), a.long() @ b.long().t()), (m, k, n)
 
 
+_PACKED_CHECK = (
+    'import numpy as np, torch; from pyterrier_utility.backends.hf import exact_ops as eo; '
+    'rng = np.random.default_rng(1); found = []\n'
+    'for m, k, n in [(1, 640, 1), (1536, 640, 12), (640, 2048, 64), (96, 2048, 7), (77, 1024, 300)]:\n'
+    '    for case in ("high", "low", "random"):\n'
+    '        top = 127 if case == "high" else -127\n'
+    '        w = rng.integers(-127, 128, (m, k)) if case == "random" else np.full((m, k), top)\n'
+    '        x = np.full((n, k), 127) if case != "random" else rng.integers(0, 128, (n, k))\n'
+    '        w, x = torch.from_numpy(w.astype(np.int8)), torch.from_numpy(x.astype(np.uint8))\n'
+    '        y = eo.packed_product(x, eo.packed(w), m)\n'
+    '        found.append(torch.equal(y.double(), (x.double() - 64) @ w.double().t()))\n'
+    'print(all(found))')
+
+
+def test_a_packed_product_is_exact_under_every_onednn_cap_the_cpu_has_and_gives_a_layer_the_same_bytes():
+    """oneDNN's quantized product of 7-bit unsigned parts (less their zero point) by 8-bit weights equals the
+    int64 product at a layer's shapes, its operands at their largest, under each oneDNN cap the CPU has; a
+    layer computed with it gives the bytes of the layer computed by ``int_mm``."""
+    weight = exact_ops.ExactLinear(torch.randn(300, 2048) * 0.05)
+    if weight.packed is None:
+        pytest.skip('this torch has no oneDNN quantized product: layers are computed by int_mm alone')
+    environment = {k: v for k, v in os.environ.items() if k not in exact_ops.CAP_VARIABLES}
+    for cap, (env, flag) in [('none', ({}, 'sse2'))] + [(c, v) for c, v in CAPS.items() if c.startswith('oneDNN')]:
+        if flag in _cpu_flags():
+            done = subprocess.run([sys.executable, '-c', _PACKED_CHECK], env={**environment, **env},
+                                  capture_output=True, text=True, check=True)
+            assert done.stdout.strip() == 'True', cap
+    x = torch.randn(37, 2048) * 3
+    assert torch.equal(exact_ops.linear(x, weight.weight, weight.scale, weight.packed),
+                       exact_ops.linear(x, weight.weight, weight.scale))
+
+
 def test_the_parts_and_bytes_of_integers_give_them_back_within_their_limits():
     q = torch.arange(-exact_ops.ACTIVATION_LIMIT, exact_ops.ACTIVATION_LIMIT + 1, dtype=torch.float32)
     high, low = exact_ops.parts(q).long()
     assert torch.equal(high * 128 + low, q.long()) and high.abs().max() <= 64 and low.abs().max() <= 64
+    assert torch.equal(exact_ops.unsigned_parts(q).long() - 64, torch.stack([high, low]))
     q = torch.arange(-exact_ops.KV_LIMIT, exact_ops.KV_LIMIT + 1, dtype=torch.float32)
     high, low = exact_ops.bytes_of(q).long()
     assert torch.equal(high * 256 + low, q.long())
@@ -131,6 +164,8 @@ def test_the_float_functions_are_the_same_bytes_under_every_isa_cap_the_cpu_has(
 #: Float products: what the exact path must not compute on float operands (float64 ones only of integers).
 PRODUCTS = {'mm', 'bmm', 'addmm', 'baddbmm', 'matmul', 'linear', 'dot', 'einsum', 'mv', 'addmv',
             '_scaled_dot_product_flash_attention_for_cpu', 'scaled_dot_product_attention', 'convolution'}
+#: Quantized products (oneDNN's): integer operands, exact while every scale is 1 (the integers themselves).
+QUANTIZED = {'qlinear_pointwise'}
 #: Float reductions whose order varies with the kernel: the exact path sums only integers.
 REDUCTIONS = {'sum', 'mean', 'cumsum', 'prod', '_softmax', '_log_softmax', 'logsumexp', 'var', 'std',
               'norm', 'linalg_vector_norm'}
@@ -155,6 +190,10 @@ class _FloatArithmetic(TorchDispatchMode):
         if name.rstrip('_') in CPU_FUNCTIONS and any(isinstance(a, torch.Tensor) and a.is_floating_point()
                                                      for a in args):
             self.found.append((name, 'a function computed by the CPU\'s own code', ()))
+        if name in QUANTIZED:
+            x, x_scale, w_scale = args[0], args[1], args[4]
+            if x.is_floating_point() or x_scale != 1 or not bool((w_scale == 1).all()):
+                self.found.append((name, x.dtype, (x_scale, float(w_scale.abs().max()))))
         if name in PRODUCTS | REDUCTIONS:
             for tensor in (a for a in args if isinstance(a, torch.Tensor)):
                 if not tensor.is_floating_point():
@@ -176,12 +215,18 @@ def test_no_product_or_sum_of_the_exact_path_is_computed_on_floats(gemma_exact):
         answers = gemma_exact.generate([p for p in PROMPTS for _ in SEEDS], seeds=list(SEEDS) * len(PROMPTS))
     assert all(a.tokens > 1 for a in answers)
     assert watch.found == []
-    # The watch itself: a float product, a float sum and MKL's exponential are seen.
+    # The watch itself: a float product, a float sum, MKL's exponential and a scaled quantized product are seen.
     with _FloatArithmetic() as watch:
         torch.ones(2, 3) @ torch.ones(3, 2)
         torch.ones(4).sum()
         torch.ones(4).exp_()
-    assert {name for name, _, _ in watch.found} == {'mm', 'sum', 'exp_'}
+        if exact_ops.packable(torch.ones(2, 3, dtype=torch.int8)):
+            weight = exact_ops.packed(torch.ones(2, 3, dtype=torch.int8))
+            torch.ops.onednn.qlinear_pointwise(torch.ones(2, 3, dtype=torch.uint8), 0.5, 64, weight, torch.ones(2),
+                                               torch.zeros(2, dtype=torch.int64), None, 1.0, 0, torch.float32,
+                                               'none', [], '')
+    assert {name for name, _, _ in watch.found} == {'mm', 'sum', 'exp_'} | (
+        {'qlinear_pointwise'} if exact_ops.packable(torch.ones(2, 3, dtype=torch.int8)) else set())
 
 
 def _answers(outputs):

@@ -88,6 +88,10 @@ class Weights(torch.nn.Module):
     post_feedforward_layernorm: torch.Tensor
     q_gain: torch.Tensor
     k_gain: torch.Tensor
+    qkv_packed: torch.Tensor
+    o_packed: torch.Tensor
+    gate_up_packed: torch.Tensor
+    down_packed: torch.Tensor
 
     def __init__(self, hf_layer, config, window: int):
         super().__init__()
@@ -98,8 +102,13 @@ class Weights(torch.nn.Module):
                              ('gate_up', torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
                              ('down', mlp.down_proj.weight)):
             integers = ExactLinear(weight)
-            self.register_buffer(name, integers.weight)
+            # A packed weight is the layer's own: its plain integers are kept only for their shape.
+            shape = torch.empty(integers.out_features, 0, dtype=torch.int8)
+            self.register_buffer(name, integers.weight if integers.packed is None else shape)
             self.register_buffer(name + '_scale', integers.scale)
+            self.register_buffer(name + '_packed', shape if integers.packed is None else integers.packed)
+            #: Whether the layers' weights are in oneDNN's layout (:func:`~.exact_ops.packed`).
+            self.packed: bool = integers.packed is not None
         for name in ('input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm',
                      'post_feedforward_layernorm'):
             self.register_buffer(name, 1 + getattr(hf_layer, name).weight.detach().float())
@@ -119,7 +128,7 @@ class Weights(torch.nn.Module):
         """The tokens' queries ``(tokens, heads, dim)``, keys and values ``(tokens, kv heads, dim)``: normed,
         rotated (queries and keys)."""
         h = rms_norm(x, self.input_layernorm, self.eps)
-        qkv = linear(h, self.qkv, self.qkv_scale)
+        qkv = linear(h, self.qkv, self.qkv_scale, self.qkv_packed if self.packed else None)
         tokens, hd, kvd = x.shape[0], self.heads * self.dim, self.kv * self.dim
         q = rms_norm(qkv[:, :hd].reshape(tokens, self.heads, self.dim), self.q_gain, self.eps)
         k = rms_norm(qkv[:, hd:hd + kvd].reshape(tokens, self.kv, self.dim), self.k_gain, self.eps)
@@ -130,13 +139,14 @@ class Weights(torch.nn.Module):
     def after(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The layer's output from its input ``x`` and attention's ``(tokens, heads, dim)``."""
         tokens = x.shape[0]
-        h = rms_norm(linear(attended.reshape(tokens, self.heads * self.dim), self.o, self.o_scale),
+        h = rms_norm(linear(attended.reshape(tokens, self.heads * self.dim), self.o, self.o_scale,
+                            self.o_packed if self.packed else None),
                      self.post_attention_layernorm, self.eps)
         x = x + h
         h = rms_norm(x, self.pre_feedforward_layernorm, self.eps)
-        gate_up = linear(h, self.gate_up, self.gate_up_scale)
+        gate_up = linear(h, self.gate_up, self.gate_up_scale, self.gate_up_packed if self.packed else None)
         h = linear(gelu_tanh(gate_up[:, :self.intermediate]) * gate_up[:, self.intermediate:], self.down,
-                   self.down_scale)
+                   self.down_scale, self.down_packed if self.packed else None)
         return x + rms_norm(h, self.post_feedforward_layernorm, self.eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # TorchScript compiles a module from its forward

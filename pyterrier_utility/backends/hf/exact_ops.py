@@ -24,7 +24,7 @@ matrix instructions or its number of threads) and whatever else is computed besi
   ``ATEN_CPU_CAPABILITY`` and ``MKL_ENABLE_INSTRUCTIONS`` the CPU has, and at every length and offset).
 """
 import math
-from typing import Tuple
+from typing import List, Optional, Tuple, Union
 
 import torch
 
@@ -147,12 +147,46 @@ def parts(q: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def unsigned_parts(q: torch.Tensor, zero_point: int = PART_LIMIT) -> torch.Tensor:
+    """:func:`parts` plus 64, as unsigned bytes within ``[0, 127]``: the operand of :func:`packed_product`, whose
+    zero point is 64."""
+    high = torch.floor((q + 64) * (1 / 128))
+    out = torch.empty([2] + list(q.shape), dtype=torch.uint8)
+    out[1].copy_(torch.sub(q, high, alpha=128).add_(zero_point))
+    out[0].copy_(high.add_(zero_point))
+    return out
+
+
 def bytes_of(q: torch.Tensor) -> torch.Tensor:
     """Key or value integers (as floats, within :data:`KV_LIMIT`) as their high and low signed bytes,
     stacked on a new first dimension: ``q == 256 * hi + lo``."""
     whole = q.to(torch.int32)
     high = (whole + 128) >> 8
     return torch.stack([high, whole - high * 256]).to(torch.int8)
+
+
+def packable(weight: torch.Tensor) -> bool:
+    """Whether :func:`packed` can hold ``weight`` (int8 ``(out, in)``): torch's oneDNN operations are there, and
+    each part's sum (``in`` products of 8-bit and 7-bit integers) is a float32 integer, exact."""
+    return (torch.backends.mkldnn.is_available() and hasattr(torch.ops, 'onednn')
+            and hasattr(torch.ops.onednn, 'qlinear_prepack') and weight.shape[1] * 127 * PART_LIMIT < 2**24)
+
+
+def packed(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (int8 ``(out, in)``) in oneDNN's own layout for :func:`packed_product`."""
+    return torch.ops.onednn.qlinear_prepack(weight, None)
+
+
+def packed_product(split: torch.Tensor, weight: torch.Tensor, channels: int,
+                   zero_point: int = PART_LIMIT) -> torch.Tensor:
+    """``split @ weight.T`` for unsigned parts ``split`` (:func:`unsigned_parts`, ``(rows, in)``) less their zero
+    point 64 and a :func:`packed` weight: ``(rows, channels)`` float32, each an integer below 2**24, exact.
+    oneDNN's quantized linear layer (AMX, AVX-512 VNNI or AVX2: its 16-bit pair sums hold 7-bit by 8-bit
+    products) sums the integers in int32 and scales them by 1."""
+    none: List[Optional[Union[int, float, complex]]] = []
+    return torch.ops.onednn.qlinear_pointwise(split, 1.0, zero_point, weight, torch.ones(channels),
+                                              torch.zeros(channels, dtype=torch.int64), None, 1.0, 0,
+                                              torch.float32, 'none', none, '')
 
 
 def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -216,15 +250,22 @@ def gelu_tanh(x: torch.Tensor, c: float = _GELU_C) -> torch.Tensor:
 BLOCK = 4096
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, limit: int = ACTIVATION_LIMIT,
-           block: int = BLOCK) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, packed_weight: Optional[torch.Tensor] = None,
+           limit: int = ACTIVATION_LIMIT, block: int = BLOCK) -> torch.Tensor:
     """``x @ weight.T`` for a bias-free layer in integers: ``weight`` int8 ``(out, in)`` with ``scale`` per
     output channel, ``x`` quantized to 14-bit integers with a scale per row, both parts' products in one
-    ``torch._int_mm`` (per block of :data:`BLOCK` channels)."""
+    :func:`packed_product` with ``packed_weight`` (its :func:`packed` layout) where given, else in one
+    ``torch._int_mm`` (per block of :data:`BLOCK` channels). Either gives the same integers, hence the same
+    bytes."""
     inner = x.shape[-1]
     rows = x.reshape(-1, inner)
     q, row_scale = quantized(rows.to(torch.float32), limit)
     count, channels = rows.shape[0], weight.shape[0]
+    if packed_weight is not None:
+        product = packed_product(unsigned_parts(q).view(2 * count, inner), packed_weight, channels)
+        # 128 * high is exact and the sum rounds once: the value of combined()'s integer made a float.
+        out = torch.add(product[count:], product[:count], alpha=128).mul_(scale).mul_(row_scale)
+        return out.reshape(list(x.shape[:-1]) + [channels])
     split = parts(q).view(2 * count, inner).t()
     if channels <= block:
         product = int_mm(weight, split)  # (out, 2 * rows)
@@ -258,6 +299,8 @@ class ExactLinear:
             q, scale = quantized(weight[rows].to(torch.float32), WEIGHT_LIMIT)
             self.weight[rows] = q.to(torch.int8)
             self.scale[rows] = scale[:, 0]
+        #: The weight in oneDNN's layout (:func:`packed`) where it can be, else ``None``.
+        self.packed = packed(self.weight) if packable(self.weight) else None
         self._linear = linear
 
     @property
@@ -269,7 +312,7 @@ class ExactLinear:
         self._linear = compiled_linear
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self._linear(x, self.weight, self.scale)
+        return self._linear(x, self.weight, self.scale, self.packed)
 
     def rows(self, index: torch.Tensor) -> torch.Tensor:
         """The weight's rows ``index`` in float32 (an embedding table's lookup)."""
