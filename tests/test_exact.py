@@ -53,7 +53,7 @@ def test_a_packed_product_is_exact_under_every_onednn_cap_the_cpu_has_and_gives_
     """oneDNN's quantized product of 7-bit unsigned parts (less their zero point) by 8-bit weights equals the
     int64 product at a layer's shapes, its operands at their largest, under each oneDNN cap the CPU has; a
     layer computed with it gives the bytes of the layer computed by ``int_mm``."""
-    weight = exact_ops.ExactLinear(torch.randn(300, 2048) * 0.05)
+    weight = exact_ops.ExactLinear(torch.randn(300, 2048) * 0.05, pack=True)
     if weight.packed is None:
         pytest.skip('this torch has no oneDNN quantized product: layers are computed by int_mm alone')
     environment = {k: v for k, v in os.environ.items() if k not in exact_ops.CAP_VARIABLES}

@@ -101,7 +101,7 @@ class Weights(torch.nn.Module):
                              ('o', attention.o_proj.weight),
                              ('gate_up', torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
                              ('down', mlp.down_proj.weight)):
-            integers = ExactLinear(weight)
+            integers = ExactLinear(weight, pack=True)
             # A packed weight is the layer's own: its plain integers are kept only for their shape.
             shape = torch.empty(integers.out_features, 0, dtype=torch.int8)
             self.register_buffer(name, integers.weight if integers.packed is None else shape)

@@ -288,9 +288,12 @@ class ExactLinear:
 
     Args:
         weight: ``(out, in)``, as ``torch.nn.Linear`` holds it (float of any precision).
+        pack: also keep the weight in oneDNN's layout (:func:`packed`), where it can be. The tied output layer
+            is not packed: its plain integers are the input embedding's too, so a packed copy would add its
+            168 MB, and over its 262 144 channels ``int_mm`` in blocks is as fast for a decode step's rows.
     """
 
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, pack: bool = False):
         weight = weight.detach()
         self.weight = torch.empty(weight.shape, dtype=torch.int8)
         self.scale = torch.empty(weight.shape[0], dtype=torch.float32)
@@ -300,7 +303,7 @@ class ExactLinear:
             self.weight[rows] = q.to(torch.int8)
             self.scale[rows] = scale[:, 0]
         #: The weight in oneDNN's layout (:func:`packed`) where it can be, else ``None``.
-        self.packed = packed(self.weight) if packable(self.weight) else None
+        self.packed = packed(self.weight) if pack and packable(self.weight) else None
         self._linear = linear
 
     @property
