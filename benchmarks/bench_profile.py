@@ -16,7 +16,8 @@ Runs ``pyterrier-utility study`` (``--queries`` of the main job, every other def
 
 The exact reader's layers and attention run in TorchScript (``backends.hf.exact_kernels``), which py-spy does
 not see into: its samples fall on the Python frames that call them (``_attend_step``, ``_attend_chunk``, and
-``_decoder`` for a layer's work on either side of attention, linear layers and norms together).
+``_decoder`` for a layer's work on either side of attention, linear layers and norms together);
+``bench_exact_profile.py`` splits them into their kernels.
 A thread's samples are its CPU time: with two replica threads on two cores, the shares are those of the
 two cores' time together. Needs py-spy (``pip install py-spy``), run as root or where ptrace is allowed.
 
