@@ -136,25 +136,30 @@ def cos_sin(angles: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     return cos_out, sin_out
 
 
-def parts(q: torch.Tensor) -> torch.Tensor:
-    """Activation integers (as floats, within :data:`ACTIVATION_LIMIT`) as their high and low 7-bit parts,
-    stacked on a new first dimension: ``q == 128 * hi + lo``, each within ``[-64, 63]`` (``hi`` the floor of
-    ``(q + 64) / 128``; every step exact in float32)."""
+def _split(q: torch.Tensor, zero_point: int, dtype: torch.dtype) -> torch.Tensor:
+    """``q``'s high and low 7-bit parts plus ``zero_point``, stacked on a new first dimension, as ``dtype``:
+    ``hi`` the floor of ``(q + 64) / 128``, ``lo = q - 128 * hi``, every step exact in float32."""
     high = torch.floor((q + 64) * (1 / 128))
-    out = torch.empty([2] + list(q.shape), dtype=torch.int8)
-    out[1].copy_(torch.sub(q, high, alpha=128))
+    low = torch.sub(q, high, alpha=128)
+    if zero_point != 0:
+        high.add_(zero_point)
+        low.add_(zero_point)
+    out = torch.empty([2] + list(q.shape), dtype=dtype)
+    out[1].copy_(low)
     out[0].copy_(high)
     return out
+
+
+def parts(q: torch.Tensor) -> torch.Tensor:
+    """Activation integers (as floats, within :data:`ACTIVATION_LIMIT`) as their high and low 7-bit parts,
+    stacked on a new first dimension: ``q == 128 * hi + lo``, each within ``[-64, 63]``."""
+    return _split(q, 0, torch.int8)
 
 
 def unsigned_parts(q: torch.Tensor, zero_point: int = PART_LIMIT) -> torch.Tensor:
     """:func:`parts` plus 64, as unsigned bytes within ``[0, 127]``: the operand of :func:`packed_product`, whose
     zero point is 64."""
-    high = torch.floor((q + 64) * (1 / 128))
-    out = torch.empty([2] + list(q.shape), dtype=torch.uint8)
-    out[1].copy_(torch.sub(q, high, alpha=128).add_(zero_point))
-    out[0].copy_(high.add_(zero_point))
-    return out
+    return _split(q, zero_point, torch.uint8)
 
 
 def bytes_of(q: torch.Tensor) -> torch.Tensor:
@@ -169,7 +174,7 @@ def packable(weight: torch.Tensor) -> bool:
     """Whether :func:`packed` can hold ``weight`` (int8 ``(out, in)``): torch's oneDNN operations are there, and
     each part's sum (``in`` products of 8-bit and 7-bit integers) is a float32 integer, exact."""
     return (torch.backends.mkldnn.is_available() and hasattr(torch.ops, 'onednn')
-            and hasattr(torch.ops.onednn, 'qlinear_prepack') and weight.shape[1] * 127 * PART_LIMIT < 2**24)
+            and hasattr(torch.ops.onednn, 'qlinear_prepack') and weight.shape[1] * WEIGHT_LIMIT * PART_LIMIT < 2**24)
 
 
 def packed(weight: torch.Tensor) -> torch.Tensor:
