@@ -19,8 +19,16 @@ FLOPs at the matmul rate and its bytes at the bandwidth:
 The floor is the sum over passes. It leaves out what is not a matrix product or a weight read:
 norms, activations, sampling, the Python around the model. It is a floor, not an estimate.
 
-Usage: python benchmarks/roofline.py (prints the two rates)
+The exact reader (:mod:`pyterrier_utility.backends.hf.exact`) computes each layer's product as two int8
+products (an activation's high and low 7-bit parts against 8-bit weights), so its floor is twice the
+products' operations at the best int8 rate: ``int8_rates`` measures both of its kernels, oneDNN's quantized
+linear layer on packed weights (``exact_ops.packed_product``) and ``torch._int_mm``, at the model's shapes.
+
+Usage: python benchmarks/roofline.py [--tflop 52] [--threads N]
+       (prints the rates, and the floor of that many TFLOP of a layer's products in bfloat16 and in the
+       exact reader's int8 parts)
 """
+import argparse
 import time
 from dataclasses import dataclass, field
 from typing import List, Tuple
@@ -53,6 +61,28 @@ def matmul_rates(hidden: int, intermediate: int, dtype=torch.bfloat16) -> List[T
             w = torch.randn(n_out, n_in, dtype=dtype)
             seconds = _best(lambda: torch.nn.functional.linear(x, w))
             rates.append((rows, n_in, n_out, 2 * rows * n_in * n_out / seconds))
+    return rates
+
+
+def int8_rates(hidden: int, intermediate: int) -> List[Tuple[str, int, int, int, float]]:
+    """``(kernel, rows, in, out, operations/s)`` of the exact reader's int8 products at the model's shapes: each
+    of ``rows`` activation rows is two int8 rows (its high and low parts), so one call does
+    ``2 * 2 * rows * in * out`` operations."""
+    from pyterrier_utility.backends.hf import exact_ops
+    rates = []
+    for rows in (1, 8, 32, 128, 512):
+        for n_in, n_out in ((hidden, intermediate), (intermediate, hidden)):
+            weight = torch.randint(-exact_ops.WEIGHT_LIMIT, exact_ops.WEIGHT_LIMIT + 1, (n_out, n_in), dtype=torch.int8)
+            q = torch.randint(-exact_ops.ACTIVATION_LIMIT, exact_ops.ACTIVATION_LIMIT + 1, (rows, n_in)).float()
+            ops = 2 * 2 * rows * n_in * n_out
+            split = exact_ops.parts(q).view(2 * rows, n_in).t()
+            seconds = _best(lambda: exact_ops.int_mm(weight, split))
+            rates.append(('int_mm', rows, n_in, n_out, ops / seconds))
+            if exact_ops.packable(weight):
+                packed = exact_ops.packed(weight)
+                unsigned = exact_ops.unsigned_parts(q).view(2 * rows, n_in)
+                seconds = _best(lambda: exact_ops.packed_product(unsigned, packed, n_out))
+                rates.append(('qlinear', rows, n_in, n_out, ops / seconds))
     return rates
 
 
@@ -154,11 +184,28 @@ def machine(shape: Shape, dtype=torch.bfloat16) -> Tuple[float, float, list]:
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--tflop', type=float, default=52.0,
+                        help="TFLOP of the layers' products to give the floor of")
+    parser.add_argument('--threads', type=int, default=None, help="torch's threads (default: torch's own)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f'{torch.get_num_threads()} threads')
-    for rows, n_in, n_out, rate in matmul_rates(640, 2048):
+    bf16 = matmul_rates(640, 2048)
+    for rows, n_in, n_out, rate in bf16:
         print(f'linear bf16 {rows:4d} x {n_in:5d} -> {n_out:5d}: {rate / 1e12:6.3f} TFLOP/s')
+    int8 = int8_rates(640, 2048)
+    for kernel, rows, n_in, n_out, rate in int8:
+        print(f'exact int8 {kernel:8s} {rows:4d} x {n_in:5d} -> {n_out:5d}: {rate / 1e12:6.3f} Tops/s '
+              '(two int8 products a row)')
     for dtype in (torch.bfloat16, torch.float32):
         print(f'read once ({dtype}): {bandwidth(dtype=dtype) / 1e9:6.1f} GB/s')
+    best_bf16 = max(r for *_, r in bf16)
+    best_int8 = max(r for *_, r in int8)
+    print(f'floor of {args.tflop:g} TFLOP of products: bfloat16 {args.tflop * 1e12 / best_bf16:.1f} s at '
+          f'{best_bf16 / 1e12:.3f} TFLOP/s; exact int8 parts ({2 * args.tflop:g} Tops) '
+          f'{2 * args.tflop * 1e12 / best_int8:.1f} s at {best_int8 / 1e12:.3f} Tops/s')
 
 
 if __name__ == '__main__':
