@@ -20,13 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from pyterrier_utility.backends.hf.exact_ops import CAP_VARIABLES, ISA_CAPS
+from pyterrier_utility.backends.hf.exact_ops import CAP_VARIABLES, ISA_CAPS, ISA_PROBE
 
 #: Each cap: its environment and the CPU flag it needs (none: always).
 CAPS = {'none': ({}, None), **ISA_CAPS}
-_PROBE = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
-          'b = torch.ones(8, 8, dtype=torch.float64); b @ b; '
-          'print("aten:" + torch.backends.cpu.get_cpu_capability())')
+
 
 
 def flags() -> set:
@@ -38,7 +36,7 @@ def run(env: dict, study: list, folder: Path):
     environment = {k: v for k, v in os.environ.items() if k not in CAP_VARIABLES}
     environment.update(env)
     verbose = {'ONEDNN_VERBOSE': '1', 'MKL_VERBOSE': '1'}
-    probe = subprocess.run([sys.executable, '-c', _PROBE], env={**environment, **verbose}, capture_output=True,
+    probe = subprocess.run([sys.executable, '-c', ISA_PROBE], env={**environment, **verbose}, capture_output=True,
                            text=True, check=True).stdout
     onednn, aten = re.search(r'isa:([^\n]*)', probe), re.search(r'aten:(\w+)', probe)
     mkl = re.search(r'64 architecture (.*?)(?:, Lnx|, Win|$)', probe, re.M)

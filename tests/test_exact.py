@@ -35,6 +35,24 @@ def test_an_integer_product_is_exact_for_full_bytes_by_seven_bit_parts():
         assert torch.equal(exact_ops.int_mm(a, b.t()).long(), a.long() @ b.long().t()), (m, k, n)
 
 
+def test_an_integer_product_in_float32_is_torchs_integer_product_for_any_bytes():
+    """``int_mm``'s float32 products (a CPU whose ``torch._int_mm`` is a reference loop) give the int32 of
+    ``torch._int_mm`` and of the int64 product, for full bytes on both sides at their largest, over inner sizes
+    below, at and past :data:`~pyterrier_utility.backends.hf.exact_ops.FLOAT32_TERMS`."""
+    rng = np.random.default_rng(2)
+    terms = exact_ops.FLOAT32_TERMS
+    for m, k, n in [(1, 640, 1), (300, 640, 12), (64, terms, 5), (9, terms + 1, 3), (20, 3 * terms + 7, 8)]:
+        for case in ('random', 'largest', 'mixed'):
+            if case == 'random':
+                a, b = rng.integers(-128, 128, (m, k)), rng.integers(-128, 128, (n, k))
+            else:
+                a, b = np.full((m, k), -128 if case == 'largest' else 127), np.full((n, k), -128)
+            a, b = torch.from_numpy(a.astype(np.int8)), torch.from_numpy(b.astype(np.int8)).t()
+            floats = exact_ops.int_mm(a, b, True)
+            assert floats.dtype == torch.int32 and torch.equal(floats.long(), a.long() @ b.long()), (m, k, n, case)
+            assert torch.equal(floats, exact_ops.int_mm(a, b, False)), (m, k, n, case)
+
+
 _PACKED_CHECK = (
     'import numpy as np, torch; from pyterrier_utility.backends.hf import exact_ops as eo; '
     'rng = np.random.default_rng(1); found = []\n'
@@ -177,6 +195,15 @@ CPU_FUNCTIONS = {'exp', 'log', 'log2', 'log10', 'tanh', 'sqrt', 'cos', 'sin', 't
                  'erfc', 'erfinv', 'exp2', 'sigmoid', 'gelu', 'silu', 'softplus', 'pow'}
 
 
+def _exact_float32_product(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a @ b`` is a float32 product of integers whose every partial sum is below 2**24 in magnitude
+    (:func:`~pyterrier_utility.backends.hf.exact_ops.int_mm`'s float products), exact in any order."""
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.numel() == 0 or b.numel() == 0:
+        return False
+    whole = all(bool(torch.isfinite(t).all()) and bool((t == t.round()).all()) for t in (a, b))
+    return whole and float(a.abs().max()) * float(b.abs().max()) * a.shape[-1] <= 2**24
+
+
 class _FloatArithmetic(TorchDispatchMode):
     """Records each float product and float reduction whose operands are not integers below 2**53 (whose
     sums are then exact in any order), and each call of a float function of :data:`CPU_FUNCTIONS`."""
@@ -194,6 +221,8 @@ class _FloatArithmetic(TorchDispatchMode):
             x, x_scale, w_scale = args[0], args[1], args[4]
             if x.is_floating_point() or x_scale != 1 or not bool((w_scale == 1).all()):
                 self.found.append((name, x.dtype, (x_scale, float(w_scale.abs().max()))))
+        if name == 'mm' and _exact_float32_product(args[0], args[1]):
+            return func(*args, **(kwargs or {}))
         if name in PRODUCTS | REDUCTIONS:
             for tensor in (a for a in args if isinstance(a, torch.Tensor)):
                 if not tensor.is_floating_point():
@@ -215,9 +244,13 @@ def test_no_product_or_sum_of_the_exact_path_is_computed_on_floats(gemma_exact):
         answers = gemma_exact.generate([p for p in PROMPTS for _ in SEEDS], seeds=list(SEEDS) * len(PROMPTS))
     assert all(a.tokens > 1 for a in answers)
     assert watch.found == []
-    # The watch itself: a float product, a float sum, MKL's exponential and a scaled quantized product are seen.
+    # The watch itself: a float product, a float32 product of integers past 2**24, a float sum, MKL's exponential
+    # and a scaled quantized product are seen; a float32 product of int8s is not.
     with _FloatArithmetic() as watch:
-        torch.ones(2, 3) @ torch.ones(3, 2)
+        torch.full((2, 3), 0.5) @ torch.ones(3, 2)
+        torch.full((2, 1025), 128.0) @ torch.full((1025, 2), 128.0)
+        exact_ops.int_mm(torch.full((2, 1024), -128, dtype=torch.int8), torch.full((1024, 2), -128, dtype=torch.int8),
+                         True)
         torch.ones(4).sum()
         torch.ones(4).exp_()
         if exact_ops.packable(torch.ones(2, 3, dtype=torch.int8)):
@@ -225,6 +258,7 @@ def test_no_product_or_sum_of_the_exact_path_is_computed_on_floats(gemma_exact):
             torch.ops.onednn.qlinear_pointwise(torch.ones(2, 3, dtype=torch.uint8), 0.5, 64, weight, torch.ones(2),
                                                torch.zeros(2, dtype=torch.int64), None, 1.0, 0, torch.float32,
                                                'none', [], '')
+    assert {shape for name, _, shape in watch.found if name == 'mm'} == {(2, 3), (3, 2), (2, 1025), (1025, 2)}
     assert {name for name, _, _ in watch.found} == {'mm', 'sum', 'exp_'} | (
         {'qlinear_pointwise'} if exact_ops.packable(torch.ones(2, 3, dtype=torch.int8)) else set())
 
@@ -295,9 +329,7 @@ def _cpu_flags() -> set:
 
 CAPS = exact_ops.ISA_CAPS
 
-_ISA_CHECK = ('import torch; a = torch.ones(8, 64, dtype=torch.int8); torch._int_mm(a, a.t().contiguous()); '
-              'b = torch.ones(8, 8, dtype=torch.float64); b @ b; '
-              'print("aten:" + torch.backends.cpu.get_cpu_capability())')
+
 
 #: The sha256 of the small study's answers.csv and token_logprobs.csv (:func:`_run_under`), recorded on a
 #: 2-core Intel Xeon with AMX (the same under every cap of :data:`CAPS` there). The claim is the same bytes on
@@ -312,7 +344,7 @@ def _run_under(env: dict, out: Path) -> tuple:
     for name in exact_ops.CAP_VARIABLES:
         if name not in env:
             environment.pop(name, None)
-    probe = subprocess.run([sys.executable, '-c', _ISA_CHECK], env={**environment, 'ONEDNN_VERBOSE': '1',
+    probe = subprocess.run([sys.executable, '-c', exact_ops.ISA_PROBE], env={**environment, 'ONEDNN_VERBOSE': '1',
                                                                     'MKL_VERBOSE': '1'},
                            capture_output=True, text=True, check=True).stdout
     mkl = re.search(r'64 architecture (.*?)(?:, Lnx|, Win|$)', probe, re.M)
@@ -348,7 +380,10 @@ _MKL_PATHS = {'MKL AVX2': '(Intel(R) AVX2)', 'MKL SSE4_2': '(Intel(R) SSE4.2)',
 
 def _own(cap: str, isa: tuple) -> bool:
     """Whether ``cap`` is what this CPU runs with no cap (its run would be the uncapped run again)."""
+    onednn_avx2, aten_avx2 = isa[0] == 'Intel AVX2', isa[1] == 'AVX2'  # a CPU with AVX2 alone
     return (cap == 'ATen avx512' and isa[1] == 'AVX512'
+            or cap == 'ATen avx2' and aten_avx2 or cap == 'oneDNN AVX2' and onednn_avx2
+            or cap == 'oneDNN AVX2, ATen avx2' and onednn_avx2 and aten_avx2
             or cap == 'oneDNN AVX512_CORE_BF16' and 'amx_int8' not in _cpu_flags()
             or cap in _MKL_PATHS and _MKL_PATHS[cap] in isa[2])
 

@@ -23,6 +23,7 @@ from .exact_ops import (
     ExactLinear,
     bytes_of,
     gelu_tanh,
+    int_mm,
     linear,
     parts,
     quantized,
@@ -158,7 +159,7 @@ def scores_of(queries: torch.Tensor, q_scale: torch.Tensor, keys: torch.Tensor, 
     """Scaled dot products of query integers (``(rows, dim)``, 14-bit, with ``q_scale`` (rows, 1)) with
     keys (two bytes, int8 ``(2, tokens, dim)``, with ``key_scales`` (tokens,)): ``(rows, tokens)``."""
     rows = queries.shape[0]
-    product = torch._int_mm(keys.reshape(-1, keys.shape[-1]), parts(queries).view(2 * rows, -1).t())
+    product = int_mm(keys.reshape(-1, keys.shape[-1]), parts(queries).view(2 * rows, -1).t())
     exact = exact_product(product, rows, keys.shape[-1]).t().to(torch.float32)
     return exact.mul_(q_scale).mul_(key_scales).mul_(scaling)
 
@@ -170,7 +171,7 @@ def weighted(weights: torch.Tensor, values: torch.Tensor, value_scales: torch.Te
     shared, rows = values.shape[-1], weights.shape[0]
     weights, scale = quantized(weights * value_scales, limit)
     split = parts(weights[:, :shared].contiguous()).view(2 * rows, shared)
-    total = exact_product(torch._int_mm(values.reshape(-1, shared), split.t()), rows, shared).t()  # (rows, dim)
+    total = exact_product(int_mm(values.reshape(-1, shared), split.t()), rows, shared).t()  # (rows, dim)
     return total.to(torch.float32).mul_(scale)
 
 
@@ -253,7 +254,7 @@ def attend_step(q: torch.Tensor, held: List[torch.Tensor], n: int, window: int, 
             keys, key_scales, prompt_value_scales = prompts[i][0], prompts[i][1], prompts[i][3]
             length, span = keys.shape[2], end - first
             b = q_parts[:, first:end, first_head:end_head].reshape(2 * span * group, dim).t()
-            product = exact_product(torch._int_mm(keys[g].view(2 * length, dim), b), span * group, dim)
+            product = exact_product(int_mm(keys[g].view(2 * length, dim), b), span * group, dim)
             place = scores[first:end, :, own:own + length]
             place.copy_(product.t().view(span, group, length)).mul_(key_scales[g])
             if visible >= 0 and length > visible:  # past the window: masked
@@ -268,7 +269,7 @@ def attend_step(q: torch.Tensor, held: List[torch.Tensor], n: int, window: int, 
             values = prompts[i][2]
             length, span = values.shape[-1], end - first
             b = w_parts[:, first:end, :, own:own + length].reshape(2 * span * group, length).t()
-            product = exact_product(torch._int_mm(values[g].view(2 * dim, length), b), span * group, length)
+            product = exact_product(int_mm(values[g].view(2 * dim, length), b), span * group, length)
             total[first:end] += product.t().view(span, group, dim)
         out[:, first_head:end_head] = total.to(torch.float32).mul_(scale)
     return out

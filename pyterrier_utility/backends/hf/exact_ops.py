@@ -24,6 +24,7 @@ matrix instructions or its number of threads) and whatever else is computed besi
   ``ATEN_CPU_CAPABILITY`` and ``MKL_ENABLE_INSTRUCTIONS`` the CPU has, and at every length and offset).
 """
 import math
+import os
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -45,6 +46,15 @@ ISA_CAPS = {
     'MKL SSE4_2': ({'MKL_ENABLE_INSTRUCTIONS': 'SSE4_2'}, 'sse4_2'),
     'MKL compatible': ({'MKL_CBWR': 'COMPATIBLE'}, 'sse2'),
 }
+#: A program that reports the ISAs a process computes with, run under ``ONEDNN_VERBOSE=1`` and ``MKL_VERBOSE=1``:
+#: a packed product (oneDNN reports its ISA when it first computes; on a CPU with AVX2 alone ``torch._int_mm`` and
+#: bfloat16 products do not reach oneDNN), a float64 product (MKL's banner names its code path) and ATen's own
+#: capability, printed as ``aten:NAME``.
+ISA_PROBE = ('import torch; from pyterrier_utility.backends.hf import exact_ops as eo; '
+             'a = torch.ones(8, 64, dtype=torch.int8); eo.int_mm(a, a.t().contiguous(), False); '
+             'eo.packable(a) and eo.packed_product(torch.ones(2, 64, dtype=torch.uint8), eo.packed(a), 8); '
+             'b = torch.ones(8, 8, dtype=torch.float64); b @ b; '
+             'print("aten:" + torch.backends.cpu.get_cpu_capability())')
 #: The environment variables of :data:`ISA_CAPS`: a run under one cap inherits none of the others.
 CAP_VARIABLES = tuple(sorted({name for env, _ in ISA_CAPS.values() for name in env}))
 #: The largest integer of the second operand of an integer product, whose parts are 7 bits (with -64).
@@ -194,10 +204,46 @@ def packed_product(split: torch.Tensor, weight: torch.Tensor, channels: int,
                                               torch.float32, 'none', none, '')
 
 
-def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+#: oneDNN's ISAs from AVX-512 up (``ONEDNN_MAX_CPU_ISA``'s names): its int8 GEMM, which ``torch._int_mm`` calls, has
+#: kernels of its own there. Below them (a CPU with AVX2 alone, or oneDNN capped there) it falls to a reference
+#: loop: on a 2-core AMD EPYC with AVX2 alone, 2.4 billion operations a second, 35 times slower than a float32
+#: product of the same integers.
+_INT8_GEMM_ISAS = ('AVX512_CORE', 'AVX512_CORE_VNNI', 'AVX512_CORE_BF16', 'AVX10_1_512', 'AVX512_CORE_FP16',
+                   'AVX10_1_512_AMX', 'AVX10_1_512_AMX_FP16', 'AVX10_2_512', 'AVX10_2_512_AMX_2', 'AVX512_CORE_AMX',
+                   'AVX512_CORE_AMX_FP16', 'ALL', 'DEFAULT')
+
+
+def _int8_gemm() -> bool:
+    """Whether oneDNN's int8 GEMM has its own kernels here: the CPU has AVX-512 and ``ONEDNN_MAX_CPU_ISA``, if
+    set, does not cap oneDNN below it."""
+    cap = os.environ.get('ONEDNN_MAX_CPU_ISA', '').strip().upper()
+    return torch.cpu._is_avx512_supported() and (not cap or cap in _INT8_GEMM_ISAS)
+
+
+#: Whether :func:`int_mm` computes in float32 (where ``torch._int_mm`` would take its reference loop): the same
+#: integers, exactly.
+FLOAT_PRODUCTS = not _int8_gemm()
+#: The terms of a float32 product of int8 matrices whose every partial sum is an integer float32 holds: each
+#: term at most 128 * 128, so any sum of this many at most 2**24, in any order.
+FLOAT32_TERMS = 2**24 // (128 * 128)
+
+
+def int_mm(a: torch.Tensor, b: torch.Tensor, floats: bool = FLOAT_PRODUCTS, terms: int = FLOAT32_TERMS) -> torch.Tensor:
     """``a @ b`` for int8 matrices, in int32, exact on every kernel: ``b``'s entries within
-    :data:`PART_LIMIT` (a CPU without VNNI sums pairs of products of ``a + 128`` and ``b`` in 16 bits)."""
-    return torch._int_mm(a, b)
+    :data:`PART_LIMIT` (a CPU without VNNI sums pairs of products of ``a + 128`` and ``b`` in 16 bits).
+
+    By ``torch._int_mm``, or ``floats`` (:data:`FLOAT_PRODUCTS`) as float32 products of the same integers,
+    :data:`FLOAT32_TERMS` terms at a time: each partial sum an integer below 2**24, so exact whatever the
+    kernel's order, its vector width or precision (TF32 and bfloat16 hold every int8 too), and the chunks'
+    sums added in int32. Either gives the same integers."""
+    if not floats:
+        return torch._int_mm(a, b)
+    inner = a.shape[1]
+    out = torch.mm(a[:, :terms].to(torch.float32), b[:terms].to(torch.float32)).to(torch.int32)
+    for first in range(terms, inner, terms):
+        out += torch.mm(a[:, first:first + terms].to(torch.float32),
+                        b[first:first + terms].to(torch.float32)).to(torch.int32)
+    return out
 
 
 def combined(high: torch.Tensor, low: torch.Tensor, terms: int, exact_terms: int = _INT32_TERMS) -> torch.Tensor:
