@@ -228,21 +228,33 @@ FLOAT_PRODUCTS = not _int8_gemm()
 FLOAT32_TERMS = 2**24 // (128 * 128)
 
 
-def int_mm(a: torch.Tensor, b: torch.Tensor, floats: bool = FLOAT_PRODUCTS, terms: int = FLOAT32_TERMS) -> torch.Tensor:
+#: The rows of the first operand :func:`int_mm` turns into floats at a time: 1 MiB of float32 at
+#: :data:`FLOAT32_TERMS`, which stays in the CPU's cache (a whole block of the tied output layer in float32 would
+#: be written to memory and read back).
+FLOAT32_ROWS = 256
+
+
+def int_mm(a: torch.Tensor, b: torch.Tensor, floats: bool = FLOAT_PRODUCTS, terms: int = FLOAT32_TERMS,
+           rows: int = FLOAT32_ROWS) -> torch.Tensor:
     """``a @ b`` for int8 matrices, in int32, exact on every kernel: ``b``'s entries within
     :data:`PART_LIMIT` (a CPU without VNNI sums pairs of products of ``a + 128`` and ``b`` in 16 bits).
 
     By ``torch._int_mm``, or ``floats`` (:data:`FLOAT_PRODUCTS`) as float32 products of the same integers,
-    :data:`FLOAT32_TERMS` terms at a time: each partial sum an integer below 2**24, so exact whatever the
-    kernel's order, its vector width or precision (TF32 and bfloat16 hold every int8 too), and the chunks'
-    sums added in int32. Either gives the same integers."""
+    :data:`FLOAT32_TERMS` terms and :data:`FLOAT32_ROWS` rows of ``a`` at a time: each partial sum an integer
+    below 2**24, so exact whatever the kernel's order, its vector width or precision (TF32 and bfloat16 hold
+    every int8 too), and the chunks' sums added in int32. Either gives the same integers."""
     if not floats:
         return torch._int_mm(a, b)
-    inner = a.shape[1]
-    out = torch.mm(a[:, :terms].to(torch.float32), b[:terms].to(torch.float32)).to(torch.int32)
-    for first in range(terms, inner, terms):
-        out += torch.mm(a[:, first:first + terms].to(torch.float32),
-                        b[first:first + terms].to(torch.float32)).to(torch.int32)
+    inner, count = a.shape[1], a.shape[0]
+    out = torch.empty(count, b.shape[1], dtype=torch.int32)
+    for first in range(0, inner, terms):
+        right = b[first:first + terms].to(torch.float32)
+        for top in range(0, count, rows):
+            part = torch.mm(a[top:top + rows, first:first + terms].to(torch.float32), right)
+            if first == 0:
+                out[top:top + rows] = part
+            else:
+                out[top:top + rows] += part.to(torch.int32)
     return out
 
 
