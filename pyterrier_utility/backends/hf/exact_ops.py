@@ -10,7 +10,8 @@ matrix instructions or its number of threads) and whatever else is computed besi
   call. The second operand's parts are 7 bits, which keeps a CPU without VNNI exact too: its
   ``vpmaddubsw`` sums pairs of u8 x s8 products in 16 bits, which full 8-bit integers there saturate.
   Products over a few values (a row's own decoded keys) are float64 products of integers, exact
-  while below 2**53.
+  while below 2**53. Where oneDNN's int8 GEMM has no kernels of its own (a CPU with AVX2 alone), :func:`int_mm`
+  computes float32 products of the same integers, each partial sum below 2**24 and so exact in any order.
 - **Reductions.** A sum over a row is of integers (:func:`exact_sum`: each term a whole number of
   units, a 2**36th of the row's largest), exact in float64 in any order. A maximum is exact in any order.
 - **Functions.** Exponentials, logarithms, ``tanh`` and square roots come from ``torch.expm1``,
