@@ -7,7 +7,8 @@ function as an operation of its own: a layer's work before attention (``before``
 and value layer, their norms and rotary embeddings), attention (``attend_chunk`` in a prefill, ``attend_step``
 in a decode step), a layer's work after it (``after``: the output layer of attention, the feed-forward
 layers, their norms), the tied output layer (``linear``) and the final norm (``rms_norm``); the integer
-products (``aten::_int_mm`` and ``onednn::qlinear_pointwise``) inside all of them are counted apart too.
+products (``aten::_int_mm``, ``onednn::qlinear_pointwise``, and ``aten::mm`` where ``int_mm`` computes float32
+products of integers) inside all of them are counted apart too.
 
 The prompts are the study's (Cranfield's first ``--queries`` answerable queries, BM25's top k for each
 ``-k``, and the 0-shot prompt), answered with the offline decoding (one sample each). First, untimed, two of them warm
@@ -32,8 +33,10 @@ from bench_main_job import cpu_name  # noqa: E402
 #: The compiled functions reported, for each phase, in the order printed.
 KERNELS = {'prefill': ('before', 'attend_chunk', 'after', 'linear', 'rms_norm'),
            'decode': ('before', 'attend_step', 'after', 'linear', 'rms_norm')}
-#: The integer products: ``torch._int_mm`` and oneDNN's quantized linear layer (the layers' packed weights).
-PRODUCTS = ('aten::_int_mm', 'onednn::qlinear_pointwise')
+#: The integer products: ``torch._int_mm``, oneDNN's quantized linear layer (the layers' packed weights) and
+#: ``aten::mm``, which the exact path calls only for float32 products of integers (``exact_ops.int_mm`` on a CPU
+#: with no int8 GEMM kernels).
+PRODUCTS = ('aten::_int_mm', 'onednn::qlinear_pointwise', 'aten::mm')
 NAMES = {'before': 'layers before attention', 'attend_chunk': 'attention', 'attend_step': 'attention',
          'after': 'layers after attention', 'linear': 'tied output layer', 'rms_norm': 'final norm'}
 
