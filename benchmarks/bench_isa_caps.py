@@ -26,7 +26,6 @@ from pyterrier_utility.backends.hf.exact_ops import CAP_VARIABLES, ISA_CAPS, ISA
 CAPS = {'none': ({}, None), **ISA_CAPS}
 
 
-
 def flags() -> set:
     text = Path('/proc/cpuinfo').read_text()
     return set(next(line for line in text.splitlines() if line.startswith('flags')).split(':', 1)[1].split())

@@ -206,9 +206,9 @@ def packed_product(split: torch.Tensor, weight: torch.Tensor, channels: int,
 
 
 #: oneDNN's ISAs from AVX-512 up (``ONEDNN_MAX_CPU_ISA``'s names): its int8 GEMM, which ``torch._int_mm`` calls, has
-#: kernels of its own there. Below them (a CPU with AVX2 alone, or oneDNN capped there) it falls to a reference
-#: loop: on a 2-core AMD EPYC with AVX2 alone, 2.4 billion operations a second, 35 times slower than a float32
-#: product of the same integers.
+#: kernels of its own there. On a CPU with AVX2 alone it falls to a reference loop: on a 2-core AMD EPYC with AVX2
+#: alone, 2.4 billion operations a second, 35 times slower than a float32 product of the same integers. A cap
+#: below them takes the float32 products too, so that it stands in for such a CPU.
 _INT8_GEMM_ISAS = ('AVX512_CORE', 'AVX512_CORE_VNNI', 'AVX512_CORE_BF16', 'AVX10_1_512', 'AVX512_CORE_FP16',
                    'AVX10_1_512_AMX', 'AVX10_1_512_AMX_FP16', 'AVX10_2_512', 'AVX10_2_512_AMX_2', 'AVX512_CORE_AMX',
                    'AVX512_CORE_AMX_FP16', 'ALL', 'DEFAULT')
@@ -227,8 +227,6 @@ FLOAT_PRODUCTS = not _int8_gemm()
 #: The terms of a float32 product of int8 matrices whose every partial sum is an integer float32 holds: each
 #: term at most 128 * 128, so any sum of this many at most 2**24, in any order.
 FLOAT32_TERMS = 2**24 // (128 * 128)
-
-
 #: The rows of the first operand :func:`int_mm` turns into floats at a time: 1 MiB of float32 at
 #: :data:`FLOAT32_TERMS`, which stays in the CPU's cache (a whole block of the tied output layer in float32 would
 #: be written to memory and read back).
